@@ -1,0 +1,58 @@
+#pragma once
+// The interpreter is written once over a value domain, so the same literal block-by-block
+// execution serves float64/float32 reference evaluation and finite-field fingerprints.
+//
+// A domain D provides:
+//   using Value = ...;
+//   Value constant(double c) const;        // exact: a binary float m*2^e maps to m*inv(2^e)
+//   Value add(Value, Value) const; sub, mul, div;
+//   Value neg(Value) const; recip, exp, sqrt;
+//   Value relu(Value) const;
+//   Value max(Value, Value) const;         // the finite field treats max as a softmax
+//                                          // stabilizer and returns 0 (DESIGN.md §4)
+//   Value lowest() const;                  // identity of max (-inf for floats)
+// Composite functions are defined here from those, so every domain agrees on them:
+//   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x * sigmoid(x),
+//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),  tanh(u) = 1 - 2 / (exp(2u) + 1)
+//   rsqrt(x) = recip(sqrt(x)), square(x) = x * x.
+#include <cmath>
+#include <limits>
+
+namespace mj {
+
+template <class T>
+struct FloatDomain {
+  using Value = T;
+  Value constant(double c) const { return Value(c); }
+  Value add(Value a, Value b) const { return a + b; }
+  Value sub(Value a, Value b) const { return a - b; }
+  Value mul(Value a, Value b) const { return a * b; }
+  Value div(Value a, Value b) const { return a / b; }
+  Value neg(Value a) const { return -a; }
+  Value recip(Value a) const { return Value(1) / a; }
+  Value exp(Value a) const { return std::exp(a); }
+  Value sqrt(Value a) const { return std::sqrt(a); }
+  Value relu(Value a) const { return a > Value(0) ? a : Value(0); }
+  Value max(Value a, Value b) const { return a > b ? a : b; }
+  Value lowest() const { return -std::numeric_limits<T>::infinity(); }
+};
+
+template <class D>
+typename D::Value sigmoid(const D& d, typename D::Value x) {
+  return d.recip(d.add(d.constant(1.0), d.exp(d.neg(x))));
+}
+template <class D>
+typename D::Value silu(const D& d, typename D::Value x) {
+  return d.mul(x, sigmoid(d, x));
+}
+template <class D>
+typename D::Value gelu(const D& d, typename D::Value x) {
+  // sqrt(2/pi) as the double nearest to it; the finite field maps that double exactly.
+  const auto k = d.constant(0.7978845608028654);
+  auto u = d.mul(k, d.add(x, d.mul(d.constant(0.044715), d.mul(x, d.mul(x, x)))));
+  auto t = d.sub(d.constant(1.0),
+                 d.div(d.constant(2.0), d.add(d.exp(d.add(u, u)), d.constant(1.0))));
+  return d.mul(d.mul(d.constant(0.5), x), d.add(d.constant(1.0), t));
+}
+
+}  // namespace mj

@@ -1,0 +1,36 @@
+#pragma once
+// The reference interpreter: the definition of what a μGraph means (DESIGN.md §3.4).
+// It executes a kernel graph op by op; a customized op runs its block graph literally,
+// block by block and for-loop iteration by iteration, on tiles cut by imap/fmap and stored
+// by omap. Online-softmax accumulators use the max over all iterations, so their value is
+// the exact mathematical one (generated code computes the same with a running max).
+#include <cstdint>
+#include <vector>
+
+#include "cc/interp/domain.h"
+#include "cc/ir/graph.h"
+
+namespace mj {
+
+template <class V>
+struct DenseTensor {
+  Shape shape;
+  std::vector<V> data;  // row-major
+};
+
+// inputs: one per kernel graph input, in order, with exactly that input's shape (IrError
+// otherwise). Returns one tensor per marked output, in order.
+template <class D>
+std::vector<DenseTensor<typename D::Value>> interpret(
+    const KernelGraph& g, const std::vector<DenseTensor<typename D::Value>>& inputs,
+    const D& domain);
+
+// Runs one block graph on kernel-level tensors (its inputs in order); returns its outputs.
+template <class D>
+std::vector<DenseTensor<typename D::Value>> interpret_block_graph(
+    const BlockGraph& bg, const std::vector<DenseTensor<typename D::Value>>& inputs,
+    const D& domain);
+
+}  // namespace mj
+
+#include "cc/interp/interp_impl.h"

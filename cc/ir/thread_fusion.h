@@ -1,0 +1,16 @@
+#pragma once
+// Thread level (DESIGN.md §3.3): which block ops run in one fused pass. A chain of
+// elementwise ops joins its producer's group when it is that producer's only consumer and
+// lives in the same phase, so `silu(acc) * other` after a matmul is one pass. The cost model
+// and both code generators read the same groups.
+#include <vector>
+
+#include "cc/ir/graph.h"
+
+namespace mj {
+
+// One entry per op of g: the fusion group id (the index of the group's first op), or -1 for
+// ops that are not computation (inputs, outputs).
+std::vector<int> thread_fusion_groups(const BlockGraph& g);
+
+}  // namespace mj

@@ -78,7 +78,7 @@ class Graph {
   // Appends op with outputs of the given shapes; returns the first output id.
   int add_op(Op op, const std::vector<Shape>& out_shapes, DType dtype);
   // Block graphs check and record phases; kernel graphs accept anything.
-  virtual Phase combine_phases(const Op& op) const { return Phase::kInvariant; }
+  virtual Phase combine_phases(const Op& /*op*/) const { return Phase::kInvariant; }
   void check_id(int id, const char* op_name) const;
   std::string tname(int id) const { return "t" + std::to_string(id); }
 

@@ -35,6 +35,8 @@ enum class OpKind : uint8_t {
 enum class ReduceKind : uint8_t { kSum, kMean, kMax };
 
 std::string_view op_kind_name(OpKind k);   // the Python builder's name, e.g. "rms_norm"
+// Inverse of op_kind_name ("input" and "output" for the boundary kinds); throws IrError.
+OpKind parse_op_kind(std::string_view name);
 std::string_view reduce_kind_name(ReduceKind k);
 ReduceKind parse_reduce_kind(std::string_view s);  // throws IrError
 

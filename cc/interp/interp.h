@@ -7,16 +7,11 @@
 #include <cstdint>
 #include <vector>
 
+#include "cc/interp/dense_tensor.h"
 #include "cc/interp/domain.h"
 #include "cc/ir/graph.h"
 
 namespace mj {
-
-template <class V>
-struct DenseTensor {
-  Shape shape;
-  std::vector<V> data;  // row-major
-};
 
 // inputs: one per kernel graph input, in order, with exactly that input's shape (IrError
 // otherwise). Returns one tensor per marked output, in order.

@@ -1,0 +1,138 @@
+#include "cc/absexpr/constant.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <stdexcept>
+
+namespace mj {
+
+namespace {
+
+std::optional<int64_t> narrow(__int128 v) {
+  if (v > std::numeric_limits<int64_t>::max() || v < -std::numeric_limits<int64_t>::max()) {
+    return std::nullopt;  // -2^63 is excluded too, so negation can never overflow
+  }
+  return int64_t(v);
+}
+
+std::optional<Constant> make_rational(__int128 num, __int128 den) {
+  if (den == 0) return std::nullopt;
+  if (den < 0) num = -num, den = -den;
+  __int128 a = num < 0 ? -num : num, b = den;
+  while (b != 0) {  // gcd on 128 bits: the operands of a product may not fit 64
+    __int128 t = a % b;
+    a = b;
+    b = t;
+  }
+  if (a > 1) num /= a, den /= a;
+  auto n = narrow(num), d = narrow(den);
+  if (!n || !d) return std::nullopt;
+  return Constant::rational(*n, *d);
+}
+
+}  // namespace
+
+Constant Constant::rational(int64_t num, int64_t den) {
+  if (den == 0) throw std::invalid_argument("Constant::rational: zero denominator");
+  if (num == std::numeric_limits<int64_t>::min() || den == std::numeric_limits<int64_t>::min()) {
+    throw std::invalid_argument("Constant::rational: -2^63 is not representable");
+  }
+  if (den < 0) num = -num, den = -den;
+  const int64_t g = std::gcd(num, den);
+  if (g > 1) num /= g, den /= g;
+  return Constant(num, den);
+}
+
+Constant Constant::opaque(double value) {
+  int64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return Constant(bits, 0);
+}
+
+Constant Constant::from_double(double value) {
+  if (!std::isfinite(value)) return opaque(value);
+  if (value == 0.0) return Constant(0, 1);  // -0.0 and 0.0 are the same number
+  int exp = 0;
+  const double frac = std::frexp(value, &exp);  // value = frac * 2^exp, 0.5 <= |frac| < 1
+  int64_t mant = int64_t(std::ldexp(frac, 53));  // exact: a double has 53 significant bits
+  exp -= 53;
+  while ((mant & 1) == 0) mant /= 2, ++exp;
+  if (exp >= 0) {
+    if (exp >= 62 || std::llabs(mant) >= (int64_t(1) << (62 - exp))) return opaque(value);
+    return Constant(mant * (int64_t(1) << exp), 1);
+  }
+  if (-exp > 62) return opaque(value);
+  return Constant(mant, int64_t(1) << -exp);  // mant is odd: already reduced
+}
+
+Constant Constant::from_payload(int64_t a, int64_t b) { return Constant(a, b); }
+
+double Constant::value() const {
+  if (is_rational()) return double(num_) / double(den_);
+  double v;
+  std::memcpy(&v, &num_, sizeof v);
+  return v;
+}
+
+std::optional<Constant> Constant::plus(const Constant& o) const {
+  if (!is_rational() || !o.is_rational()) return std::nullopt;
+  return make_rational(__int128(num_) * o.den_ + __int128(o.num_) * den_, __int128(den_) * o.den_);
+}
+
+std::optional<Constant> Constant::times(const Constant& o) const {
+  if (!is_rational() || !o.is_rational()) return std::nullopt;
+  return make_rational(__int128(num_) * o.num_, __int128(den_) * o.den_);
+}
+
+std::optional<Constant> Constant::reciprocal() const {
+  if (!is_rational() || num_ == 0) return std::nullopt;
+  return make_rational(den_, num_);
+}
+
+std::optional<Constant> Constant::negated() const {
+  if (!is_rational()) return std::nullopt;
+  return Constant(-num_, den_);
+}
+
+std::string Constant::to_string() const {
+  if (is_rational()) {
+    return den_ == 1 ? std::to_string(num_) : std::to_string(num_) + "/" + std::to_string(den_);
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", value());
+  return buf;
+}
+
+std::optional<Constant> parse_constant(const std::string& atom) {
+  if (atom.empty()) return std::nullopt;
+  const size_t slash = atom.find('/');
+  if (slash != std::string::npos) {
+    const std::string n = atom.substr(0, slash), d = atom.substr(slash + 1);
+    char* end = nullptr;
+    errno = 0;
+    const long long num = std::strtoll(n.c_str(), &end, 10);
+    if (n.empty() || *end != '\0' || errno) return std::nullopt;
+    const long long den = std::strtoll(d.c_str(), &end, 10);
+    if (d.empty() || *end != '\0' || errno || den == 0) return std::nullopt;
+    if (num == std::numeric_limits<int64_t>::min() || den == std::numeric_limits<int64_t>::min()) {
+      return std::nullopt;
+    }
+    return Constant::rational(num, den);
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long whole = std::strtoll(atom.c_str(), &end, 10);
+  if (*end == '\0' && errno == 0 && whole != std::numeric_limits<int64_t>::min()) {
+    return Constant::rational(whole, 1);  // exact even beyond 2^53
+  }
+  const double v = std::strtod(atom.c_str(), &end);
+  if (*end != '\0') return std::nullopt;
+  return Constant::from_double(v);
+}
+
+}  // namespace mj

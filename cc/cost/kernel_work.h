@@ -1,0 +1,40 @@
+#pragma once
+// What one kernel asks of the machine, before any target is involved: the unit that the
+// roofline (roofline.h) turns into time. A kernel graph runs as a sequence of these: XLA
+// fusions and library matmuls for its predefined ops, one per customized op.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mj {
+
+enum class KernelKind : uint8_t {
+  kLibraryFusion,  // predefined elementwise/reduction ops that XLA fuses into one loop
+  kLibraryMatmul,  // a predefined matmul (or concat copy): one library call
+  kCustomized,     // a block graph: one generated kernel over a grid of blocks
+};
+
+// A replicated input of a customized op: every block along the replicated grid axes loads
+// the same tiles again. The first pass over the tensor comes from DRAM; whether the re-reads
+// do is the target's call (the tensor may fit in its last-level cache).
+struct ReplicatedRead {
+  double tensor_bytes = 0;
+  double reread_bytes = 0;  // bytes loaded beyond the first pass
+};
+
+struct KernelWork {
+  KernelKind kind = KernelKind::kLibraryFusion;
+  std::string label;  // for the breakdown, e.g. "fusion(rms_norm, mul)"
+  double bytes_read = 0;     // everything loaded from kernel-level tensors, re-reads included
+  double bytes_written = 0;  // kernel-level results, stored once
+  double flops = 0;
+  double low_precision_matmul_flops = 0;  // part of flops (tensor cores on a GPU)
+  std::vector<ReplicatedRead> replicated;  // customized only
+  // kLibraryMatmul: rows of each result matrix (the library picks its algorithm by it).
+  int64_t matmul_rows = 0;
+  // kCustomized: grid size, and the bytes one block keeps on chip (shared memory on a GPU).
+  int64_t blocks = 0;
+  double working_set_bytes = 0;
+};
+
+}  // namespace mj

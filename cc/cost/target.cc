@@ -1,0 +1,116 @@
+// Target presets. Every number is approximate: the CPU ones come from the measurements in
+// DESIGN.md §6/§9 and lscpu on the development machines, the GPU ones from public datasheets
+// (SXM parts, dense math). They only need to rank candidates, not predict times exactly.
+#include "cc/cost/target.h"
+
+#include <stdexcept>
+
+namespace mj {
+
+double Target::fma_peak_flops() const {
+  return double(cores) * vector_width_floats * fma_units * 2.0 * clock_hz;
+}
+
+Target Target::cpu_host(const HostMeasurements& measured) {
+  Target t;
+  t.kind = TargetKind::kCpu;
+  t.name = "cpu_host";
+  t.cores = 2;
+  t.vector_width_floats = 8;  // AVX2; the machines that expose AVX-512 still issue 2×256-bit FMAs
+  t.fma_units = 2;
+  t.clock_hz = 3.0e9;           // sustained all-core clock, approximate
+  t.l1_bytes = 32 << 10;
+  t.l2_bytes = 1 << 20;
+  t.last_level_cache_bytes = 32 << 20;
+  t.cache_bandwidth = 150e9;    // L3 reads, both cores; rough (32 B/cycle/core peak)
+  t.dram_bandwidth = 21e9;      // a jitted read of a large array (DESIGN.md §9)
+  t.peak_flops = 120e9;         // a 2048³ f32 matmul (DESIGN.md §9)
+  t.custom_call_overhead_s = 35e-6;    // one FFI dispatch (DESIGN.md §6)
+  t.library_kernel_overhead_s = 2e-6;  // one XLA thunk; an estimate, small next to FFI
+  t.library_small_m_rows = 16;  // M = 8 measured slow (DESIGN.md §6); the cut-off is a guess
+  if (measured.cores > 0) t.cores = measured.cores;
+  if (measured.read_bandwidth > 0) t.dram_bandwidth = measured.read_bandwidth;
+  if (measured.matmul_flops > 0) t.peak_flops = measured.matmul_flops;
+  if (measured.ffi_dispatch_s > 0) t.custom_call_overhead_s = measured.ffi_dispatch_s;
+  t.library_small_m_matmul_flops = 0.18 * t.fma_peak_flops();
+  return t;
+}
+
+namespace {
+
+// What the three GPU presets share; launches cost about the same through FFI or XLA.
+Target gpu_base(const char* name) {
+  Target t;
+  t.kind = TargetKind::kGpu;
+  t.name = name;
+  t.registers_per_sm = 65536;
+  t.custom_call_overhead_s = 5e-6;
+  t.library_kernel_overhead_s = 5e-6;
+  return t;
+}
+
+}  // namespace
+
+Target Target::a100() {
+  Target t = gpu_base("a100");
+  t.sms = 108;
+  t.shared_memory_per_block = 163 << 10;
+  t.dram_bandwidth = 2.0e12;  // HBM2e, 80 GB part
+  t.peak_flops = 19.5e12;
+  t.tensor_core_flops = 312e12;
+  t.last_level_cache_bytes = 40 << 20;
+  t.cache_bandwidth = 5e12;
+  return t;
+}
+
+Target Target::h100() {
+  Target t = gpu_base("h100");
+  t.sms = 132;
+  t.shared_memory_per_block = 227 << 10;
+  t.dram_bandwidth = 3.35e12;  // HBM3
+  t.peak_flops = 67e12;
+  t.tensor_core_flops = 989e12;
+  t.last_level_cache_bytes = 50 << 20;
+  t.cache_bandwidth = 10e12;
+  return t;
+}
+
+Target Target::h200() {
+  Target t = h100();  // the same GH100 die; only the memory differs
+  t.name = "h200";
+  t.dram_bandwidth = 4.8e12;  // HBM3e, 141 GB
+  return t;
+}
+
+namespace {
+
+void require_positive(const Target& t, const char* field, double v) {
+  if (!(v > 0)) {
+    throw std::invalid_argument("target '" + t.name + "': " + field +
+                                " must be positive, got " + std::to_string(v));
+  }
+}
+
+}  // namespace
+
+void check_target(const Target& t) {
+  require_positive(t, "dram_bandwidth", t.dram_bandwidth);
+  require_positive(t, "peak_flops", t.peak_flops);
+  require_positive(t, "last_level_cache_bytes", double(t.last_level_cache_bytes));
+  require_positive(t, "cache_bandwidth", t.cache_bandwidth);
+  if (t.library_small_m_rows > 0) {
+    require_positive(t, "library_small_m_matmul_flops", t.library_small_m_matmul_flops);
+  }
+  if (t.kind == TargetKind::kCpu) {
+    require_positive(t, "cores", t.cores);
+  } else {
+    require_positive(t, "sms", t.sms);
+    require_positive(t, "shared_memory_per_block", double(t.shared_memory_per_block));
+    require_positive(t, "tensor_core_flops", t.tensor_core_flops);
+  }
+  if (t.custom_call_overhead_s < 0 || t.library_kernel_overhead_s < 0) {
+    throw std::invalid_argument("target '" + t.name + "': overheads must not be negative");
+  }
+}
+
+}  // namespace mj

@@ -1,0 +1,76 @@
+#pragma once
+// The machine a μGraph is ranked for (DESIGN.md §4, cost model). The numbers are roofline
+// inputs, not a simulator: what matters is that they rank candidates the way the hardware
+// does, so each field says which part of the model reads it.
+#include <cstdint>
+#include <string>
+
+namespace mj {
+
+enum class TargetKind : uint8_t { kCpu, kGpu };
+
+// Values measured on the host at run time (0 keeps the preset's default), so the ranking can
+// follow the machine it runs on rather than the one the presets were written on.
+struct HostMeasurements {
+  double read_bandwidth = 0;     // bytes/s of a large streaming read
+  double matmul_flops = 0;       // flop/s of a large f32 matmul
+  double ffi_dispatch_s = 0;     // seconds of one FFI custom call doing no work
+  int cores = 0;
+};
+
+struct Target {
+  TargetKind kind = TargetKind::kCpu;
+  std::string name;
+
+  // ---- both kinds
+  double dram_bandwidth = 0;  // bytes/s from main memory (HBM on a GPU)
+  // f32 flop/s a generated kernel reaches: CPU, a tuned matmul; GPU, the fp32 FMA pipes.
+  double peak_flops = 0;
+  // The cache that serves tiles re-read by the blocks a replicated input is shared by
+  // (CPU L3, GPU L2), and its bandwidth. A replicated tensor that fits in half of it (the
+  // other half is left to the streamed operands) is re-read from it, not from DRAM.
+  int64_t last_level_cache_bytes = 0;
+  double cache_bandwidth = 0;
+  // Fixed cost per kernel: a customized op (CPU: one FFI dispatch; GPU: a launch through
+  // FFI), and a library kernel (one XLA fusion or matmul call).
+  double custom_call_overhead_s = 0;
+  double library_kernel_overhead_s = 0;
+  // The library matmul whose result has at most library_small_m_rows rows per matrix runs at
+  // library_small_m_matmul_flops (XLA:CPU sends such dots to a GEMV-like path, measured at
+  // about 18% of FMA peak, DESIGN.md §6); larger ones at peak_flops.
+  int library_small_m_rows = 0;
+  double library_small_m_matmul_flops = 0;
+
+  // ---- CPU: blocks are tasks spread over the cores
+  int cores = 0;
+  int vector_width_floats = 0;  // f32 lanes per FMA instruction
+  int fma_units = 0;            // FMA instructions issued per cycle per core
+  double clock_hz = 0;
+  int64_t l1_bytes = 0;  // per core
+  int64_t l2_bytes = 0;  // per core
+
+  // ---- GPU: blocks are thread blocks spread over the SMs
+  int sms = 0;
+  int64_t shared_memory_per_block = 0;  // the opt-in maximum; a larger block cannot launch
+  int registers_per_sm = 0;             // 32-bit registers (descriptive; occupancy is not modeled)
+  double tensor_core_flops = 0;         // dense f16/bf16 with f32 accumulation
+
+  // Where the blocks of a grid run in parallel: cores on a CPU, SMs on a GPU.
+  int parallel_units() const { return kind == TargetKind::kCpu ? cores : sms; }
+  // cores × lanes × FMA units × 2 flops × clock: the CPU's arithmetic ceiling.
+  double fma_peak_flops() const;
+
+  // This machine class: 2-core AMD EPYC (Zen 3/4 class) with AVX2 + FMA, at the numbers
+  // measured in DESIGN.md §6 and §9, each overridden by a non-zero measurement.
+  static Target cpu_host(const HostMeasurements& measured = {});
+  // Datasheet-level numbers for the SXM parts, approximate (dense, no sparsity).
+  static Target a100();
+  static Target h100();
+  static Target h200();
+};
+
+// Throws std::invalid_argument naming the first field the model would divide by that is not
+// positive (or the units of the target's kind).
+void check_target(const Target& t);
+
+}  // namespace mj

@@ -1,0 +1,98 @@
+#pragma once
+// The finite-field value domain of the fingerprints (DESIGN.md §4), for the templated
+// interpreter (cc/interp/domain.h). A value is a pair over Z_p x Z_q (field_params.h): two
+// independent homomorphic images of the real computation. The Z_q part exists for exp only:
+// exp(x) = g^(x mod q) in Z_p, a homomorphism from (Z_q, +) to (Z_p^*, x), so
+// exp(a + b) = exp(a) exp(b) holds exactly. The Z_q part of exp(x) has no such image, so it
+// is marked unknown, and exp of a value whose Z_q part is unknown (a nested exp) poisons the
+// result: the verifier then reports "not verifiable" rather than guess.
+#include <cmath>
+#include <cstdint>
+
+#include "cc/verify/field_params.h"
+#include "cc/verify/modular.h"
+
+namespace mj {
+
+// Why a value has no meaningful fingerprint. Poison propagates through every operation.
+enum class FFPoison : uint8_t {
+  kNone,
+  kNestedExp,         // exp of a value whose Z_q part is unknown (it came from an exp)
+  kDivisionByZero,    // a divisor was 0 in Z_p, or in Z_q where that part is known
+  kNonFiniteConstant, // an inf or nan constant has no exact rational value
+};
+const char* ff_poison_name(FFPoison p);
+
+struct FFValue {
+  uint64_t p = 0;      // residue mod p
+  uint64_t q = 0;      // residue mod q; 0 when unknown
+  bool q_known = true;
+  FFPoison poison = FFPoison::kNone;
+};
+
+// Same fingerprint: the Z_p parts agree, and the Z_q parts too where both are known. Two
+// equivalent graphs can compute one real value with and without an exp on the way (x * e / e),
+// so a known and an unknown Z_q part are not a difference.
+inline bool ff_same(const FFValue& a, const FFValue& b) {
+  return a.p == b.p && (!a.q_known || !b.q_known || a.q == b.q);
+}
+
+class FFDomain {
+ public:
+  using Value = FFValue;
+
+  // relu_key seeds the uninterpreted relu; both graphs of one trial must share it.
+  FFDomain(const FieldParams& f, uint64_t relu_key);
+
+  const FieldParams& field() const { return f_; }
+
+  // Exact rational value: c = m * 2^e maps to m * inv(2)^-e (or m * 2^e) in both fields.
+  Value constant(double c) const;
+
+  Value add(Value a, Value b) const {
+    return join(a, b, add_mod(a.p, b.p, f_.p), add_mod(a.q, b.q, f_.q));
+  }
+  Value sub(Value a, Value b) const {
+    return join(a, b, sub_mod(a.p, b.p, f_.p), sub_mod(a.q, b.q, f_.q));
+  }
+  Value mul(Value a, Value b) const {
+    return join(a, b, mul_mod(a.p, b.p, f_.p), mul_mod(a.q, b.q, f_.q));
+  }
+  Value neg(Value a) const {
+    a.p = neg_mod(a.p, f_.p);
+    a.q = neg_mod(a.q, f_.q);
+    return a;
+  }
+  Value div(Value a, Value b) const;
+  Value recip(Value a) const { return div(constant(1.0), a); }
+  Value exp(Value a) const;
+  // x^((p+1)/4): a square root of every square (p = 3 mod 4), and multiplicative, so
+  // sqrt(a b) = sqrt(a) sqrt(b) holds exactly; sqrt(x^2) is x up to sign.
+  Value sqrt(Value a) const;
+  // Uninterpreted: a keyed hash of the Z_p part, mapped into both fields (known Z_q part).
+  Value relu(Value a) const;
+  // Every max is a softmax stabilizer (docs/ir-semantics.md): 0, whatever its operands.
+  Value max(Value a, Value b) const {
+    Value zero;
+    zero.poison = a.poison != FFPoison::kNone ? a.poison : b.poison;
+    return zero;
+  }
+  Value lowest() const { return Value{}; }
+
+ private:
+  // The result of a binary operation: poison and an unknown Z_q part are inherited.
+  static Value join(const Value& a, const Value& b, uint64_t p, uint64_t q) {
+    Value r;
+    r.p = p;
+    r.q_known = a.q_known && b.q_known;
+    r.q = r.q_known ? q : 0;
+    r.poison = a.poison != FFPoison::kNone ? a.poison : b.poison;
+    return r;
+  }
+
+  FieldParams f_;
+  uint64_t relu_key_;
+  uint64_t sqrt_exp_p_, sqrt_exp_q_;  // (p+1)/4 and (q+1)/4
+};
+
+}  // namespace mj

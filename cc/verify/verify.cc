@@ -1,0 +1,209 @@
+// verify_equivalent: finite-field fingerprints of two kernel graphs (DESIGN.md §4).
+//
+// THE FALSE-ACCEPT BOUND
+//
+// One trial draws every input element uniformly and independently as a pair (x mod p,
+// y mod q) with the primes of field_params.h (p = 2q + 1, q in [2^60, 2^61)), evaluates both
+// graphs in ff_domain.h, and accepts when every output element agrees.
+//
+// Model. Every tensor element is a rational function P / Q of the input variables and of
+// "atoms": the results of exp, sqrt and relu. degree_domain.h bounds deg P and deg Q per
+// element (inputs and atoms have degree 1; + and - give (max(n1 + e2, n2 + e1), e1 + e2),
+// * gives (n1 + n2, e1 + e2), / swaps, constants and max have degree 0).
+//
+// Per trial. Let output element i differ formally: out_a[i] - out_b[i] = N / (Q_a Q_b) with
+// N != 0 and deg N <= D_out = max(n_a + e_b, n_b + e_a). The trial accepts only if N vanishes
+// at the random point. By Schwartz-Zippel, a nonzero polynomial of total degree d vanishes at
+// a point drawn from S_1 x ... x S_n with probability <= d / min |S_j|. The inputs' Z_p parts
+// are uniform over Z_p; an exp atom g^y lies in the subgroup of order q, so with exp the
+// smallest sample set has q elements. Two formally different exp arguments (degree <= D_exp /
+// 2 each) coincide in Z_q with probability <= D_exp / q. Hence, per trial,
+//
+//     eps = (D_out + D_exp) / s,   s = q if either graph uses exp, else p,
+//
+// and for k independent trials (each with its own fields and inputs) the bound is the
+// product of the eps_t. VerifyResult::false_accept_log2 reports log2 of that product; the
+// default trial count is the least k >= kMinTrials that brings it to <= 2^-40. Degrees are
+// those of the instance actually evaluated (the shrunk one when shrinking), so a typical
+// candidate (degree < 2^10) gets eps < 2^-50 and runs kMinTrials = 2 trials.
+//
+// What is heuristic (the Mirage paper's own theorem rests on similar assumptions):
+//  - exp, sqrt and relu results are treated as independent indeterminates. They are not:
+//    sqrt is x^((p+1)/4), relu a keyed hash, exp a homomorphism. The exp-collision term is
+//    charged once per trial, not once per pair of exp atoms.
+//  - Every max is a softmax stabilizer and evaluates to 0: what is verified is equivalence
+//    with every max replaced by 0. The full-size float check catches a max that does not
+//    cancel.
+//  - A shrunk instance (shrink.h) stands in for the full one: equivalence at a small size of
+//    the same structure is evidence, not proof, of equivalence at full size.
+//  - Constants map by their exact rational value, so the bound is about exact arithmetic;
+//    rounding is the float check's business.
+// A trial that divides by zero or nests exp is reported "not verifiable": a false reject,
+// never a false accept.
+#include "cc/verify/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "cc/interp/interp.h"
+#include "cc/verify/false_accept_bound.h"
+#include "cc/verify/ff_domain.h"
+#include "cc/verify/field_params.h"
+#include "cc/verify/shrink.h"
+#include "cc/verify/signature_check.h"
+#include "cc/verify/splitmix.h"
+
+namespace mj {
+
+namespace {
+
+constexpr int kMinTrials = 2;
+constexpr int kMaxDefaultTrials = 64;
+constexpr double kTargetLog2 = -40.0;
+// The largest full instance (instance_size of both graphs) verified when shrinking fails.
+constexpr int64_t kMaxFullInstance = int64_t(1) << 26;
+
+using FFTensors = std::vector<DenseTensor<FFValue>>;
+
+// The pair of graphs the trials run on: the originals or their shrunk rebuilds.
+struct Instance {
+  std::optional<std::pair<KernelGraph, KernelGraph>> shrunk;
+  std::string error;  // why there is no instance to verify
+  const KernelGraph* a = nullptr;
+  const KernelGraph* b = nullptr;
+};
+
+Instance choose_instance(const KernelGraph& a, const KernelGraph& b, const VerifyOptions& opts) {
+  Instance in;
+  in.a = &a;
+  in.b = &b;
+  const int64_t size_a = instance_size(a), size_b = instance_size(b);  // each <= 2^62
+  const int64_t size = size_a + size_b;
+  const bool want = opts.shrink == VerifyOptions::Shrink::kAlways ||
+                    (opts.shrink == VerifyOptions::Shrink::kAuto && size > opts.shrink_threshold);
+  if (!want) return in;
+  try {
+    in.shrunk = shrink_pair(a, b, opts.max_tile);
+    in.a = &in.shrunk->first;
+    in.b = &in.shrunk->second;
+  } catch (const std::exception& e) {
+    if (size > kMaxFullInstance) {
+      in.error = std::string("cannot verify: shrinking failed (") + e.what() +
+                 ") and the full instance computes " + std::to_string(size) +
+                 " values, more than the limit of " + std::to_string(kMaxFullInstance);
+    }
+  }
+  return in;
+}
+
+FFTensors random_inputs(const KernelGraph& g, const FieldParams& f, SplitMix64& rng) {
+  FFTensors inputs;
+  for (int id : g.input_ids()) {
+    DenseTensor<FFValue> t;
+    t.shape = g.tensor(id).shape;
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    t.data.resize(size_t(n));
+    for (FFValue& v : t.data) {
+      v.p = rng.below(f.p);
+      v.q = rng.below(f.q);
+    }
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+std::string index_str(const Shape& shape, int64_t flat) {
+  Shape idx(shape.size());
+  for (int d = int(shape.size()) - 1; d >= 0; --d) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+  return shape_str(idx);
+}
+
+// "" when every output element agrees, else why not.
+std::string compare_outputs(const FFTensors& out_a, const FFTensors& out_b, int trial) {
+  for (size_t i = 0; i < out_a.size(); ++i) {
+    const auto& da = out_a[i].data;
+    const auto& db = out_b.at(i).data;
+    for (size_t j = 0; j < da.size(); ++j) {
+      const std::string where = "output " + std::to_string(i) + " at " +
+                                index_str(out_a[i].shape, int64_t(j)) + " in trial " +
+                                std::to_string(trial);
+      for (const auto& [v, name] : {std::pair{da[j], "a"}, std::pair{db.at(j), "b"}}) {
+        if (v.poison != FFPoison::kNone) {
+          return std::string("not verifiable: ") + ff_poison_name(v.poison) + " in graph " +
+                 name + ", " + where;
+        }
+      }
+      if (!ff_same(da[j], db[j])) return "not equivalent: " + where + " differs";
+    }
+  }
+  return "";
+}
+
+// Trial count and log2 bound: the requested count, or the least count >= kMinTrials that
+// meets 2^-40. A vacuous per-trial bound cannot be helped by more trials.
+std::pair<int, double> plan_trials(const DegreeBound& degree, int requested) {
+  const int limit = requested > 0 ? requested : kMaxDefaultTrials;
+  double log2_bound = 0;
+  int k = 0;
+  while (k < limit) {
+    const double eps = trial_log2_bound(degree, field_params(k % kNumFieldParams));
+    log2_bound += eps;
+    ++k;
+    if (requested > 0) continue;
+    if (k >= kMinTrials && (log2_bound <= kTargetLog2 || eps >= 0)) break;
+  }
+  return {k, log2_bound};
+}
+
+VerifyResult not_equivalent(std::string reason) {
+  VerifyResult r;
+  r.reason = std::move(reason);
+  return r;
+}
+
+}  // namespace
+
+VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
+                               const VerifyOptions& opts) {
+  if (std::string why = signature_mismatch(a, b); !why.empty()) {
+    return not_equivalent("not equivalent: " + why);
+  }
+  Instance in = choose_instance(a, b, opts);
+  if (!in.error.empty()) return not_equivalent(in.error);
+
+  VerifyResult result;
+  result.shrunk = in.shrunk.has_value();
+  try {
+    const DegreeBound degree = degree_bound(*in.a, *in.b);
+    const auto [trials, log2_bound] = plan_trials(degree, opts.trials);
+    result.false_accept_log2 = log2_bound;
+    for (int t = 0; t < trials; ++t) {
+      const FieldParams& f = field_params(t % kNumFieldParams);
+      SplitMix64 rng(mix64(opts.seed) ^ mix64(uint64_t(t) + 0x5eed));
+      const FFDomain domain(f, rng.next());
+      const FFTensors inputs = random_inputs(*in.a, f, rng);
+      const FFTensors out_a = interpret(*in.a, inputs, domain);
+      const FFTensors out_b = interpret(*in.b, inputs, domain);
+      result.trials = t + 1;
+      if (std::string why = compare_outputs(out_a, out_b, t); !why.empty()) {
+        result.reason = std::move(why);
+        return result;
+      }
+    }
+  } catch (const std::exception& e) {
+    result.reason = std::string("cannot verify: the interpreter failed: ") + e.what();
+    return result;
+  }
+  result.equivalent = true;
+  return result;
+}
+
+}  // namespace mj

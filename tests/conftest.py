@@ -1,0 +1,20 @@
+"""Shared fixtures: a seeded generator, and the two interpreter precisions with the tolerance
+each one can be held to."""
+
+import numpy as np
+import pytest
+
+# float64 results agree with numpy up to summation order; float32 up to a few ulps of the
+# accumulations these small tests do.
+PRECISIONS = {"float64": 1e-12, "float32": 2e-5}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+@pytest.fixture(params=sorted(PRECISIONS))
+def precision(request):
+    """(dtype name, relative tolerance) for KernelGraph.evaluate."""
+    return request.param, PRECISIONS[request.param]

@@ -7,12 +7,12 @@ bool is_low_precision(DType d) { return d == DType::kF16 || d == DType::kBF16; }
 
 // [..., m, k] @ [..., k, n] -> [..., m, n]: 2 flops per multiply-add.
 double matmul_flops(const Graph& g, int a, int result) {
-  return 2.0 * num_elements(g.tensor(result).shape) * double(g.tensor(a).shape.back());
+  return 2.0 * tensor_elements(g.tensor(result).shape) * double(g.tensor(a).shape.back());
 }
 
 }  // namespace
 
-double num_elements(const Shape& s) {
+double tensor_elements(const Shape& s) {
   double n = 1;
   for (int64_t d : s) n *= double(d);
   return n;
@@ -21,10 +21,10 @@ double num_elements(const Shape& s) {
 OpFlops op_flops(const Graph& g, const Op& op) {
   OpFlops f;
   if (is_elementwise(op.kind)) {
-    f.total = num_elements(g.tensor(op.outputs[0]).shape);
+    f.total = tensor_elements(g.tensor(op.outputs[0]).shape);
     return f;
   }
-  const auto in_elems = [&](int i) { return num_elements(g.tensor(op.inputs[i]).shape); };
+  const auto in_elems = [&](int i) { return tensor_elements(g.tensor(op.inputs[i]).shape); };
   switch (op.kind) {
     case OpKind::kMatmul:
     case OpKind::kAccumExpMatmul: {

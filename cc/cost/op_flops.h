@@ -16,6 +16,7 @@ struct OpFlops {
 // block_graph_work.h, which sums the block graph's ops).
 OpFlops op_flops(const Graph& g, const Op& op);
 
-double num_elements(const Shape& s);
+// As a double: byte and flop totals are products of many dims, and meet rates anyway.
+double tensor_elements(const Shape& s);
 
 }  // namespace mj

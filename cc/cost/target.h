@@ -46,8 +46,10 @@ struct Target {
   int vector_width_floats = 0;  // f32 lanes per FMA instruction
   int fma_units = 0;            // FMA instructions issued per cycle per core
   double clock_hz = 0;
-  int64_t l1_bytes = 0;  // per core
-  int64_t l2_bytes = 0;  // per core
+  // Per core. The search sizes CPU tiles by them; the model does not penalize tiles that
+  // outgrow them (a known gap).
+  int64_t l1_bytes = 0;
+  int64_t l2_bytes = 0;
 
   // ---- GPU: blocks are thread blocks spread over the SMs
   int sms = 0;

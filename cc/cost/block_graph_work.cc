@@ -1,0 +1,50 @@
+#include "cc/cost/block_graph_work.h"
+
+#include "cc/cost/block_working_set.h"
+#include "cc/cost/op_flops.h"
+
+namespace mj {
+namespace {
+
+std::string grid_label(const BlockGraph& g) {
+  return "customized grid(" + std::to_string(g.grid()[0]) + "," + std::to_string(g.grid()[1]) +
+         "," + std::to_string(g.grid()[2]) + ") forloop " + std::to_string(g.forloop_range());
+}
+
+}  // namespace
+
+KernelWork block_graph_work(const BlockGraph& g) {
+  KernelWork w;
+  w.kind = KernelKind::kCustomized;
+  w.label = grid_label(g);
+  w.blocks = g.num_blocks();
+  w.working_set_bytes = block_working_set_bytes(g);
+  const double blocks = double(w.blocks);
+  const double iterations = g.forloop_range();
+  for (const Op& op : g.ops()) {
+    if (op.kind == OpKind::kInput) {
+      const Tensor& tile = g.tensor(op.outputs[0]);
+      const double loads = op.fmap >= 0 ? iterations : 1;
+      const double read = tensor_elements(tile.shape) * dtype_bytes(tile.dtype) * loads * blocks;
+      const Shape& whole = g.kernel_input_shape(op.io_index);
+      const double tensor_bytes = tensor_elements(whole) * dtype_bytes(tile.dtype);
+      w.bytes_read += read;
+      if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
+      continue;
+    }
+    if (op.kind == OpKind::kOutput) {
+      const Shape& whole = g.kernel_output_shape(op.io_index);
+      w.bytes_written += tensor_elements(whole) * dtype_bytes(g.kernel_output_dtype(op.io_index));
+      continue;
+    }
+    const bool per_iteration =
+        is_accumulator(op.kind) || g.tensor(op.outputs[0]).phase == Phase::kBody;
+    const double times = blocks * (per_iteration ? iterations : 1);
+    const OpFlops f = op_flops(g, op);
+    w.flops += f.total * times;
+    w.low_precision_matmul_flops += f.low_precision_matmul * times;
+  }
+  return w;
+}
+
+}  // namespace mj

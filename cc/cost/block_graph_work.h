@@ -1,0 +1,18 @@
+#pragma once
+// The work of one customized op. With B blocks and F for-loop iterations:
+//   bytes_read  = Σ over block inputs of tile bytes × (F, or 1 when fmap = -1) × B.
+//                 That is the tensor's bytes × its replication (the product of the grid
+//                 sizes along the axes with imap = -1): a replicated input is re-read by
+//                 every block along those axes, and the re-reads are listed in `replicated`.
+//   bytes_written = Σ over outputs of the kernel-level output bytes (each element once).
+//   flops       = B × (F × Σ body ops and accumulators + Σ invariant and epilogue ops), with
+//                 invariant ops hoisted out of the loop.
+// Tiles are read at their storage dtype; intermediates never leave the chip.
+#include "cc/cost/kernel_work.h"
+#include "cc/ir/graph.h"
+
+namespace mj {
+
+KernelWork block_graph_work(const BlockGraph& g);
+
+}  // namespace mj

@@ -1,0 +1,72 @@
+// Bytes and flops of customized ops: the exact formulas of block_graph_work.h.
+#include "cc/cost/block_graph_work.h"
+
+#include <gtest/gtest.h>
+
+#include "cc/cost/rmsnorm_linear_test_graphs.h"
+
+namespace mj {
+namespace {
+
+constexpr double kX = 8 * 4096 * 4, kG = 4096 * 4, kW = 4096.0 * 6144 * 4, kY = 8 * 6144 * 4;
+
+TEST(BlockGraphWork, FusedRmsNormLinearReadsWOnceAndXOncePerBlock) {
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32));
+  EXPECT_EQ(w.kind, KernelKind::kCustomized);
+  EXPECT_EQ(w.blocks, 96);
+  // Tile bytes × 32 iterations × 96 blocks: W's tiles partition it; X and g are replicated
+  // along the grid, so every block reads them whole.
+  EXPECT_DOUBLE_EQ(w.bytes_read, kW + 96 * kX + 96 * kG);
+  EXPECT_DOUBLE_EQ(w.bytes_read, (128 * 64 * 4 + 8 * 128 * 4 + 128 * 4) * 32.0 * 96);
+  EXPECT_DOUBLE_EQ(w.bytes_written, kY);
+  ASSERT_EQ(w.replicated.size(), 2u);
+  EXPECT_DOUBLE_EQ(w.replicated[0].tensor_bytes, kX);
+  EXPECT_DOUBLE_EQ(w.replicated[0].reread_bytes, 95 * kX);
+  EXPECT_DOUBLE_EQ(w.replicated[1].tensor_bytes, kG);
+  EXPECT_DOUBLE_EQ(w.replicated[1].reread_bytes, 95 * kG);
+}
+
+TEST(BlockGraphWork, FlopsCountBodyOpsPerIterationAndEpilogueOpsOnce) {
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32));
+  // Per block and iteration: mul x·g [8,128], matmul 2·8·64·128, accum_sum [8,64],
+  // square [8,128], accum_mean_last over [8,128]. Epilogue: add_scalar and sqrt on [8,1],
+  // div on [8,64].
+  const double body = 1024 + 2.0 * 8 * 64 * 128 + 512 + 1024 + 1024;
+  const double epilogue = 8 + 8 + 512;
+  EXPECT_DOUBLE_EQ(w.flops, 96 * (32 * body + epilogue));
+  EXPECT_DOUBLE_EQ(w.low_precision_matmul_flops, 0);  // f32 tiles
+}
+
+TEST(BlockGraphWork, ReplicatingWAcrossAGridAxisReadsItOncePerRowBlock) {
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32, /*row_blocks=*/2));
+  EXPECT_EQ(w.blocks, 192);
+  EXPECT_DOUBLE_EQ(w.bytes_read, 2 * kW + 96 * kX + 192 * kG);
+  EXPECT_DOUBLE_EQ(w.bytes_written, kY);
+}
+
+TEST(BlockGraphWork, LoopInvariantTileIsReadOncePerBlock) {
+  auto bg = std::make_shared<BlockGraph>(Dim3{4, 1, 1}, 8);
+  const int a = bg->new_input({16, 32}, DType::kF32, {0, -1, -1}, 1);  // body
+  const int b = bg->new_input({1, 4}, DType::kF32, {-1, -1, -1}, -1);  // invariant [1, 4]
+  const int s = bg->accum(OpKind::kAccumSumLast, a);                   // [4, 1]
+  bg->new_output(bg->binary(OpKind::kMul, s, b), {0, -1, -1}, DType::kF32);
+  const KernelWork w = block_graph_work(*bg);
+  EXPECT_DOUBLE_EQ(w.bytes_read, 16 * 32 * 4 + 4 * (4 * 4));
+  EXPECT_DOUBLE_EQ(w.bytes_written, 16 * 4 * 4);
+  // accum_sum_last over a [4, 4] tile per iteration; the [4, 4] product once.
+  EXPECT_DOUBLE_EQ(w.flops, 4 * (8 * 16 + 16));
+  ASSERT_EQ(w.replicated.size(), 1u);
+  EXPECT_DOUBLE_EQ(w.replicated[0].reread_bytes, 3 * 16);
+}
+
+TEST(BlockGraphWork, LowPrecisionTilesAreReadAtTheirStorageWidth) {
+  RmsNormLinearShape s;
+  s.dtype = DType::kBF16;
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32, 1, s));
+  EXPECT_DOUBLE_EQ(w.bytes_read, (kW + 96 * kX + 96 * kG) / 2);
+  EXPECT_DOUBLE_EQ(w.bytes_written, kY / 2);
+  EXPECT_DOUBLE_EQ(w.low_precision_matmul_flops, 96 * 32 * 2.0 * 8 * 64 * 128);
+}
+
+}  // namespace
+}  // namespace mj

@@ -1,0 +1,48 @@
+#include "cc/cost/roofline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mj {
+namespace {
+
+double compute_seconds(const KernelWork& w, const Target& t) {
+  if (t.kind == TargetKind::kGpu) {
+    return w.low_precision_matmul_flops / t.tensor_core_flops +
+           (w.flops - w.low_precision_matmul_flops) / t.peak_flops;
+  }
+  const bool small_m = w.kind == KernelKind::kLibraryMatmul && w.matmul_rows > 0 &&
+                       w.matmul_rows <= t.library_small_m_rows;
+  return w.flops / (small_m ? t.library_small_m_matmul_flops : t.peak_flops);
+}
+
+double waves_efficiency(int64_t blocks, int units) {
+  const double per_unit = double(blocks) / units;
+  return per_unit / std::ceil(per_unit);
+}
+
+}  // namespace
+
+KernelTime kernel_time(const KernelWork& w, const Target& t) {
+  KernelTime k;
+  const double reuse_capacity = 0.5 * double(t.last_level_cache_bytes);
+  for (const ReplicatedRead& r : w.replicated) {
+    if (r.tensor_bytes <= reuse_capacity) k.cached_bytes += r.reread_bytes;
+  }
+  k.dram_bytes = w.bytes_read + w.bytes_written - k.cached_bytes;
+  k.memory_s = k.dram_bytes / t.dram_bandwidth + k.cached_bytes / t.cache_bandwidth;
+  k.compute_s = compute_seconds(w, t);
+  const bool customized = w.kind == KernelKind::kCustomized;
+  if (customized && w.blocks > 0) {
+    k.parallel_efficiency = waves_efficiency(w.blocks, t.parallel_units());
+  }
+  k.overhead_s = customized ? t.custom_call_overhead_s : t.library_kernel_overhead_s;
+  k.fits = !(customized && t.kind == TargetKind::kGpu &&
+             w.working_set_bytes > double(t.shared_memory_per_block));
+  k.seconds = k.fits ? std::max(k.memory_s, k.compute_s) / k.parallel_efficiency + k.overhead_s
+                     : std::numeric_limits<double>::infinity();
+  return k;
+}
+
+}  // namespace mj

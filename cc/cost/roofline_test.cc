@@ -1,0 +1,104 @@
+// kernel_time: the roofline, wave efficiency, cached re-reads and the shared-memory limit.
+#include "cc/cost/roofline.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace mj {
+namespace {
+
+KernelWork customized(int64_t blocks, double bytes_read, double flops) {
+  KernelWork w;
+  w.kind = KernelKind::kCustomized;
+  w.blocks = blocks;
+  w.bytes_read = bytes_read;
+  w.flops = flops;
+  return w;
+}
+
+TEST(Roofline, MemoryBoundTimeIsBytesOverBandwidthPlusDispatch) {
+  const Target cpu = Target::cpu_host();
+  const KernelTime k = kernel_time(customized(2, 21e6, 1e6), cpu);
+  EXPECT_DOUBLE_EQ(k.memory_s, 1e-3);
+  EXPECT_DOUBLE_EQ(k.compute_s, 1e6 / 120e9);
+  EXPECT_DOUBLE_EQ(k.parallel_efficiency, 1);
+  EXPECT_DOUBLE_EQ(k.seconds, 1e-3 + 35e-6);
+}
+
+TEST(Roofline, WavesLeaveUnitsIdle) {
+  const Target cpu = Target::cpu_host();
+  EXPECT_DOUBLE_EQ(kernel_time(customized(1, 21e6, 0), cpu).parallel_efficiency, 0.5);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(3, 21e6, 0), cpu).parallel_efficiency, 0.75);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(96, 21e6, 0), cpu).parallel_efficiency, 1);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(1, 21e6, 0), cpu).seconds, 2e-3 + 35e-6);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(96, 1, 0), Target::a100()).parallel_efficiency,
+                   96.0 / 108);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(109, 1, 0), Target::a100()).parallel_efficiency,
+                   109.0 / 216);
+}
+
+TEST(Roofline, LibraryKernelsUseTheWholeMachine) {
+  KernelWork w;
+  w.kind = KernelKind::kLibraryFusion;
+  w.bytes_read = 21e6;
+  const KernelTime k = kernel_time(w, Target::cpu_host());
+  EXPECT_DOUBLE_EQ(k.parallel_efficiency, 1);
+  EXPECT_DOUBLE_EQ(k.seconds, 1e-3 + 2e-6);
+}
+
+TEST(Roofline, SmallReplicatedTensorsAreReReadFromCache) {
+  const Target cpu = Target::cpu_host();
+  KernelWork w = customized(96, 0, 0);
+  w.bytes_read = 96 * 131072.0;
+  w.replicated = {{131072.0, 95 * 131072.0}};
+  KernelTime k = kernel_time(w, cpu);
+  EXPECT_DOUBLE_EQ(k.cached_bytes, 95 * 131072.0);
+  EXPECT_DOUBLE_EQ(k.dram_bytes, 131072.0);
+  EXPECT_DOUBLE_EQ(k.memory_s, 131072.0 / 21e9 + 95 * 131072.0 / 150e9);
+  // A tensor larger than half the last-level cache comes from DRAM every time.
+  const double big = 100e6;
+  w.bytes_read = 2 * big;
+  w.replicated = {{big, big}};
+  k = kernel_time(w, cpu);
+  EXPECT_DOUBLE_EQ(k.cached_bytes, 0);
+  EXPECT_DOUBLE_EQ(k.dram_bytes, 2 * big);
+}
+
+TEST(Roofline, SmallMLibraryMatmulRunsAtTheLibraryRate) {
+  const Target cpu = Target::cpu_host();
+  KernelWork w;
+  w.kind = KernelKind::kLibraryMatmul;
+  w.flops = 1e9;
+  w.matmul_rows = 8;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, 1e9 / (0.18 * 192e9));
+  w.matmul_rows = 512;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, 1e9 / 120e9);
+  // Generated kernels are not subject to it.
+  KernelWork c = customized(2, 0, 1e9);
+  EXPECT_DOUBLE_EQ(kernel_time(c, cpu).compute_s, 1e9 / 120e9);
+}
+
+TEST(Roofline, GpuLowPrecisionMatmulRunsOnTensorCores) {
+  const Target h100 = Target::h100();
+  KernelWork w = customized(132, 0, 3e12);
+  w.low_precision_matmul_flops = 2e12;
+  EXPECT_DOUBLE_EQ(kernel_time(w, h100).compute_s, 2e12 / 989e12 + 1e12 / 67e12);
+}
+
+TEST(Roofline, BlockOverflowingSharedMemoryCannotRunOnGpu) {
+  KernelWork w = customized(132, 1e6, 0);
+  w.working_set_bytes = 227 << 10;
+  EXPECT_TRUE(kernel_time(w, Target::h100()).fits);
+  EXPECT_TRUE(std::isfinite(kernel_time(w, Target::h100()).seconds));
+  w.working_set_bytes += 1;
+  const KernelTime k = kernel_time(w, Target::h100());
+  EXPECT_FALSE(k.fits);
+  EXPECT_TRUE(std::isinf(k.seconds));
+  EXPECT_FALSE(kernel_time(w, Target::a100()).fits);  // 163 KiB there
+  // A CPU has no such hard limit.
+  EXPECT_TRUE(kernel_time(w, Target::cpu_host()).fits);
+}
+
+}  // namespace
+}  // namespace mj

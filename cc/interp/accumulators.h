@@ -79,7 +79,9 @@ class ForLoopAccumulator {
       running_ = x;
       return;
     }
-    for (size_t i = 0; i < x.data.size(); ++i) running_.data[i] = d_.add(running_.data[i], x.data[i]);
+    for (size_t i = 0; i < x.data.size(); ++i) {
+      running_.data[i] = d_.add(running_.data[i], x.data[i]);
+    }
   }
 
   void add_over_last_dim(const Tile& x, bool squares) {

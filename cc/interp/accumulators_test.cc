@@ -139,7 +139,9 @@ TYPED_TEST(Accumulators, ExpMatmulUsesTheGlobalMax) {
                                          is.data.begin() + (r + 1) * kCols);
       for (int c = 0; c < 5; ++c) {
         double acc = 0;
-        for (int k = 0; k < kCols; ++k) acc += std::exp(is.data[r * kCols + k] - m) * iv.data[k * 5 + c];
+        for (int k = 0; k < kCols; ++k) {
+          acc += std::exp(is.data[r * kCols + k] - m) * iv.data[k * 5 + c];
+        }
         want.data.push_back(acc);
       }
     }

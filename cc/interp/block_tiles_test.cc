@@ -44,7 +44,9 @@ TYPED_TEST(BlockTiles, ImapOnEachGridAxis) {
     const Ref in = random_tensor({6, 4}, this->rng);
     Ref want{{3, 4}, {}};
     for (int b = 0; b < 3; ++b) {
-      for (int c = 0; c < 4; ++c) want.data.push_back(in.data[(2 * b) * 4 + c] + in.data[(2 * b + 1) * 4 + c]);
+      for (int c = 0; c < 4; ++c) {
+        want.data.push_back(in.data[(2 * b) * 4 + c] + in.data[(2 * b + 1) * 4 + c]);
+      }
     }
     const auto got = this->run(bg, {in});
     ASSERT_EQ(got.size(), 1u);
@@ -65,7 +67,8 @@ TYPED_TEST(BlockTiles, ThreeAxesSplitAndStoreDifferentDims) {
   for (int r = 0; r < 6; ++r) {
     for (int c = 0; c < 8; ++c) {
       for (int bx = 0; bx < 2; ++bx) {
-        want.data.push_back(in.data[(r * 8 + c) * 4 + 2 * bx] + in.data[(r * 8 + c) * 4 + 2 * bx + 1]);
+        const int64_t first = (r * 8 + c) * 4 + 2 * bx;
+        want.data.push_back(in.data[first] + in.data[first + 1]);
       }
     }
   }

@@ -4,6 +4,8 @@
 // block by block and for-loop iteration by iteration, on tiles cut by imap/fmap and stored
 // by omap. Online-softmax accumulators use the max over all iterations, so their value is
 // the exact mathematical one (generated code computes the same with a running max).
+// Callers that only need float64/float32 link cc/interp/float_interp.h instead of
+// instantiating these templates.
 #include <cstdint>
 #include <vector>
 

@@ -101,7 +101,9 @@ std::vector<DenseTensor<typename D::Value>> interpret(
     if (op.kind == OpKind::kCustomized) {
       // The IR checked these against the block graph's declared inputs at construction.
       std::vector<Tensor> results = run_block_graph(*op.block_graph, args, domain);
-      for (size_t k = 0; k < op.outputs.size(); ++k) set(op, op.outputs[k], std::move(results.at(k)));
+      for (size_t k = 0; k < op.outputs.size(); ++k) {
+        set(op, op.outputs[k], std::move(results.at(k)));
+      }
     } else {
       set(op, op.outputs.at(0), eval_shared_op(domain, op, args));
     }

@@ -74,7 +74,9 @@ DenseTensor<double> brute_force(const DenseTensor<double>& q, const DenseTensor<
       for (double& z : logits) total += (z = std::exp(z - m));
       for (int64_t c = 0; c < kDim; ++c) {
         double acc = 0;
-        for (int64_t j = 0; j < kKeys; ++j) acc += logits[j] / total * v.data[(h * kKeys + j) * kDim + c];
+        for (int64_t j = 0; j < kKeys; ++j) {
+          acc += logits[j] / total * v.data[(h * kKeys + j) * kDim + c];
+        }
         out.data.push_back(acc);
       }
     }

@@ -59,7 +59,9 @@ DenseTensor<double> brute_force(const DenseTensor<double>& x, const DenseTensor<
     const double rms = std::sqrt(sq / kK + kEps);
     for (int64_t c = 0; c < kN; ++c) {
       double dot = 0;
-      for (int64_t k = 0; k < kK; ++k) dot += x.data[r * kK + k] / rms * gain.data[k] * w.data[k * kN + c];
+      for (int64_t k = 0; k < kK; ++k) {
+        dot += x.data[r * kK + k] / rms * gain.data[k] * w.data[k * kN + c];
+      }
       y.data.push_back(dot);
     }
   }

@@ -85,8 +85,9 @@ KernelGraph every_op_graph() {
   int y = k.customized({ks, kv, kg}, bg).at(0);  // [4, 4]
   y = k.unary(OpKind::kAddScalar, k.unary(OpKind::kRelu, k.unary(OpKind::kSilu, y)), 1.0);
   y = k.unary(OpKind::kMulScalar, k.unary(OpKind::kRecip, k.unary(OpKind::kSquare, y)), 0.5);
-  y = k.unary(OpKind::kRsqrt, k.unary(OpKind::kSqrt, k.unary(OpKind::kExp, k.unary(OpKind::kNeg, y))));
-  y = k.binary(OpKind::kSub, k.binary(OpKind::kDiv, y, k.rms_norm(y, 1e-3)), k.reduce(y, 0, ReduceKind::kMean));
+  for (OpKind u : {OpKind::kNeg, OpKind::kExp, OpKind::kSqrt, OpKind::kRsqrt}) y = k.unary(u, y);
+  const int normalized = k.binary(OpKind::kDiv, y, k.rms_norm(y, 1e-3));
+  y = k.binary(OpKind::kSub, normalized, k.reduce(y, 0, ReduceKind::kMean));
   k.mark_output(k.reduce(y, 1, ReduceKind::kSum));
   return k;
 }
@@ -109,8 +110,8 @@ TEST(ValueDomain, ZeroMaxStabilizerCancels) {
   KernelGraph stabilized;
   {
     const int x = stabilized.new_input({3, 5}, DType::kF32);
-    const int e = stabilized.unary(
-        OpKind::kExp, stabilized.binary(OpKind::kSub, x, stabilized.reduce(x, 1, ReduceKind::kMax)));
+    const int m = stabilized.reduce(x, 1, ReduceKind::kMax);
+    const int e = stabilized.unary(OpKind::kExp, stabilized.binary(OpKind::kSub, x, m));
     stabilized.mark_output(
         stabilized.binary(OpKind::kDiv, e, stabilized.reduce(e, 1, ReduceKind::kSum)));
   }

@@ -1,5 +1,7 @@
 #include "cc/verify/ff_domain.h"
 
+#include <cmath>
+
 #include "cc/verify/splitmix.h"
 
 namespace mj {

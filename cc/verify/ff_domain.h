@@ -6,7 +6,6 @@
 // exp(a + b) = exp(a) exp(b) holds exactly. The Z_q part of exp(x) has no such image, so it
 // is marked unknown, and exp of a value whose Z_q part is unknown (a nested exp) poisons the
 // result: the verifier then reports "not verifiable" rather than guess.
-#include <cmath>
 #include <cstdint>
 
 #include "cc/verify/field_params.h"

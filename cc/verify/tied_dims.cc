@@ -15,6 +15,7 @@ TensorSlots add_slots(DimClasses& dc, const Graph& g) {
   return s;
 }
 
+// Ties the dims that one op's shape rule relates, within one graph (kernel or block).
 class RuleTies {
  public:
   RuleTies(DimClasses& dc, const Graph& g, const TensorSlots& s) : dc_(dc), g_(g), s_(s) {}
@@ -23,7 +24,7 @@ class RuleTies {
   int64_t size(int t, int d) const { return g_.tensor(t).shape.at(d); }
   void tie(int t, int dt, int u, int du) { dc_.unite(s_.slot(t, dt), s_.slot(u, du)); }
 
-  // Dims [0, count) of t and u, both counted from the right.
+  // The last `count` dims of t and u, paired from the right.
   void tie_trailing(int t, int u, int count) {
     for (int i = 1; i <= count; ++i) tie(t, rank(t) - i, u, rank(u) - i);
   }

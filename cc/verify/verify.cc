@@ -42,8 +42,6 @@
 // never a false accept.
 #include "cc/verify/verify.h"
 
-#include <algorithm>
-#include <cmath>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -71,25 +69,25 @@ using FFTensors = std::vector<DenseTensor<FFValue>>;
 
 // The pair of graphs the trials run on: the originals or their shrunk rebuilds.
 struct Instance {
+  const KernelGraph* original_a = nullptr;
+  const KernelGraph* original_b = nullptr;
   std::optional<std::pair<KernelGraph, KernelGraph>> shrunk;
   std::string error;  // why there is no instance to verify
-  const KernelGraph* a = nullptr;
-  const KernelGraph* b = nullptr;
+
+  const KernelGraph& a() const { return shrunk ? shrunk->first : *original_a; }
+  const KernelGraph& b() const { return shrunk ? shrunk->second : *original_b; }
 };
 
 Instance choose_instance(const KernelGraph& a, const KernelGraph& b, const VerifyOptions& opts) {
   Instance in;
-  in.a = &a;
-  in.b = &b;
-  const int64_t size_a = instance_size(a), size_b = instance_size(b);  // each <= 2^62
-  const int64_t size = size_a + size_b;
+  in.original_a = &a;
+  in.original_b = &b;
+  const int64_t size = instance_size(a) + instance_size(b);  // each saturates at 2^62
   const bool want = opts.shrink == VerifyOptions::Shrink::kAlways ||
                     (opts.shrink == VerifyOptions::Shrink::kAuto && size > opts.shrink_threshold);
   if (!want) return in;
   try {
     in.shrunk = shrink_pair(a, b, opts.max_tile);
-    in.a = &in.shrunk->first;
-    in.b = &in.shrunk->second;
   } catch (const std::exception& e) {
     if (size > kMaxFullInstance) {
       in.error = std::string("cannot verify: shrinking failed (") + e.what() +
@@ -126,22 +124,26 @@ std::string index_str(const Shape& shape, int64_t flat) {
   return shape_str(idx);
 }
 
+std::string where(const DenseTensor<FFValue>& out, size_t output, size_t element, int trial) {
+  return "output " + std::to_string(output) + " at " + index_str(out.shape, int64_t(element)) +
+         " in trial " + std::to_string(trial);
+}
+
 // "" when every output element agrees, else why not.
 std::string compare_outputs(const FFTensors& out_a, const FFTensors& out_b, int trial) {
   for (size_t i = 0; i < out_a.size(); ++i) {
     const auto& da = out_a[i].data;
     const auto& db = out_b.at(i).data;
     for (size_t j = 0; j < da.size(); ++j) {
-      const std::string where = "output " + std::to_string(i) + " at " +
-                                index_str(out_a[i].shape, int64_t(j)) + " in trial " +
-                                std::to_string(trial);
       for (const auto& [v, name] : {std::pair{da[j], "a"}, std::pair{db.at(j), "b"}}) {
         if (v.poison != FFPoison::kNone) {
           return std::string("not verifiable: ") + ff_poison_name(v.poison) + " in graph " +
-                 name + ", " + where;
+                 name + ", " + where(out_a[i], i, j, trial);
         }
       }
-      if (!ff_same(da[j], db[j])) return "not equivalent: " + where + " differs";
+      if (!ff_same(da[j], db[j])) {
+        return "not equivalent: " + where(out_a[i], i, j, trial) + " differs";
+      }
     }
   }
   return "";
@@ -176,22 +178,22 @@ VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
   if (std::string why = signature_mismatch(a, b); !why.empty()) {
     return not_equivalent("not equivalent: " + why);
   }
-  Instance in = choose_instance(a, b, opts);
+  const Instance in = choose_instance(a, b, opts);
   if (!in.error.empty()) return not_equivalent(in.error);
 
   VerifyResult result;
   result.shrunk = in.shrunk.has_value();
   try {
-    const DegreeBound degree = degree_bound(*in.a, *in.b);
+    const DegreeBound degree = degree_bound(in.a(), in.b());
     const auto [trials, log2_bound] = plan_trials(degree, opts.trials);
     result.false_accept_log2 = log2_bound;
     for (int t = 0; t < trials; ++t) {
       const FieldParams& f = field_params(t % kNumFieldParams);
       SplitMix64 rng(mix64(opts.seed) ^ mix64(uint64_t(t) + 0x5eed));
       const FFDomain domain(f, rng.next());
-      const FFTensors inputs = random_inputs(*in.a, f, rng);
-      const FFTensors out_a = interpret(*in.a, inputs, domain);
-      const FFTensors out_b = interpret(*in.b, inputs, domain);
+      const FFTensors inputs = random_inputs(in.a(), f, rng);
+      const FFTensors out_a = interpret(in.a(), inputs, domain);
+      const FFTensors out_b = interpret(in.b(), inputs, domain);
       result.trials = t + 1;
       if (std::string why = compare_outputs(out_a, out_b, t); !why.empty()) {
         result.reason = std::move(why);

@@ -59,6 +59,12 @@ struct Op {
 // Every builder returns the new tensor id.
 class Graph {
  public:
+  Graph() = default;
+  // Declared so that the virtual destructor does not silently turn moves into copies.
+  Graph(const Graph&) = default;
+  Graph(Graph&&) = default;
+  Graph& operator=(const Graph&) = default;
+  Graph& operator=(Graph&&) = default;
   virtual ~Graph() = default;
 
   int unary(OpKind kind, int x, double scalar = 0.0);

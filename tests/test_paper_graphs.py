@@ -40,7 +40,7 @@ NUMPY = {
 
 
 def input_shapes(kg):
-    return [op.outputs[0].shape for op in kg.ops if op.kind == "input"]
+    return [t.shape for t in kg.inputs]
 
 
 def test_every_program_has_a_numpy_reference():
@@ -86,6 +86,13 @@ def test_fused_graphs_use_block_graphs_and_references_do_not(program):
     ref, fused = program.build(**program.small)
     assert not any(op.kind == "customized" for op in ref.ops)
     assert any(op.kind == "customized" for op in fused.ops)
+
+
+def test_tilings_that_do_not_divide_are_refused_by_name():
+    with pytest.raises(ValueError, match="col_tile"):
+        paper_graphs.rmsnorm_linear(out_features=100, col_tile=64)
+    with pytest.raises(ValueError, match="kv_splits"):
+        paper_graphs.gqa_prefill(kv_len=1000)
 
 
 def test_paper_gqa_structure_at_full_size():

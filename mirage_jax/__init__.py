@@ -2,6 +2,8 @@
 
 from mirage_jax._core import IRError
 from mirage_jax._handles import Op, Tensor
+from mirage_jax._progress import SearchProgress
+from mirage_jax._search import SearchConfig, SearchResult, SearchStats, search
 from mirage_jax._verify import VerifyResult, verify_equivalent
 from mirage_jax.graph import BlockGraph, KernelGraph
 
@@ -10,7 +12,12 @@ __all__ = [
     "IRError",
     "KernelGraph",
     "Op",
+    "SearchConfig",
+    "SearchProgress",
+    "SearchResult",
+    "SearchStats",
     "Tensor",
     "VerifyResult",
+    "search",
     "verify_equivalent",
 ]

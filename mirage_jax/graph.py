@@ -176,6 +176,13 @@ class KernelGraph(_Graph):
     def __init__(self):
         super().__init__(_core.KernelGraph())
 
+    @classmethod
+    def _wrap(cls, core) -> KernelGraph:
+        """Wraps a C++ kernel graph this handle will own, such as a search candidate."""
+        graph = cls.__new__(cls)
+        _Graph.__init__(graph, core)
+        return graph
+
     def new_input(self, shape: Sequence[int], dtype: str = "float32") -> Tensor:
         shape = _args.shape(shape, "new_input")
         dtype = _args.dtype(dtype, "new_input")

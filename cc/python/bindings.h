@@ -8,5 +8,6 @@ namespace mj::python {
 void bind_ir(nanobind::module_& m);
 void bind_interp(nanobind::module_& m);
 void bind_verify(nanobind::module_& m);
+void bind_search(nanobind::module_& m);
 
 }  // namespace mj::python

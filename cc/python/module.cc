@@ -13,4 +13,5 @@ NB_MODULE(_core, m) {
   mj::python::bind_ir(m);
   mj::python::bind_interp(m);
   mj::python::bind_verify(m);
+  mj::python::bind_search(m);
 }

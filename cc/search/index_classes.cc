@@ -146,7 +146,7 @@ std::optional<DimClasses> broadcast(const DimClasses& a, const DimClasses& b, in
 }  // namespace
 
 std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimClasses>& in,
-                                            const Shape& out_shape, ClassTable& table) {
+                                            const Shape& out_shape, ClassTable* table) {
   const int rank = int(out_shape.size());
   DimClasses out;
   switch (op.kind) {
@@ -171,7 +171,7 @@ std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimC
         if (d != op.dim && in[0][d] != in[1][d]) return std::nullopt;
       }
       out = in[0];
-      out[op.dim] = table.concat_of(in[0][op.dim], in[1][op.dim]);
+      out[op.dim] = table->concat_of(in[0][op.dim], in[1][op.dim]);
       return out;
     }
     case OpKind::kAccumSumLast:

@@ -48,8 +48,9 @@ TargetClasses target_classes(const KernelGraph& target);
 // when the op would tie two different classes (an elementwise op on unrelated indices, a
 // matmul whose k dims differ): no equivalent program does that unless the target did, and
 // then the target tied them. `out_shape` is the op's result shape. Accumulators over the
-// last dim make it a unit; kInput/kOutput/kCustomized are handled by the enumerators.
+// last dim make it a unit; kInput/kOutput/kCustomized are handled by the enumerators. `table` may be null
+// except for concat, whose result dim is a new class.
 std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimClasses>& in,
-                                            const Shape& out_shape, ClassTable& table);
+                                            const Shape& out_shape, ClassTable* table);
 
 }  // namespace mj

@@ -1,0 +1,202 @@
+#include "cc/search/block_enumerator.h"
+
+#include <algorithm>
+
+#include "cc/ir/error.h"
+#include "cc/ir/hash.h"
+#include "cc/absexpr/derive.h"
+#include "cc/search/block_op_rules.h"
+#include "cc/search/loose_ends.h"
+#include "cc/search/op_proposals.h"
+
+namespace mj {
+
+namespace {
+
+struct BlockSearch {
+  const KernelState& parent;
+  const std::vector<int>& inputs;
+  const BlockLayout& layout;
+  SearchShared& shared;
+  Worker& worker;
+  const std::function<void(KernelState&&)>& on_close;
+  ProposalOptions proposals;
+  int output_cap = 0;  // loose_ends.h
+  bool allow_partials = false;
+
+  void expand(const BlockState& s);
+  void try_close(const BlockState& s);
+  void store_outputs(const BlockState& s, const std::vector<int>& outs,
+                     const std::vector<std::vector<Dim3>>& omaps, size_t i,
+                     std::vector<Dim3>& chosen);
+};
+
+void BlockSearch::expand(const BlockState& s) {
+  if (should_stop(shared, worker)) return;
+  shared.explored.fetch_add(1, std::memory_order_relaxed);
+  int dangling = 0, unused_inputs = 0;
+  for (int t = 0; t < int(s.facts.size()); ++t) {
+    if (s.facts[t].consumers > 0) continue;
+    ++(t < int(inputs.size()) ? unused_inputs : dangling);
+  }
+  if (!block_state_viable(dangling, unused_inputs, shared.config.max_block_ops - s.ops,
+                          output_cap)) {
+    return;
+  }
+  try_close(s);
+  if (s.ops >= shared.config.max_block_ops) return;
+  ProposalOptions opts = proposals;
+  if (s.last_key) opts.min_newest_input = std::max(0, s.last_key->newest_input());
+  const BlockGraph& g = *s.graph;
+  std::vector<ExprId> exprs;  // per tensor, as derivation wants them
+  if (worker.pruner.enabled()) {
+    for (const TensorFacts& f : s.facts) exprs.push_back(f.expr);
+  }
+  for_each_proposal(g, opts, [&](const Op& op) {
+    if (should_stop(shared, worker)) return;
+    // Cheapest and most selective checks first: order, phase, then the abstract expression
+    // (which rejects most proposals), then shapes and index classes.
+    OpKey key = OpKey::of(op);
+    if (s.last_key && !(*s.last_key < key)) return;
+    const auto phase = result_phase(g, op);
+    if (!phase) return;
+    if (op.kind == OpKind::kConcat &&
+        g.tensor(op.inputs[0]).shape.size() != g.tensor(op.inputs[1]).shape.size()) {
+      return;
+    }
+    ExprId expr = 0;
+    if (worker.pruner.enabled()) {
+      expr = abstract_expression_of_op(g, op, exprs, layout.forloop_range, worker.pruner.pool());
+      if (!worker.pruner.admits(expr)) {
+        shared.pruned.fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+    }
+    const auto shape = proposal_shape(g, op);
+    if (!shape) return;
+    std::vector<DimClasses> in_classes;
+    for (int t : op.inputs) in_classes.push_back(s.facts[t].classes);
+    // Only concat adds classes, so only concat pays for a copy of the table.
+    std::optional<ClassTable> concat_table;
+    if (op.kind == OpKind::kConcat) concat_table = s.table;
+    auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
+    if (!classes) return;
+    if (!accumulates_loop_index_only(op, in_classes[0], layout.loop_class)) return;
+    if (!allow_partials && reduces_split_index(op, in_classes[0], layout)) return;
+    BlockState child;
+    child.graph = std::make_shared<BlockGraph>(g);
+    try {
+      append_op(*child.graph, op);
+    } catch (const IrError&) {
+      return;  // a rule the quick checks above do not model
+    }
+    child.facts = s.facts;
+    child.table = concat_table ? std::move(*concat_table) : s.table;
+    for (int t : op.inputs) ++child.facts[t].consumers;
+    child.facts.push_back(TensorFacts{expr, *classes, 0});
+    child.last_key = std::move(key);
+    child.ops = s.ops + 1;
+    expand(child);
+  });
+}
+
+void BlockSearch::try_close(const BlockState& s) {
+  const BlockGraph& g = *s.graph;
+  std::vector<int> outs;
+  for (int t = 0; t < int(g.tensors().size()); ++t) {
+    const bool is_input = t < int(inputs.size());
+    if (s.facts[t].consumers > 0) continue;
+    if (is_input) return;  // an unused input: the graph without it is enumerated too
+    if (g.tensor(t).phase == Phase::kBody && layout.forloop_range > 1) return;
+    outs.push_back(t);
+  }
+  if (outs.empty() || int(outs.size()) > output_cap) return;
+  std::vector<std::vector<Dim3>> omaps;
+  for (int t : outs) {
+    omaps.push_back(output_omaps(layout, s.facts[t].classes, allow_partials));
+    if (omaps.back().empty()) return;
+  }
+  std::vector<Dim3> chosen;
+  store_outputs(s, outs, omaps, 0, chosen);
+}
+
+void BlockSearch::store_outputs(const BlockState& s, const std::vector<int>& outs,
+                                const std::vector<std::vector<Dim3>>& omaps, size_t i,
+                                std::vector<Dim3>& chosen) {
+  if (i < outs.size()) {
+    for (const Dim3& o : omaps[i]) {
+      chosen.push_back(o);
+      store_outputs(s, outs, omaps, i + 1, chosen);
+      chosen.pop_back();
+    }
+    return;
+  }
+  auto closed = std::make_shared<BlockGraph>(*s.graph);
+  KernelState child = parent;
+  child.table = s.table;
+  std::vector<int> kouts;
+  try {
+    for (size_t k = 0; k < outs.size(); ++k) {
+      closed->new_output(outs[k], chosen[k], s.graph->tensor(outs[k]).dtype);
+    }
+    const std::string hash = block_graph_hash(*closed);
+    Op probe;
+    probe.kind = OpKind::kCustomized;
+    probe.inputs = inputs;
+    OpKey key = OpKey::of(probe, hash);
+    if (parent.last_key && !(*parent.last_key < key)) return;
+    kouts = child.graph.customized(inputs, closed);
+    child.last_key = std::move(key);
+  } catch (const IrError&) {
+    return;
+  }
+  for (int t : inputs) ++child.facts[t].consumers;
+  for (size_t k = 0; k < outs.size(); ++k) {
+    const TensorFacts& tile = s.facts[outs[k]];
+    TensorFacts f{tile.expr, tile.classes, 0};
+    // A grid axis that stores along a dim of another index stacks partial results there.
+    for (int a = 0; a < 3; ++a) {
+      const int d = chosen[k][a];
+      if (d >= 0 && f.classes[d] != layout.axis_class[a]) {
+        f.classes[d] = child.table.stacked_of(f.classes[d], layout.axis_class[a], layout.grid[a]);
+      }
+    }
+    child.facts.push_back(std::move(f));
+  }
+  child.ops = parent.ops + 1;
+  child.block_graphs = parent.block_graphs + 1;
+  on_close(std::move(child));
+}
+
+}  // namespace
+
+void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& inputs,
+                            const BlockLayout& layout, SearchShared& shared, Worker& worker,
+                            const std::function<void(KernelState&&)>& on_close) {
+  const int cap = block_output_cap(parent, inputs, shared);
+  if (cap < 1) return;
+  BlockState s;
+  s.table = parent.table;
+  s.graph = std::make_shared<BlockGraph>(layout.grid, layout.forloop_range);
+  try {
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const Tensor& t = parent.graph.tensor(inputs[i]);
+      s.graph->new_input(t.shape, t.dtype, layout.imaps[i], layout.fmaps[i]);
+      s.facts.push_back(TensorFacts{parent.facts[inputs[i]].expr, parent.facts[inputs[i]].classes, 0});
+    }
+  } catch (const IrError&) {
+    return;
+  }
+  BlockSearch search{parent, inputs, layout, shared, worker, on_close, {}};
+  search.proposals.level = Level::kBlock;
+  search.proposals.concat = shared.config.preset == "lora";
+  search.proposals.online_softmax = preset_splits_reductions(shared.config);
+  search.proposals.forloop_range = layout.forloop_range;
+  search.proposals.scalars = shared.scalars;
+  search.proposals.max = shared.target_has_max;
+  search.output_cap = cap;
+  search.allow_partials = partials_allowed(shared.config, parent.ops);
+  search.expand(s);
+}
+
+}  // namespace mj

@@ -1,0 +1,13 @@
+#pragma once
+// Complete candidates (DESIGN.md §4): a kernel state whose loose ends have the target's
+// output shapes (and, with pruning, the target outputs' abstract expressions) is marked with
+// those outputs in every matching order, deduplicated by canonical hash, and proved
+// equivalent with the finite-field verifier (cc/verify) before it is kept. Abstract
+// expressions only choose what to verify; they never accept anything.
+#include "cc/search/search_state.h"
+
+namespace mj {
+
+void check_candidate(const KernelState& s, SearchShared& shared, Worker& worker);
+
+}  // namespace mj

@@ -1,0 +1,58 @@
+#include "cc/search/index_classes.h"
+
+#include <gtest/gtest.h>
+
+#include "cc/search/search_test_graphs.h"
+
+namespace mj {
+namespace {
+
+TEST(IndexClasses, RmsNormLinearTiesKAcrossXScaleAndW) {
+  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  ASSERT_EQ(c.inputs.size(), 3u);
+  const int m = c.inputs[0][0], k = c.inputs[0][1], n = c.inputs[2][1];
+  EXPECT_EQ(c.inputs[1][0], k);  // the scale broadcasts along X's last dim
+  EXPECT_EQ(c.inputs[2][0], k);  // matmul's contraction
+  EXPECT_NE(m, k);
+  EXPECT_NE(n, k);
+  EXPECT_NE(m, n);
+  EXPECT_EQ(c.outputs.at(0), (DimClasses{m, n}));
+  EXPECT_EQ(c.table.size(k), 256);
+}
+
+TEST(IndexClasses, GatedMlpTiesBothWeightsNDims) {
+  const TargetClasses c = target_classes(search_test::gated_mlp(8, 32, 16));
+  EXPECT_EQ(c.inputs[1], c.inputs[2]);  // the product ties the two matmuls' n
+}
+
+TEST(IndexClasses, ElementwiseOnUnrelatedIndicesIsRejected) {
+  ClassTable t;
+  const int a = t.fresh(8), b = t.fresh(8);
+  Op mul;
+  mul.kind = OpKind::kMul;
+  EXPECT_FALSE(propagate_classes(mul, {{a}, {b}}, {8}, nullptr));
+  EXPECT_EQ(propagate_classes(mul, {{a}, {kUnitClass}}, {8}, nullptr), (DimClasses{a}));
+  Op mm;
+  mm.kind = OpKind::kMatmul;
+  EXPECT_FALSE(propagate_classes(mm, {{a, b}, {a, b}}, {8, 8}, nullptr));  // k: b vs a
+  EXPECT_EQ(propagate_classes(mm, {{a, b}, {b, a}}, {8, 8}, nullptr), (DimClasses{a, a}));
+}
+
+TEST(IndexClasses, AccumulatorsOverTheLastDimMakeItAUnitAndConcatInterns) {
+  ClassTable t;
+  const int a = t.fresh(8), b = t.fresh(4), r = t.fresh(2);
+  Op acc;
+  acc.kind = OpKind::kAccumRmsLast;
+  EXPECT_EQ(propagate_classes(acc, {{a, b}}, {8, 1}, nullptr), (DimClasses{a, kUnitClass}));
+  Op cat;
+  cat.kind = OpKind::kConcat;
+  cat.dim = 1;
+  const auto x = propagate_classes(cat, {{a, b}, {a, r}}, {8, 6}, &t);
+  const auto y = propagate_classes(cat, {{a, b}, {a, r}}, {8, 6}, &t);
+  ASSERT_TRUE(x && y);
+  EXPECT_EQ(*x, *y);  // the same concat gets the same class in every branch
+  EXPECT_EQ(t.size((*x)[1]), 6);
+}
+
+}  // namespace
+}  // namespace mj

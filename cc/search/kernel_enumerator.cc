@@ -1,0 +1,136 @@
+#include "cc/search/kernel_enumerator.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "cc/ir/error.h"
+#include "cc/search/block_enumerator.h"
+#include "cc/search/candidates.h"
+#include "cc/absexpr/derive.h"
+#include "cc/search/loose_ends.h"
+#include "cc/search/op_proposals.h"
+
+namespace mj {
+
+namespace {
+
+void append_predefined(const KernelState& s, const Op& op, SearchShared& shared, Worker& worker) {
+  if (op.kind == OpKind::kConcat &&
+      s.graph.tensor(op.inputs[0]).shape.size() != s.graph.tensor(op.inputs[1]).shape.size()) {
+    return;
+  }
+  ExprId expr = 0;
+  if (worker.pruner.enabled()) {
+    std::vector<ExprId> exprs;
+    for (const TensorFacts& f : s.facts) exprs.push_back(f.expr);
+    expr = abstract_expression_of_op(s.graph, op, exprs, 1, worker.pruner.pool());
+    if (!worker.pruner.admits(expr)) {
+      shared.pruned.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+  const auto shape = proposal_shape(s.graph, op);
+  if (!shape) return;
+  std::vector<DimClasses> in_classes;
+  for (int t : op.inputs) in_classes.push_back(s.facts[t].classes);
+  std::optional<ClassTable> concat_table;
+  if (op.kind == OpKind::kConcat) concat_table = s.table;
+  auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
+  if (!classes) return;
+  KernelState child = s;
+  try {
+    append_op(child.graph, op);
+  } catch (const IrError&) {
+    return;
+  }
+  if (concat_table) child.table = std::move(*concat_table);
+  for (int t : op.inputs) ++child.facts[t].consumers;
+  child.facts.push_back(TensorFacts{expr, *classes, 0});
+  child.last_key = OpKey::of(op);
+  child.ops = s.ops + 1;
+  expand_kernel(child, shared, worker);
+}
+
+}  // namespace
+
+KernelState initial_kernel_state(const SearchShared& shared, Worker& worker) {
+  KernelState s;
+  s.table = shared.classes.table;
+  const auto& ids = shared.target.input_ids();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Tensor& t = shared.target.tensor(ids[i]);
+    s.graph.new_input(t.shape, t.dtype);
+    const ExprId e = worker.pruner.enabled() ? worker.pruner.input(int(i)) : 0;
+    s.facts.push_back(TensorFacts{e, shared.classes.inputs[i], 0});
+  }
+  return s;
+}
+
+std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& shared) {
+  std::vector<KernelMove> moves;
+  const SearchConfig& cfg = shared.config;
+  if (s.ops >= cfg.max_kernel_ops) return moves;
+  ProposalOptions opts;
+  opts.level = Level::kKernel;
+  opts.concat = cfg.preset == "lora";
+  opts.scalars = shared.scalars;
+  opts.max = shared.target_has_max;
+  if (s.last_key) opts.min_newest_input = std::max(0, s.last_key->newest_input());
+  for_each_proposal(s.graph, opts, [&](const Op& op) {
+    if (s.last_key && !(*s.last_key < OpKey::of(op))) return;
+    KernelMove m;
+    m.op = op;
+    moves.push_back(std::move(m));
+  });
+  if (s.block_graphs >= cfg.max_block_graphs) return moves;
+  // Block graph inputs: every set of up to max_block_inputs kernel tensors, ascending.
+  const int n = int(s.graph.tensors().size());
+  std::vector<int> chosen;
+  std::function<void(int)> subsets = [&](int from) {
+    if (!chosen.empty()) {
+      std::vector<BlockInputSpec> specs;
+      for (int t : chosen) {
+        specs.push_back({s.graph.tensor(t).shape, s.graph.tensor(t).dtype, s.facts[t].classes});
+      }
+      const bool partials = partials_allowed(cfg, s.ops);
+      for (BlockLayout& l : block_layouts(specs, shared.output_classes, s.table, cfg, partials)) {
+        KernelMove m;
+        m.opens_block_graph = true;
+        m.inputs = chosen;
+        m.layout = std::move(l);
+        moves.push_back(std::move(m));
+      }
+    }
+    if (int(chosen.size()) == cfg.max_block_inputs) return;
+    for (int t = from; t < n; ++t) {
+      chosen.push_back(t);
+      subsets(t + 1);
+      chosen.pop_back();
+    }
+  };
+  subsets(0);
+  return moves;
+}
+
+void run_kernel_move(const KernelState& s, const KernelMove& m, SearchShared& shared,
+                     Worker& worker) {
+  if (!m.opens_block_graph) {
+    append_predefined(s, m.op, shared, worker);
+    return;
+  }
+  enumerate_block_graphs(s, m.inputs, m.layout, shared, worker,
+                         [&](KernelState&& child) { expand_kernel(child, shared, worker); });
+}
+
+void expand_kernel(const KernelState& s, SearchShared& shared, Worker& worker) {
+  if (should_stop(shared, worker)) return;
+  shared.explored.fetch_add(1, std::memory_order_relaxed);
+  if (!kernel_state_viable(s, shared)) return;
+  check_candidate(s, shared, worker);
+  for (const KernelMove& m : kernel_moves(s, shared)) {
+    if (should_stop(shared, worker)) return;
+    run_kernel_move(s, m, shared, worker);
+  }
+}
+
+}  // namespace mj

@@ -1,0 +1,286 @@
+#include "cc/search/partitions.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <set>
+
+namespace mj {
+
+namespace {
+
+// The divisors of n that are >= lo, ascending.
+std::vector<int> divisors_from(int64_t n, int lo) {
+  std::vector<int> small, large;
+  for (int64_t k = 1; k * k <= n; ++k) {
+    if (n % k != 0) continue;
+    small.push_back(int(k));
+    if (k * k != n) large.push_back(int(n / k));
+  }
+  small.insert(small.end(), large.rbegin(), large.rend());
+  small.erase(small.begin(), std::lower_bound(small.begin(), small.end(), lo));
+  return small;
+}
+
+// Split counts for one index of size n: the override list's divisors, else all >= 2.
+std::vector<int> split_counts(int64_t n, const std::vector<int>& override_list) {
+  if (override_list.empty()) return divisors_from(n, 2);
+  std::vector<int> d;
+  for (int k : override_list) {
+    if (k >= 2 && n % k == 0) d.push_back(k);
+  }
+  return d;
+}
+
+// How well `blocks` fills `units` parallel units: the idle share of the last wave, then
+// the number of blocks (fewer blocks move fewer replicated tiles).
+std::pair<double, int64_t> fill_rank(int64_t blocks, int units) {
+  const int64_t waves = (blocks + units - 1) / units;
+  return {double(waves * units - blocks) / double(waves * units), blocks};
+}
+
+// The bytes one block keeps on chip for its inputs' tiles in one loop iteration, about.
+double tile_bytes(const std::vector<BlockInputSpec>& inputs, const BlockLayout& l) {
+  double total = 0;
+  for (const BlockInputSpec& in : inputs) {
+    double elems = 1;
+    for (size_t d = 0; d < in.shape.size(); ++d) {
+      int64_t n = in.shape[d];
+      const int c = in.classes[d];
+      for (int a = 0; a < 3; ++a) {
+        if (c != kUnitClass && l.axis_class[a] == c) n /= l.grid[a];
+      }
+      if (c != kUnitClass && c == l.loop_class) n /= l.forloop_range;
+      elems *= double(n);
+    }
+    total += elems * dtype_bytes(in.dtype);
+  }
+  return total;
+}
+
+double on_chip_budget(const Target& t) {
+  if (t.kind == TargetKind::kGpu) return double(t.shared_memory_per_block) / 2;
+  return double(t.l2_bytes) / 2;
+}
+
+// Every way to give each input, for one index class, the dim it is split along.
+void assign_dims(const std::vector<BlockInputSpec>& inputs, int cls,
+                 std::vector<std::vector<int>>& choices) {
+  choices.clear();
+  for (const BlockInputSpec& in : inputs) {
+    std::vector<int> dims;
+    for (int d = 0; d < int(in.classes.size()); ++d) {
+      if (cls != kNoClass && in.classes[d] == cls) dims.push_back(d);
+    }
+    if (dims.empty()) dims.push_back(-1);
+    choices.push_back(dims);
+  }
+}
+
+// Cartesian product helper: calls f for each combination of one entry per list.
+void for_each_combination(const std::vector<std::vector<int>>& lists,
+                          const std::function<void(const std::vector<int>&)>& f) {
+  std::vector<int> pick(lists.size());
+  std::function<void(size_t)> rec = [&](size_t i) {
+    if (i == lists.size()) {
+      f(pick);
+      return;
+    }
+    for (int v : lists[i]) {
+      pick[i] = v;
+      rec(i + 1);
+    }
+  };
+  rec(0);
+}
+
+struct GridChoice {
+  Dim3 grid{1, 1, 1};
+  std::array<int, 3> axis_class{kNoClass, kNoClass, kNoClass};
+};
+
+int64_t blocks_of(const GridChoice& g) { return int64_t(g.grid[0]) * g.grid[1] * g.grid[2]; }
+
+// Every split of 1..max_grid_axes eligible classes (assigned to x, y, z in ascending class
+// order, so permuted grids are not generated twice), with every combination of counts.
+std::vector<std::vector<GridChoice>> grids_per_split(const std::vector<int>& eligible,
+                                                     const ClassTable& table,
+                                                     const SearchConfig& config) {
+  std::vector<std::vector<GridChoice>> groups;
+  const int n = int(eligible.size());
+  std::vector<int> chosen;
+  std::function<void(int)> subsets = [&](int from) {
+    if (!chosen.empty()) {
+      std::vector<std::vector<int>> counts;
+      for (int c : chosen) counts.push_back(split_counts(table.size(c), config.grid_sizes_override));
+      std::vector<GridChoice> group;
+      for_each_combination(counts, [&](const std::vector<int>& pick) {
+        GridChoice g;
+        for (size_t a = 0; a < chosen.size(); ++a) {
+          g.grid[a] = pick[a];
+          g.axis_class[a] = chosen[a];
+        }
+        group.push_back(g);
+      });
+      if (!group.empty()) groups.push_back(std::move(group));
+    }
+    if (int(chosen.size()) == std::min(config.max_grid_axes, 3)) return;
+    for (int i = from; i < n; ++i) {
+      chosen.push_back(eligible[i]);
+      subsets(i + 1);
+      chosen.pop_back();
+    }
+  };
+  subsets(0);
+  return groups;
+}
+
+std::vector<GridChoice> grid_choices(const std::vector<int>& eligible, const ClassTable& table,
+                                     const SearchConfig& config) {
+  const int units = std::max(1, config.target.parallel_units());
+  auto groups = grids_per_split(eligible, table, config);
+  // Keep grids that fill the machine in at most 8 waves when any does: fewer blocks leave
+  // units idle, more only add per-block overhead. Overrides are the caller's choice.
+  if (config.grid_sizes_override.empty()) {
+    auto fills = [&](const GridChoice& g) {
+      return blocks_of(g) >= units && blocks_of(g) <= int64_t(units) * 8;
+    };
+    bool any = false;
+    for (const auto& group : groups) any |= std::any_of(group.begin(), group.end(), fills);
+    if (any) {
+      for (auto& group : groups) {
+        group.erase(std::remove_if(group.begin(), group.end(),
+                                   [&](const GridChoice& g) { return !fills(g); }),
+                    group.end());
+      }
+    }
+  }
+  std::vector<GridChoice> all;
+  for (auto& group : groups) {
+    std::stable_sort(group.begin(), group.end(), [&](const GridChoice& a, const GridChoice& b) {
+      return fill_rank(blocks_of(a), units) < fill_rank(blocks_of(b), units);
+    });
+    if (int(group.size()) > config.max_grids) group.resize(config.max_grids);
+    all.insert(all.end(), group.begin(), group.end());
+  }
+  if (all.empty()) all.push_back(GridChoice{});  // nothing to split: one block
+  return all;
+}
+
+}  // namespace
+
+bool preset_splits_reductions(const SearchConfig& config) { return config.preset == "attention"; }
+
+bool partials_allowed(const SearchConfig& config, int kernel_ops) {
+  return preset_splits_reductions(config) && kernel_ops + 1 < config.max_kernel_ops;
+}
+
+std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs,
+                                       const std::vector<int>& output_classes,
+                                       const ClassTable& table, const SearchConfig& config,
+                                       bool partials) {
+  std::set<int> present;
+  for (const BlockInputSpec& in : inputs) {
+    for (int c : in.classes) {
+      if (c != kUnitClass) present.insert(c);
+    }
+  }
+  const std::set<int> outs(output_classes.begin(), output_classes.end());
+  std::vector<int> grid_eligible, loop_eligible;
+  for (int c : present) {
+    if (outs.count(c) || partials) grid_eligible.push_back(c);
+    // The loop accumulates over its iterations, which is only right for an index the
+    // outputs no longer have.
+    if (!outs.count(c)) loop_eligible.push_back(c);
+  }
+  const double budget = on_chip_budget(config.target);
+  std::vector<BlockLayout> layouts;
+  for (const GridChoice& g : grid_choices(grid_eligible, table, config)) {
+    BlockLayout base;
+    base.grid = g.grid;
+    base.axis_class = g.axis_class;
+    // No loop at all is a layout like the others: it too must fit on chip, unless nothing
+    // does (then it is the one layout left, and the cost model judges it).
+    std::vector<std::pair<int, int>> loops;
+    if (tile_bytes(inputs, base) <= budget) loops.push_back({kNoClass, 1});
+    for (int c : loop_eligible) {
+      int64_t per_block = table.size(c);
+      for (int a = 0; a < 3; ++a) {
+        if (g.axis_class[a] == c) per_block /= g.grid[a];
+      }
+      int taken = 0;
+      for (int f : split_counts(per_block, config.forloop_ranges_override)) {
+        if (taken == config.max_forloop_ranges) break;
+        BlockLayout probe = base;
+        probe.loop_class = c;
+        probe.forloop_range = f;
+        // The smallest ranges whose tiles fit on chip: fewer, larger iterations.
+        if (config.forloop_ranges_override.empty() && tile_bytes(inputs, probe) > budget) {
+          continue;
+        }
+        loops.push_back({c, f});
+        ++taken;
+      }
+    }
+    if (loops.empty()) loops.push_back({kNoClass, 1});
+    for (auto [loop_class, range] : loops) {
+      BlockLayout l = base;
+      l.loop_class = loop_class;
+      l.forloop_range = range;
+      // imaps: per axis, each input's dim of the axis's class; fmaps likewise.
+      std::vector<std::vector<int>> lists;  // per (axis, input), then per input for fmap
+      std::vector<std::vector<int>> per;
+      for (int a = 0; a < 3; ++a) {
+        assign_dims(inputs, g.axis_class[a], per);
+        lists.insert(lists.end(), per.begin(), per.end());
+      }
+      assign_dims(inputs, loop_class, per);
+      lists.insert(lists.end(), per.begin(), per.end());
+      const size_t n = inputs.size();
+      for_each_combination(lists, [&](const std::vector<int>& pick) {
+        BlockLayout full = l;
+        full.imaps.assign(n, Dim3{-1, -1, -1});
+        full.fmaps.assign(n, -1);
+        for (size_t i = 0; i < n; ++i) {
+          for (int a = 0; a < 3; ++a) full.imaps[i][a] = pick[a * n + i];
+          full.fmaps[i] = pick[3 * n + i];
+        }
+        layouts.push_back(std::move(full));
+      });
+    }
+  }
+  return layouts;
+}
+
+std::vector<Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile_classes,
+                               bool allow_partials) {
+  std::vector<std::vector<int>> per_axis;
+  for (int a = 0; a < 3; ++a) {
+    std::vector<int> dims;
+    if (layout.grid[a] > 1) {
+      for (int d = 0; d < int(tile_classes.size()); ++d) {
+        if (tile_classes[d] == layout.axis_class[a]) dims.push_back(d);
+      }
+      if (dims.empty() && allow_partials) {
+        for (int d = 0; d < int(tile_classes.size()); ++d) dims.push_back(d);
+      }
+      if (dims.empty()) return {};
+    } else {
+      dims.push_back(-1);
+    }
+    per_axis.push_back(dims);
+  }
+  std::vector<Dim3> omaps;
+  for_each_combination(per_axis, [&](const std::vector<int>& pick) {
+    Dim3 o{pick[0], pick[1], pick[2]};
+    for (int a = 0; a < 3; ++a) {
+      for (int b = 0; b < a; ++b) {
+        if (o[a] != -1 && o[a] == o[b]) return;  // two axes storing along one dim
+      }
+    }
+    omaps.push_back(o);
+  });
+  return omaps;
+}
+
+}  // namespace mj

@@ -1,0 +1,59 @@
+#pragma once
+// Candidate grids, imaps, fmaps, for-loop ranges and omaps, derived from the shapes of a
+// block graph's inputs and the machine (DESIGN.md §4), never from a list of answers:
+//  * a grid axis splits one index class (index_classes.h) into a divisor of its size, in
+//    every input that has that index; the grid's total block count should fill the target's
+//    parallel units (cores or SMs) in few, full waves;
+//  * the for-loop walks one index class in a divisor of its per-block size, chosen so that
+//    one iteration's input tiles fit the block's on-chip budget;
+//  * an output stores along the dim of the index its grid axis splits. Under the
+//    "attention" preset an axis that splits an index the output no longer has (a reduction
+//    split across blocks) stores its partial results side by side along another dim, for a
+//    later kernel to combine.
+#include <array>
+#include <vector>
+
+#include "cc/ir/graph.h"
+#include "cc/search/index_classes.h"
+#include "cc/search/search.h"
+
+namespace mj {
+
+constexpr int kNoClass = -2;  // a grid axis or loop that splits nothing
+
+struct BlockInputSpec {
+  Shape shape;
+  DType dtype = DType::kF32;
+  DimClasses classes;
+};
+
+struct BlockLayout {
+  Dim3 grid{1, 1, 1};
+  std::array<int, 3> axis_class{kNoClass, kNoClass, kNoClass};
+  int forloop_range = 1;
+  int loop_class = kNoClass;
+  std::vector<Dim3> imaps;  // per input
+  std::vector<int> fmaps;   // per input
+};
+
+// Whether the preset lets grids split an index that the target's outputs do not have.
+bool preset_splits_reductions(const SearchConfig& config);
+
+// Whether a block graph opened after `kernel_ops` kernel ops may store partial results:
+// the preset allows them, and a later kernel op is left to combine them.
+bool partials_allowed(const SearchConfig& config, int kernel_ops);
+
+// Every layout for these inputs, in a deterministic order. `output_classes` are the index
+// classes of the target's outputs (the indices a grid can split without partial results);
+// other indices are split only when `partials`.
+std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs,
+                                       const std::vector<int>& output_classes,
+                                       const ClassTable& table, const SearchConfig& config,
+                                       bool partials);
+
+// The omaps that store a tile with these classes (empty: it cannot be stored). A foreign
+// dim (partial results) is allowed only when allow_partials.
+std::vector<Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile_classes,
+                               bool allow_partials);
+
+}  // namespace mj

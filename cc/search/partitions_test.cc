@@ -1,0 +1,98 @@
+#include "cc/search/partitions.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "cc/search/search_test_graphs.h"
+
+namespace mj {
+namespace {
+
+std::vector<BlockInputSpec> rmsnorm_linear_inputs(const TargetClasses& c) {
+  const KernelGraph g = search_test::rmsnorm_linear(8, 256, 64);
+  std::vector<BlockInputSpec> specs;
+  for (size_t i = 0; i < 3; ++i) {
+    specs.push_back({g.tensor(g.input_ids()[i]).shape, DType::kF32, c.inputs[i]});
+  }
+  return specs;
+}
+
+std::vector<int> output_classes(const TargetClasses& c) {
+  std::vector<int> v;
+  for (int x : c.outputs[0]) v.push_back(x);
+  return v;
+}
+
+TEST(Partitions, EveryLayoutSplitsEachIndexConsistentlyAndDivides) {
+  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  const auto inputs = rmsnorm_linear_inputs(c);
+  const SearchConfig config;
+  const auto layouts = block_layouts(inputs, output_classes(c), c.table, config, false);
+  ASSERT_FALSE(layouts.empty());
+  const int k = c.inputs[0][1];
+  bool loops_over_k = false;
+  for (const BlockLayout& l : layouts) {
+    // Grids split only output indices (the "mlp" preset); the loop only the reduced one.
+    for (int a = 0; a < 3; ++a) {
+      if (l.grid[a] > 1) {
+        EXPECT_NE(l.axis_class[a], k);
+      }
+    }
+    if (l.forloop_range > 1) {
+      EXPECT_EQ(l.loop_class, k);
+      loops_over_k = true;
+      // X, the scale and W all walk k together.
+      EXPECT_EQ(l.fmaps, (std::vector<int>{1, 0, 0}));
+    }
+    BlockGraph bg(l.grid, l.forloop_range);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      EXPECT_NO_THROW(bg.new_input(inputs[i].shape, DType::kF32, l.imaps[i], l.fmaps[i]));
+    }
+  }
+  EXPECT_TRUE(loops_over_k);
+}
+
+TEST(Partitions, GridsFillTheTargetsParallelUnits) {
+  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 4096, 6144));
+  std::vector<BlockInputSpec> inputs;
+  const KernelGraph g = search_test::rmsnorm_linear(8, 4096, 6144);
+  for (size_t i = 0; i < 3; ++i) {
+    inputs.push_back({g.tensor(g.input_ids()[i]).shape, DType::kF32, c.inputs[i]});
+  }
+  SearchConfig config;
+  config.target = Target::h100();
+  const int units = config.target.parallel_units();
+  std::set<int64_t> totals;
+  for (const BlockLayout& l : block_layouts(inputs, output_classes(c), c.table, config, false)) {
+    totals.insert(int64_t(l.grid[0]) * l.grid[1] * l.grid[2]);
+  }
+  ASSERT_FALSE(totals.empty());
+  for (int64_t t : totals) {
+    EXPECT_GE(t, units) << "a grid of " << t << " blocks leaves SMs idle";
+    EXPECT_LE(t, 8 * units);
+  }
+}
+
+TEST(Partitions, OverridesReplaceTheDerivedSizes) {
+  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  SearchConfig config;
+  config.grid_sizes_override = {4};
+  config.forloop_ranges_override = {8};
+  for (const BlockLayout& l : block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
+    for (int a = 0; a < 3; ++a) EXPECT_TRUE(l.grid[a] == 1 || l.grid[a] == 4);
+    EXPECT_TRUE(l.forloop_range == 1 || l.forloop_range == 8);
+  }
+}
+
+TEST(Partitions, OmapsStoreAlongTheSplitIndexOrNowhere) {
+  BlockLayout l;
+  l.grid = {4, 1, 1};
+  l.axis_class = {7, kNoClass, kNoClass};
+  EXPECT_EQ(output_omaps(l, {3, 7}, false), (std::vector<Dim3>{{1, -1, -1}}));
+  EXPECT_TRUE(output_omaps(l, {3, kUnitClass}, false).empty());  // would need a reduction
+  EXPECT_EQ(output_omaps(l, {3, kUnitClass}, true).size(), 2u);  // partials, side by side
+}
+
+}  // namespace
+}  // namespace mj

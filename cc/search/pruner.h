@@ -1,0 +1,46 @@
+#pragma once
+// Abstract-expression pruning for one search thread (DESIGN.md §4). The target's e-graph is
+// saturated once and shared read-only; each thread derives its candidates' expressions into
+// its own pool and asks a memoizing SubexpressionOracle, so a new tensor costs one hash-cons
+// lookup. With pruning off nothing is derived and everything is admitted (the ablation).
+// Expressions come from cc/absexpr/derive.h (abstract_expression_of_op), one op at a time.
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cc/absexpr/expr.h"
+#include "cc/absexpr/subexpression.h"
+#include "cc/ir/graph.h"
+
+namespace mj {
+
+// The target's saturated e-graph, built once per search.
+struct PruningTarget {
+  ExprPool pool;
+  std::vector<ExprId> outputs;  // the target outputs' expressions in `pool`
+  SaturatedTarget saturated;
+};
+// Derives the target's expressions with cc/absexpr/derive.h (the rules every candidate tensor
+// is derived with too) and saturates them. Throws for a target derivation cannot express.
+std::unique_ptr<PruningTarget> make_pruning_target(const KernelGraph& target,
+                                                   const SaturationLimits& limits);
+
+class Pruner {
+ public:
+  explicit Pruner(const PruningTarget* target);  // nullptr: pruning off
+  bool enabled() const { return target_ != nullptr; }
+  ExprPool& pool() { return pool_; }
+  ExprId input(int kernel_input_index) { return pool_.var(kernel_input_index); }
+  // Whether a tensor with this expression may be part of an equivalent graph.
+  bool admits(ExprId e);
+  // Whether e is, modulo the axioms, target output `i` (a necessary condition for a
+  // complete candidate whose outputs are checked by the verifier afterwards).
+  bool matches_output(ExprId e, int i);
+
+ private:
+  const PruningTarget* target_;
+  ExprPool pool_;
+  std::optional<SubexpressionOracle> oracle_;
+};
+
+}  // namespace mj

@@ -1,0 +1,38 @@
+#pragma once
+// Verified candidates of one search, deduplicated by canonical hash (cc/ir/hash.h) so each
+// distinct μGraph is verified and ranked once however many branches build it. Safe to use
+// from every search thread.
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "cc/ir/graph.h"
+
+namespace mj {
+
+struct RankedCandidate {
+  std::shared_ptr<const KernelGraph> graph;
+  std::string hash;
+  double cost = 0;
+};
+
+class ResultSet {
+ public:
+  // True the first time a hash is seen: the caller then verifies it.
+  bool claim(const std::string& hash);
+  void accept(std::shared_ptr<const KernelGraph> graph, std::string hash);
+  size_t size() const;
+  // The accepted graphs, costed and sorted by (cost, hash): the same order whatever the
+  // thread count or the order they were found in.
+  std::vector<RankedCandidate> ranked(const std::function<double(const KernelGraph&)>& cost) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_set<std::string> seen_;
+  std::vector<RankedCandidate> accepted_;
+};
+
+}  // namespace mj

@@ -1,0 +1,197 @@
+#include "cc/search/search.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "cc/cost/estimate.h"
+#include "cc/ir/hash.h"
+#include "cc/search/kernel_enumerator.h"
+#include "cc/search/op_key.h"
+#include "cc/search/thread_pool.h"
+
+namespace mj {
+
+std::string SearchStats::to_string() const {
+  char buf[400];
+  std::snprintf(buf, sizeof buf,
+                "explored %lld states, pruned %lld, verified %lld candidates, accepted %lld; "
+                "saturate %.3f s, enumerate %.3f s (verify %.3f s cpu), rank %.3f s",
+                (long long)states_explored, (long long)states_pruned,
+                (long long)candidates_verified, (long long)candidates_accepted,
+                seconds_saturate, seconds_enumerate, seconds_verify, seconds_rank);
+  return buf;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Why the search cannot take this target, or "".
+std::string unsupported(const KernelGraph& target) {
+  if (target.output_ids().empty()) return "the target has no outputs";
+  if (target.input_ids().empty()) return "the target has no inputs";
+  for (const Op& op : target.ops()) {
+    if (op.kind == OpKind::kCustomized) {
+      return "the target already has a customized op; the search takes predefined ops only";
+    }
+  }
+  return "";
+}
+
+// Why the config cannot be searched with, or "".
+std::string bad_config(const SearchConfig& c) {
+  if (c.preset != "mlp" && c.preset != "attention" && c.preset != "lora") {
+    return "unknown preset '" + c.preset + "' (mlp, attention, lora)";
+  }
+  if (!(c.time_budget_s > 0)) return "time_budget_s must be positive";
+  if (c.threads < 0) return "threads must be >= 0";
+  if (c.max_kernel_ops < 1 || c.max_block_ops < 1 || c.max_block_graphs < 0 ||
+      c.max_block_outputs < 1 || c.max_grid_axes < 0 || c.max_grids < 1 ||
+      c.max_forloop_ranges < 0) {
+    return "search limits must be positive";
+  }
+  if (c.max_block_inputs < 1 || c.max_block_inputs > kMaxKeyInputs) {
+    return "max_block_inputs must be in [1, " + std::to_string(kMaxKeyInputs) + "]";
+  }
+  try {
+    check_target(c.target);
+  } catch (const std::exception& e) {
+    return std::string("bad target: ") + e.what();
+  }
+  return "";
+}
+
+std::vector<double> target_scalars(const KernelGraph& target) {
+  std::set<double> s;
+  for (const Op& op : target.ops()) {
+    if (op.kind == OpKind::kMulScalar || op.kind == OpKind::kAddScalar ||
+        op.kind == OpKind::kRmsNorm) {
+      s.insert(op.scalar);
+    }
+  }
+  return {s.begin(), s.end()};
+}
+
+}  // namespace
+
+SearchResult search(const KernelGraph& target, const SearchConfig& config,
+                    const std::function<bool(const SearchProgress&)>& progress) {
+  SearchResult result;
+  const Clock::time_point start = Clock::now();
+  std::string why = bad_config(config);
+  if (why.empty()) why = unsupported(target);
+  if (!why.empty()) {
+    result.reason = why;
+    return result;
+  }
+  SearchShared shared(target, config);
+  shared.deadline = start + std::chrono::microseconds(int64_t(config.time_budget_s * 1e6));
+  std::unique_ptr<PruningTarget> pruning;
+  try {
+    shared.classes = target_classes(target);
+    std::set<int> outs;
+    for (const DimClasses& c : shared.classes.outputs) outs.insert(c.begin(), c.end());
+    outs.erase(kUnitClass);
+    shared.output_classes.assign(outs.begin(), outs.end());
+    shared.scalars = target_scalars(target);
+    for (const Op& op : target.ops()) {
+      shared.target_has_max |= op.kind == OpKind::kReduce && op.reduce == ReduceKind::kMax;
+    }
+    if (config.pruning) {
+      SaturationLimits limits;
+      limits.max_seconds = std::min(limits.max_seconds, config.time_budget_s / 4);
+      pruning = make_pruning_target(target, limits);
+      shared.pruning = pruning.get();
+    }
+  } catch (const std::exception& e) {
+    result.reason = std::string("cannot search this target: ") + e.what();
+    return result;
+  }
+  result.stats.seconds_saturate = seconds_since(start);
+
+  const int threads = config.threads > 0 ? config.threads
+                                         : int(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int w = 0; w < threads; ++w) workers.push_back(std::make_unique<Worker>(shared.pruning));
+
+  // The root's children are the tasks. Moves name tensors by id, not by expression, so the
+  // list made with worker 0's pool is valid in every worker.
+  const KernelState root = initial_kernel_state(shared, *workers[0]);
+  const std::vector<KernelMove> moves = kernel_moves(root, shared);
+  std::mutex error_mu;
+  std::string error;
+  bool stopped_by_caller = false;
+  const Clock::time_point enumerate_start = Clock::now();
+  run_tasks(
+      threads, int64_t(moves.size()),
+      [&](int64_t i, int w) {
+        try {
+          Worker& worker = *workers[w];
+          run_kernel_move(initial_kernel_state(shared, worker), moves[i], shared, worker);
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (error.empty()) error = e.what();
+          shared.stop.store(true);
+        }
+      },
+      [&](int64_t done) {
+        if (!progress) return;
+        SearchProgress p;
+        p.tasks_done = done;
+        p.tasks_total = int64_t(moves.size());
+        p.states_explored = shared.explored.load();
+        p.candidates_accepted = shared.accepted.load();
+        p.seconds = seconds_since(start);
+        if (!progress(p) && !shared.stop.exchange(true)) stopped_by_caller = true;
+      });
+  result.stats.seconds_enumerate = seconds_since(enumerate_start);
+
+  // The target itself is always a candidate: the result is never worse than the input.
+  auto reference = std::make_shared<const KernelGraph>(target);
+  const std::string reference_hash = graph_hash(target);
+  if (shared.results.claim(reference_hash)) shared.results.accept(reference, reference_hash);
+
+  const Clock::time_point rank_start = Clock::now();
+  std::function<double(const KernelGraph&)> cost = config.cost;
+  if (!cost) cost = [&](const KernelGraph& g) { return estimate(g, config.target).seconds; };
+  try {
+    for (RankedCandidate& c : shared.results.ranked(cost)) {
+      // The cost model says infinite when a block graph cannot run on the target at all
+      // (e.g. more shared memory than a GPU block may have): not a candidate there.
+      if (!std::isfinite(c.cost)) continue;
+      result.candidates.push_back(std::move(c.graph));
+      result.costs.push_back(c.cost);
+    }
+  } catch (const std::exception& e) {
+    result.candidates.clear();
+    result.costs.clear();
+    result.reason = std::string("cannot rank candidates: ") + e.what();
+  }
+  result.stats.seconds_rank = seconds_since(rank_start);
+
+  result.stats.states_explored = shared.explored.load();
+  result.stats.states_pruned = shared.pruned.load();
+  result.stats.candidates_verified = shared.verified.load();
+  result.stats.candidates_accepted = shared.accepted.load();
+  result.stats.seconds_verify = double(shared.verify_ns.load()) * 1e-9;
+  if (!result.reason.empty()) return result;
+  if (!error.empty()) {
+    result.reason = "search failed: " + error;
+  } else if (stopped_by_caller) {
+    result.reason = "stopped";
+  } else if (shared.budget_spent.load()) {
+    result.reason = "time budget spent";
+  }
+  return result;
+}
+
+}  // namespace mj

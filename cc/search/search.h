@@ -1,0 +1,85 @@
+#pragma once
+// The μGraph search (DESIGN.md §4): given an input kernel graph, enumerate kernel graphs that
+// may compute the same outputs, most of them fusing work into graph-defined (block-graph)
+// operators; prune every partial graph whose tensors are not subexpressions of the target
+// (cc/absexpr); prove every complete candidate equivalent with the finite-field verifier
+// (cc/verify); and rank the survivors, best first (cc/cost).
+//
+// The parts, one concept per file: kernel_enumerator (kernel-level steps), block_enumerator
+// (block-level steps), partitions (grids, imaps, fmaps, for-loop ranges, omaps from shapes),
+// index_classes (which dims index the same thing), op_proposals and op_key (what may be
+// appended next, in canonical order), block_op_rules and loose_ends (structural pruning),
+// pruner (abstract-expression pruning with cc/absexpr), candidates (verification),
+// result_set (dedup and order), thread_pool.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cc/cost/target.h"
+#include "cc/ir/graph.h"
+
+namespace mj {
+
+struct SearchConfig {
+  // "mlp": grids split only indices that reach the outputs; "attention": grids may also
+  // split a reduced index (split-KV partial results); "lora": allows concat. Presets only
+  // widen or narrow the candidate sets below; they never name graphs.
+  std::string preset = "mlp";
+  double time_budget_s = 120;  // wall time; the best found so far comes back when spent
+  int threads = 0;             // 0 = std::thread::hardware_concurrency()
+  bool pruning = true;         // abstract-expression pruning (off only for ablations)
+  int max_kernel_ops = 2;      // ops appended at kernel level (a customized op counts one)
+  int max_block_ops = 6;       // block ops per block graph, accumulators included
+  int max_block_graphs = 1;    // customized ops per candidate
+  int max_block_inputs = 4;
+  int max_block_outputs = 2;
+  int max_grid_axes = 2;       // grid axes with more than one block
+  int max_grids = 3;           // grid sizes tried per choice of split indices
+  int max_forloop_ranges = 2;  // for-loop ranges tried per choice of loop index
+  // When non-empty, these replace the sizes derived from the shapes and the target: grid
+  // sizes per split axis and for-loop ranges (each still has to divide).
+  std::vector<int> grid_sizes_override;
+  std::vector<int> forloop_ranges_override;
+  Target target = Target::cpu_host();
+  uint64_t seed = 0;  // verifier randomness
+  // Ranks verified candidates (lower is better). Empty: the default ranking of rank.h.
+  std::function<double(const KernelGraph&)> cost;
+};
+
+struct SearchStats {
+  int64_t states_explored = 0;   // partial graphs built (kernel and block level)
+  int64_t states_pruned = 0;     // proposed ops rejected by the abstract-expression check
+  int64_t candidates_verified = 0;
+  int64_t candidates_accepted = 0;
+  double seconds_enumerate = 0;  // wall time of the enumeration, verification included
+  double seconds_verify = 0;     // summed over threads
+  double seconds_rank = 0;
+  double seconds_saturate = 0;   // the target's e-graph, once
+  std::string to_string() const;
+};
+
+struct SearchProgress {
+  int64_t tasks_done = 0, tasks_total = 0;
+  int64_t states_explored = 0;
+  int64_t candidates_accepted = 0;
+  double seconds = 0;
+};
+
+struct SearchResult {
+  // Verified equivalent to the target, best first by the cost model, then canonical hash.
+  // The target itself (unfused) is always among them when the search ran.
+  std::vector<std::shared_ptr<const KernelGraph>> candidates;
+  std::vector<double> costs;  // parallel to candidates
+  SearchStats stats;
+  // Why the search stopped early or found nothing; "" when it ran to completion.
+  std::string reason;
+};
+
+// Returns false from `progress` to stop (Ctrl-C); the result then holds what was found.
+// Never throws for a bad target: the result is empty and `reason` says why.
+SearchResult search(const KernelGraph& target, const SearchConfig& config,
+                    const std::function<bool(const SearchProgress&)>& progress = {});
+
+}  // namespace mj

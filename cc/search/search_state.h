@@ -1,0 +1,75 @@
+#pragma once
+// The state the enumerators carry down the search tree, and what one search shares across
+// its threads. Graph builders cannot remove ops, so a child state is a copy of its parent
+// plus one op: graphs here are small, and copies keep every branch independent.
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cc/absexpr/expr.h"
+#include "cc/ir/graph.h"
+#include "cc/search/index_classes.h"
+#include "cc/search/op_key.h"
+#include "cc/search/pruner.h"
+#include "cc/search/result_set.h"
+#include "cc/search/search.h"
+
+namespace mj {
+
+// What the search knows about a tensor beyond the IR.
+struct TensorFacts {
+  ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
+  DimClasses classes;   // index class per dim
+  int consumers = 0;    // ops reading it, so dangling results can be found
+};
+
+struct KernelState {
+  KernelGraph graph;
+  std::vector<TensorFacts> facts;  // per tensor
+  ClassTable table;
+  std::optional<OpKey> last_key;
+  int ops = 0;
+  int block_graphs = 0;
+};
+
+struct BlockState {
+  std::shared_ptr<BlockGraph> graph;  // copied before each append
+  std::vector<TensorFacts> facts;
+  ClassTable table;
+  std::optional<OpKey> last_key;
+  int ops = 0;
+};
+
+// Read by every thread; the counters and the stop flag are the only shared writes.
+struct SearchShared {
+  const KernelGraph& target;
+  const SearchConfig& config;
+  TargetClasses classes;
+  std::vector<int> output_classes;  // index classes the target's outputs have
+  std::vector<double> scalars;      // the target's constants (eps, scales), sorted
+  bool target_has_max = false;      // whether max ops may be proposed (op_proposals.h)
+  const PruningTarget* pruning = nullptr;
+  std::chrono::steady_clock::time_point deadline;
+  ResultSet results;
+
+  std::atomic<bool> stop{false};
+  std::atomic<bool> budget_spent{false};
+  std::atomic<int64_t> explored{0}, pruned{0}, verified{0}, accepted{0}, verify_ns{0};
+
+  SearchShared(const KernelGraph& t, const SearchConfig& c) : target(t), config(c) {}
+};
+
+// One per thread: its own expression pool and memo.
+struct Worker {
+  explicit Worker(const PruningTarget* t) : pruner(t) {}
+  Pruner pruner;
+  int calls_since_clock = 0;
+};
+
+// True when the search must unwind: stopped by the caller or out of time. Reads the clock
+// only every few calls: it is asked once per proposed op.
+bool should_stop(SearchShared& shared, Worker& worker);
+
+}  // namespace mj

@@ -1,0 +1,130 @@
+#pragma once
+// Targets and inspection helpers shared by the search tests.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "cc/interp/float_interp.h"
+#include "cc/ir/graph.h"
+#include "cc/search/search.h"
+
+namespace mj::search_test {
+
+inline KernelGraph rmsnorm_linear(int64_t m, int64_t k, int64_t n) {
+  KernelGraph g;
+  const int x = g.new_input({m, k}, DType::kF32);
+  const int s = g.new_input({k}, DType::kF32);
+  const int w = g.new_input({k, n}, DType::kF32);
+  g.mark_output(g.matmul(g.binary(OpKind::kMul, g.rms_norm(x, 1e-6), s), w));
+  return g;
+}
+
+inline KernelGraph gated_mlp(int64_t m, int64_t k, int64_t n) {
+  KernelGraph g;
+  const int x = g.new_input({m, k}, DType::kF32);
+  const int w1 = g.new_input({k, n}, DType::kF32);
+  const int w3 = g.new_input({k, n}, DType::kF32);
+  g.mark_output(g.binary(OpKind::kMul, g.unary(OpKind::kSilu, g.matmul(x, w1)), g.matmul(x, w3)));
+  return g;
+}
+
+inline KernelGraph exp_matmul(int64_t m, int64_t k, int64_t n) {
+  KernelGraph g;
+  const int x = g.new_input({m, k}, DType::kF32);
+  const int w = g.new_input({k, n}, DType::kF32);
+  g.mark_output(g.unary(OpKind::kExp, g.matmul(x, w)));
+  return g;
+}
+
+// LoRA: X @ W + (X @ A) @ B with rank r.
+inline KernelGraph lora(int64_t m, int64_t k, int64_t n, int64_t r) {
+  KernelGraph g;
+  const int x = g.new_input({m, k}, DType::kF32);
+  const int w = g.new_input({k, n}, DType::kF32);
+  const int a = g.new_input({k, r}, DType::kF32);
+  const int b = g.new_input({r, n}, DType::kF32);
+  g.mark_output(g.binary(OpKind::kAdd, g.matmul(x, w), g.matmul(g.matmul(x, a), b)));
+  return g;
+}
+
+// nTrans (the nGPT block update): rms_norm(X + alpha * (rms_norm(H) - X)).
+inline KernelGraph ntrans(int64_t m, int64_t n) {
+  KernelGraph g;
+  const int h = g.new_input({m, n}, DType::kF32);
+  const int x = g.new_input({m, n}, DType::kF32);
+  const int alpha = g.new_input({m, n}, DType::kF32);
+  const int d = g.binary(OpKind::kSub, g.rms_norm(h, 1e-6), x);
+  g.mark_output(g.rms_norm(g.binary(OpKind::kAdd, x, g.binary(OpKind::kMul, alpha, d)), 1e-6));
+  return g;
+}
+
+// One attention head: softmax(Q @ K) @ V with K given as [d, kv], the softmax spelled
+// max -> sub -> exp -> sum -> div as the frontend normalizes it.
+// With heads > 0, every tensor gets a leading heads dim (batched matmuls, as in GQA after
+// the frontend folds the query groups into rows).
+inline KernelGraph attention(int64_t q, int64_t d, int64_t kv, int64_t heads = 0) {
+  auto shape = [&](int64_t a, int64_t b) { return heads > 0 ? Shape{heads, a, b} : Shape{a, b}; };
+  const int last = heads > 0 ? 2 : 1;
+  KernelGraph g;
+  const int qt = g.new_input(shape(q, d), DType::kF32);
+  const int kt = g.new_input(shape(d, kv), DType::kF32);
+  const int vt = g.new_input(shape(kv, d), DType::kF32);
+  const int s = g.matmul(qt, kt);
+  const int mx = g.reduce(s, last, ReduceKind::kMax);
+  const int e = g.unary(OpKind::kExp, g.binary(OpKind::kSub, s, mx));
+  g.mark_output(g.matmul(g.binary(OpKind::kDiv, e, g.reduce(e, last, ReduceKind::kSum)), vt));
+  return g;
+}
+
+// Small limits for tests on 2 shared cores; every limit is one a user could choose.
+inline SearchConfig small_config() {
+  SearchConfig c;
+  c.threads = 2;
+  c.time_budget_s = 50;
+  c.max_kernel_ops = 1;
+  c.max_block_ops = 5;
+  return c;
+}
+
+// The block graph of g when g is one customized op on its inputs, else nullptr.
+inline const BlockGraph* single_block_graph(const KernelGraph& g) {
+  const BlockGraph* found = nullptr;
+  for (const Op& op : g.ops()) {
+    if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput) continue;
+    if (op.kind != OpKind::kCustomized || found) return nullptr;
+    found = op.block_graph.get();
+  }
+  return found;
+}
+
+inline int count_ops(const Graph& g, OpKind kind) {
+  int n = 0;
+  for (const Op& op : g.ops()) n += op.kind == kind;
+  return n;
+}
+
+// Max |a - b| / (1 + |a|) over the outputs of both graphs in float64 on the same random
+// inputs: independent evidence next to the verifier's finite-field proof.
+inline double float_mismatch(const KernelGraph& a, const KernelGraph& b, uint32_t seed = 7) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  std::vector<DenseTensor<double>> in;
+  for (int id : a.input_ids()) {
+    DenseTensor<double> t;
+    t.shape = a.tensor(id).shape;
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    for (int64_t i = 0; i < n; ++i) t.data.push_back(u(rng));
+    in.push_back(std::move(t));
+  }
+  const auto oa = interpret_f64(a, in), ob = interpret_f64(b, in);
+  double worst = 0;
+  for (size_t i = 0; i < oa.size(); ++i) {
+    for (size_t j = 0; j < oa[i].data.size(); ++j) {
+      worst = std::max(worst, std::abs(oa[i].data[j] - ob[i].data[j]) / (1 + std::abs(oa[i].data[j])));
+    }
+  }
+  return worst;
+}
+
+}  // namespace mj::search_test

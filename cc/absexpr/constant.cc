@@ -13,33 +13,20 @@ namespace mj {
 
 namespace {
 
-std::optional<int64_t> narrow(__int128 v) {
-  if (v > std::numeric_limits<int64_t>::max() || v < -std::numeric_limits<int64_t>::max()) {
-    return std::nullopt;  // -2^63 is excluded too, so negation can never overflow
-  }
-  return int64_t(v);
-}
+constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
 
-std::optional<Constant> make_rational(__int128 num, __int128 den) {
-  if (den == 0) return std::nullopt;
-  if (den < 0) num = -num, den = -den;
-  __int128 a = num < 0 ? -num : num, b = den;
-  while (b != 0) {  // gcd on 128 bits: the operands of a product may not fit 64
-    __int128 t = a % b;
-    a = b;
-    b = t;
-  }
-  if (a > 1) num /= a, den /= a;
-  auto n = narrow(num), d = narrow(den);
-  if (!n || !d) return std::nullopt;
-  return Constant::rational(*n, *d);
+// num/den normalized, or nullopt when a step overflows (or would produce -2^63, which has no
+// negation).
+std::optional<Constant> checked(int64_t num, int64_t den) {
+  if (den == 0 || num == kMin || den == kMin) return std::nullopt;
+  return Constant::rational(num, den);
 }
 
 }  // namespace
 
 Constant Constant::rational(int64_t num, int64_t den) {
   if (den == 0) throw std::invalid_argument("Constant::rational: zero denominator");
-  if (num == std::numeric_limits<int64_t>::min() || den == std::numeric_limits<int64_t>::min()) {
+  if (num == kMin || den == kMin) {
     throw std::invalid_argument("Constant::rational: -2^63 is not representable");
   }
   if (den < 0) num = -num, den = -den;
@@ -81,17 +68,34 @@ double Constant::value() const {
 
 std::optional<Constant> Constant::plus(const Constant& o) const {
   if (!is_rational() || !o.is_rational()) return std::nullopt;
-  return make_rational(__int128(num_) * o.den_ + __int128(o.num_) * den_, __int128(den_) * o.den_);
+  // Over the least common denominator, so that sums of counts' reciprocals stay small.
+  const int64_t g = std::gcd(den_, o.den_);
+  int64_t den, left, right, num;
+  if (__builtin_mul_overflow(den_ / g, o.den_, &den) ||
+      __builtin_mul_overflow(num_, o.den_ / g, &left) ||
+      __builtin_mul_overflow(o.num_, den_ / g, &right) ||
+      __builtin_add_overflow(left, right, &num)) {
+    return std::nullopt;
+  }
+  return checked(num, den);
 }
 
 std::optional<Constant> Constant::times(const Constant& o) const {
   if (!is_rational() || !o.is_rational()) return std::nullopt;
-  return make_rational(__int128(num_) * o.num_, __int128(den_) * o.den_);
+  // Cancel across first: the product may fit even when the unreduced one would not.
+  // Denominators are >= 1, so both gcds are too.
+  const int64_t g1 = std::gcd(num_, o.den_), g2 = std::gcd(o.num_, den_);
+  int64_t num, den;
+  if (__builtin_mul_overflow(num_ / g1, o.num_ / g2, &num) ||
+      __builtin_mul_overflow(den_ / g2, o.den_ / g1, &den)) {
+    return std::nullopt;
+  }
+  return checked(num, den);
 }
 
 std::optional<Constant> Constant::reciprocal() const {
   if (!is_rational() || num_ == 0) return std::nullopt;
-  return make_rational(den_, num_);
+  return Constant::rational(den_, num_);
 }
 
 std::optional<Constant> Constant::negated() const {
@@ -119,7 +123,7 @@ std::optional<Constant> parse_constant(const std::string& atom) {
     if (n.empty() || *end != '\0' || errno) return std::nullopt;
     const long long den = std::strtoll(d.c_str(), &end, 10);
     if (d.empty() || *end != '\0' || errno || den == 0) return std::nullopt;
-    if (num == std::numeric_limits<int64_t>::min() || den == std::numeric_limits<int64_t>::min()) {
+    if (num == kMin || den == kMin) {
       return std::nullopt;
     }
     return Constant::rational(num, den);
@@ -127,7 +131,7 @@ std::optional<Constant> parse_constant(const std::string& atom) {
   char* end = nullptr;
   errno = 0;
   const long long whole = std::strtoll(atom.c_str(), &end, 10);
-  if (*end == '\0' && errno == 0 && whole != std::numeric_limits<int64_t>::min()) {
+  if (*end == '\0' && errno == 0 && whole != kMin) {
     return Constant::rational(whole, 1);  // exact even beyond 2^53
   }
   const double v = std::strtod(atom.c_str(), &end);

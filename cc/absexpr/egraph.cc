@@ -42,6 +42,17 @@ ClassId EGraph::add(const Node& n) {
   if (auto it = memo_.find(cn); it != memo_.end()) return find(it->second);
   const ClassId id = uf_.make_set();
   classes_.emplace_back();
+  changed_at_.push_back(version_ + 1);
+  bool sum = cn.op == ExprOp::kSum;
+  for (int i = 0; i < cn.arity(); ++i) sum = sum || has_sum_[cn.children[i]];
+  has_sum_.push_back(sum);
+  uint64_t free = 0;
+  if (cn.op == ExprOp::kVar) {
+    free = uint64_t(1) << (cn.a < 63 ? cn.a : 63);
+  } else if (cn.op != ExprOp::kSum) {
+    for (int i = 0; i < cn.arity(); ++i) free |= free_vars_[cn.children[i]];
+  }
+  free_vars_.push_back(free);
   classes_[id].nodes.push_back(cn);
   for (int i = 0; i < cn.arity(); ++i) classes_[cn.children[i]].parents.emplace_back(cn, id);
   memo_.emplace(cn, id);
@@ -93,9 +104,11 @@ bool EGraph::merge(ClassId a, ClassId b) {
   root.nodes.insert(root.nodes.end(), gone.nodes.begin(), gone.nodes.end());
   root.parents.insert(root.parents.end(), gone.parents.begin(), gone.parents.end());
   gone = EClass{};
+  has_sum_[a] |= has_sum_[b];
+  free_vars_[a] |= free_vars_[b];
   pending_.push_back(a);
   --num_classes_;
-  ++version_;
+  changed_at_[a] = ++version_;
   return true;
 }
 
@@ -132,9 +145,16 @@ bool EGraph::canonicalize_classes() {
   for (ClassId id = 0; id < classes_.size(); ++id) {
     if (find(id) != id) continue;
     auto& nodes = classes_[id].nodes;
-    for (Node& n : nodes) n = canonicalize(n);
+    bool changed = false;
+    for (Node& n : nodes) {
+      const Node canonical = canonicalize(n);
+      if (!(canonical == n)) n = canonical, changed = true;
+    }
     std::sort(nodes.begin(), nodes.end());
-    nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+    const auto end = std::unique(nodes.begin(), nodes.end());
+    if (end != nodes.end()) nodes.erase(end, nodes.end()), changed = true;
+    // Only a merge can change a canonical form, and it already advanced the version.
+    if (changed) changed_at_[id] = version_;
     for (const Node& n : nodes) {
       auto [it, inserted] = memo_.emplace(n, id);
       if (!inserted) congruent.emplace_back(it->second, id);
@@ -173,6 +193,7 @@ std::vector<ClassId> EGraph::class_ids() const {
 std::optional<Constant> EGraph::rational_constant(ClassId id) const {
   for (const Node& n : eclass(id).nodes) {
     if (n.op == ExprOp::kConst && n.constant_value().is_rational()) return n.constant_value();
+    if (is_clean() && n.op > ExprOp::kConst) break;  // sorted: leaves come first
   }
   return std::nullopt;
 }

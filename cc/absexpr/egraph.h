@@ -56,9 +56,20 @@ class EGraph {
   size_t num_classes() const { return num_classes_; }
   // Grows with every new node and every merge: equal versions mean nothing happened.
   uint64_t version() const { return version_; }
+  // The version at which the class's node list last changed (a node added, merged in, or
+  // re-canonicalized by rebuild). Lets the runner re-match only where something changed.
+  uint64_t changed_at(ClassId id) const { return changed_at_.at(find(id)); }
 
   // The rational constant of a class, if it holds one (constant folding reads this).
   std::optional<Constant> rational_constant(ClassId id) const;
+  // Whether the class's terms contain a sum. Set when a class is made, or-ed on merge and
+  // never propagated upward: exact because no axiom equates a term containing a sum with
+  // one that does not (sum(1, e) = e is applied only by ExprPool's builders).
+  bool has_sum(ClassId id) const { return has_sum_.at(find(id)) != 0; }
+  // The inputs that occur outside every sum in some term of the class, as a bit mask (input
+  // i >= 63 sets bit 63). Or-ed on merge and not propagated upward, so after merges it may
+  // miss variables of ancestors: a hint for the sum axioms, not an exact analysis.
+  uint64_t free_vars(ClassId id) const { return free_vars_.at(find(id)); }
 
   std::string to_string() const;  // one line per class, for debugging and test failures
 
@@ -73,6 +84,9 @@ class EGraph {
   std::vector<EClass> classes_;  // indexed by ClassId; only representatives hold nodes
   std::unordered_map<Node, ClassId, NodeHash> memo_;  // the hash-cons
   std::vector<ClassId> pending_;  // merged classes whose parents need repair
+  std::vector<uint64_t> changed_at_;  // per class id
+  std::vector<uint8_t> has_sum_;      // per class id
+  std::vector<uint64_t> free_vars_;   // per class id
   size_t num_classes_ = 0;
   uint64_t version_ = 0;
 };

@@ -87,6 +87,12 @@ ExprId ExprPool::make(const Node& n) {
   for (int i = 0; i < n.arity(); ++i) {
     if (n.children[i] >= nodes_.size()) throw std::out_of_range("ExprPool::make: unknown child");
   }
+  const bool counted = n.op == ExprOp::kSum || n.op == ExprOp::kMax;
+  if ((counted && n.a < 1) || (n.op == ExprOp::kConcat && (n.a < 1 || n.b < 1)) ||
+      (n.op == ExprOp::kVar && n.a < 0)) {
+    throw std::invalid_argument(std::string("ExprPool::make: bad payload for '") +
+                                op_info(n.op).name + "'");
+  }
   auto [it, inserted] = index_.try_emplace(n, ExprId(nodes_.size()));
   if (inserted) nodes_.push_back(n);
   return it->second;

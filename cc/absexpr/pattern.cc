@@ -1,5 +1,6 @@
 #include "cc/absexpr/pattern.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "cc/absexpr/sexpr.h"
@@ -97,53 +98,75 @@ int PatternVars::payload_index(const std::string& name) const {
 Pattern Pattern::parse(std::string_view text, PatternVars& vars) {
   Pattern p;
   build(parse_sexpr(text), vars, p.nodes_);
+  if (p.nodes_.size() > size_t(kMaxPatternNodes)) {
+    throw std::invalid_argument("pattern: more than " + std::to_string(kMaxPatternNodes) +
+                                " nodes in \"" + std::string(text) + "\"");
+  }
+  std::vector<int> depth(p.nodes_.size(), 1);  // children precede parents
+  for (size_t i = 0; i < p.nodes_.size(); ++i) {
+    const PatternNode& n = p.nodes_[i];
+    if (n.class_var >= 0) continue;
+    for (int c = 0; c < n.node.arity(); ++c) {
+      depth[i] = std::max(depth[i], 1 + depth[n.node.children[c]]);
+    }
+  }
+  p.depth_ = depth.back();
   return p;
 }
 
 void Pattern::match(const EGraph& g, ClassId id, std::vector<Subst>& out,
                     const Subst& seed) const {
-  match_at(g, int(nodes_.size()) - 1, id, seed, out);
+  Goal goal{int(nodes_.size()) - 1, id};
+  match_goals(g, &goal, 1, seed, out);
 }
 
-void Pattern::match_at(const EGraph& g, int index, ClassId id, const Subst& s,
-                       std::vector<Subst>& out) const {
-  const PatternNode& p = nodes_[index];
-  id = g.find(id);
+// Backtracking over a small stack of goals, copied per choice: no allocation per step.
+void Pattern::match_goals(const EGraph& g, Goal* goals, int count, const Subst& s,
+                          std::vector<Subst>& out) const {
+  if (count == 0) {
+    out.push_back(s);
+    return;
+  }
+  const Goal goal = goals[count - 1];
+  const PatternNode& p = nodes_[goal.index];
+  const ClassId id = g.find(goal.cls);
   if (p.class_var >= 0) {
     const uint32_t bit = 1u << p.class_var;
     if (s.class_bound & bit) {
-      if (g.find(s.classes[p.class_var]) == id) out.push_back(s);
+      if (g.find(s.classes[p.class_var]) == id) match_goals(g, goals, count - 1, s, out);
     } else {
       Subst bound = s;
       bound.classes[p.class_var] = id;
       bound.class_bound |= bit;
-      out.push_back(bound);
+      match_goals(g, goals, count - 1, bound, out);
     }
     return;
   }
   const int arity = p.node.arity();
-  for (const Node& n : g.eclass(id).nodes) {
-    if (n.op != p.node.op || n.b != p.node.b) continue;
-    Subst start = s;
+  const auto& nodes = g.eclass(id).nodes;  // sorted by op first (after rebuild)
+  auto it = std::lower_bound(nodes.begin(), nodes.end(), p.node.op,
+                             [](const Node& n, ExprOp op) { return n.op < op; });
+  for (; it != nodes.end() && it->op == p.node.op; ++it) {
+    const Node& n = *it;
+    if (n.b != p.node.b) continue;
+    Subst next = s;
     if (p.payload_var >= 0) {
       const uint32_t bit = 1u << p.payload_var;
-      if (start.payload_bound & bit) {
-        if (start.payloads[p.payload_var] != n.a) continue;
+      if (next.payload_bound & bit) {
+        if (next.payloads[p.payload_var] != n.a) continue;
       } else {
-        start.payloads[p.payload_var] = n.a;
-        start.payload_bound |= bit;
+        next.payloads[p.payload_var] = n.a;
+        next.payload_bound |= bit;
       }
     } else if (n.a != p.node.a) {
       continue;
     }
-    // Children left to right, each extending every partial substitution of the previous.
-    std::vector<Subst> partial{start}, next;
-    for (int i = 0; i < arity && !partial.empty(); ++i) {
-      next.clear();
-      for (const Subst& ps : partial) match_at(g, int(p.node.children[i]), n.children[i], ps, next);
-      partial.swap(next);
+    Goal rest[kMaxPatternNodes];
+    std::copy(goals, goals + count - 1, rest);
+    for (int i = 0; i < arity; ++i) {
+      rest[count - 1 + i] = Goal{int(p.node.children[i]), n.children[i]};
     }
-    out.insert(out.end(), partial.begin(), partial.end());
+    match_goals(g, rest, count - 1 + arity, next, out);
   }
 }
 

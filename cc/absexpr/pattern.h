@@ -13,7 +13,8 @@
 
 namespace mj {
 
-constexpr int kMaxPatternVars = 8;  // of each kind, per rewrite
+constexpr int kMaxPatternVars = 8;    // of each kind, per rewrite
+constexpr int kMaxPatternNodes = 16;  // per pattern
 
 // The variable names of one rewrite, shared by both sides so "?a" is one variable.
 class PatternVars {
@@ -50,21 +51,30 @@ class Pattern {
   // Variables are interned into `vars`. Throws std::invalid_argument on bad text.
   static Pattern parse(std::string_view text, PatternVars& vars);
 
-  // Every substitution extending `seed` under which the pattern matches class `id`.
+  // Every substitution extending `seed` under which the pattern matches class `id` of a
+  // clean (rebuilt) graph: matching relies on each class's nodes being sorted by op.
   void match(const EGraph& g, ClassId id, std::vector<Subst>& out, const Subst& seed = {}) const;
   // Adds the pattern's nodes under `s` (which binds all its variables); returns the root class.
   ClassId instantiate(EGraph& g, const Subst& s) const;
 
   const std::vector<PatternNode>& nodes() const { return nodes_; }  // children first, root last
   const PatternNode& root() const { return nodes_.back(); }
+  // Levels of e-classes a match inspects, variables included: (sum ?n (mul ?a ?b)) is 3.
+  // A match can only be new if one of those classes changed.
+  int depth() const { return depth_; }
   std::string to_string(const PatternVars& vars) const;
 
  private:
-  void match_at(const EGraph& g, int index, ClassId id, const Subst& s,
-                std::vector<Subst>& out) const;
+  struct Goal {  // pattern node `index` must match class `cls`
+    int index;
+    ClassId cls;
+  };
+  void match_goals(const EGraph& g, Goal* goals, int count, const Subst& s,
+                   std::vector<Subst>& out) const;
   std::string to_string_at(int index, const PatternVars& vars) const;
 
   std::vector<PatternNode> nodes_;
+  int depth_ = 0;
 };
 
 }  // namespace mj

@@ -32,13 +32,15 @@ Rewrite::Rewrite(std::string name, std::string_view lhs,
 }
 
 std::vector<Match> Rewrite::search(const EGraph& g, size_t limit) const {
+  return search(g, g.class_ids(), limit);
+}
+
+std::vector<Match> Rewrite::search(const EGraph& g, const std::vector<ClassId>& roots,
+                                   size_t limit) const {
+  if (!g.is_clean()) throw std::logic_error("Rewrite::search: rebuild the e-graph first");
   std::vector<Match> matches;
   std::vector<Subst> substs;
-  const ExprOp root_op = lhs_.root().node.op;
-  for (ClassId id : g.class_ids()) {
-    bool has_op = false;
-    for (const Node& n : g.eclass(id).nodes) has_op = has_op || n.op == root_op;
-    if (!has_op) continue;
+  for (ClassId id : roots) {
     substs.clear();
     lhs_.match(g, id, substs);
     for (const Subst& s : substs) {

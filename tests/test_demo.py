@@ -12,10 +12,15 @@ from mirage_jax import cli
 
 
 @pytest.fixture(scope="module")
-def demo_run():
-    """The demo as a user runs it: the paper's shapes throughout (about 2 s)."""
+def demo_run(tmp_path_factory):
+    """The demo as a user runs it: the paper's shapes throughout (about 2 s).
+
+    It runs outside the checkout so that it imports the installed package, compiled
+    extension included, not the source folder (the same reason the suite runs with -P).
+    """
     return subprocess.run([sys.executable, "-m", "mirage_jax", "demo"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path_factory.mktemp("demo"))
 
 
 def test_demo_passes(demo_run):

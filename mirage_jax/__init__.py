@@ -1,5 +1,6 @@
 """mirage_jax: a multi-level superoptimizer for JAX programs (Mirage μGraphs)."""
 
+from mirage_jax._compile import compile, generate_code
 from mirage_jax._core import IRError
 from mirage_jax._handles import Op, Tensor
 from mirage_jax._progress import SearchProgress
@@ -18,6 +19,8 @@ __all__ = [
     "SearchStats",
     "Tensor",
     "VerifyResult",
+    "compile",
+    "generate_code",
     "search",
     "verify_equivalent",
 ]

@@ -14,4 +14,5 @@ NB_MODULE(_core, m) {
   mj::python::bind_interp(m);
   mj::python::bind_verify(m);
   mj::python::bind_search(m);
+  mj::python::bind_codegen(m);
 }

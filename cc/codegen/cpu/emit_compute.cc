@@ -1,0 +1,169 @@
+#include "cc/codegen/cpu/emit_compute.h"
+
+#include "cc/codegen/cpu/index_loops.h"
+#include "cc/codegen/cpu/scalar_exprs.h"
+#include "cc/ir/error.h"
+#include "cc/ir/op_kind.h"
+
+namespace mj::codegen {
+namespace {
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+// The value of one elementwise op inside a pass: `chained` is the tensor whose value is the
+// register `v` (-1 for the head), `operand_at` gives each other operand's element.
+std::string elementwise_expr(const Op& op, int chained,
+                             const std::vector<std::string>& operand_exprs) {
+  std::vector<std::string> args;
+  size_t next = 0;
+  for (int t : op.inputs) args.push_back(t == chained ? "v" : operand_exprs.at(next++));
+  if (is_unary_elementwise(op.kind)) return unary_expr(op.kind, op.scalar, args.at(0));
+  return binary_expr(op.kind, args.at(0), args.at(1));
+}
+
+void emit_reduce(CodeWriter& w, const Shape& x_shape, const std::string& x, const Op& op,
+                 const std::string& out) {
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < op.dim; ++d) outer *= x_shape[d];
+  for (size_t d = op.dim + 1; d < x_shape.size(); ++d) inner *= x_shape[d];
+  const int64_t len = x_shape[op.dim];
+  const bool is_max = op.reduce == ReduceKind::kMax;
+  const std::string init = is_max ? "-std::numeric_limits<float>::infinity()" : "0.0f";
+  w.open("for (int64_t o = 0; o < " + str(outer) + "; ++o)");
+  w.line("const float* src = " + x + " + o * " + str(len * inner) + ";");
+  w.line("float* dst = " + out + " + o * " + str(inner) + ";");
+  w.line("for (int64_t i = 0; i < " + str(inner) + "; ++i) dst[i] = " + init + ";");
+  w.open("for (int64_t r = 0; r < " + str(len) + "; ++r)");
+  w.open("for (int64_t i = 0; i < " + str(inner) + "; ++i)");
+  const std::string element = "src[r * " + str(inner) + " + i]";
+  w.line(is_max ? "dst[i] = mj_cpu::max_of(dst[i], " + element + ");"
+                : "dst[i] += " + element + ";");
+  w.close();
+  w.close();
+  if (op.reduce == ReduceKind::kMean) {
+    w.line("for (int64_t i = 0; i < " + str(inner) + "; ++i) dst[i] = dst[i] / " +
+           float_literal(double(len)) + ";");
+  }
+  w.close();
+}
+
+void emit_rms_norm(CodeWriter& w, const Shape& x_shape, const std::string& x, double eps,
+                   const std::string& out) {
+  const int64_t len = x_shape.back();
+  w.open("for (int64_t r = 0; r < " + str(element_count(x_shape) / len) + "; ++r)");
+  w.line("const float* src = " + x + " + r * " + str(len) + ";");
+  w.line("float* dst = " + out + " + r * " + str(len) + ";");
+  w.line("float sum_sq = 0.0f;");
+  w.line("for (int64_t j = 0; j < " + str(len) + "; ++j) sum_sq += src[j] * src[j];");
+  w.line("const float rms = std::sqrt(sum_sq / " + float_literal(double(len)) + " + " +
+         float_literal(eps) + ");");
+  w.line("for (int64_t j = 0; j < " + str(len) + "; ++j) dst[j] = src[j] / rms;");
+  w.close();
+}
+
+void emit_concat(CodeWriter& w, const Shape& a_shape, const std::string& a,
+                 const Shape& b_shape, const std::string& b, int dim, const std::string& out) {
+  int64_t outer = 1, run_a = 1, run_b = 1;
+  for (int d = 0; d < dim; ++d) outer *= a_shape[d];
+  for (size_t d = dim; d < a_shape.size(); ++d) {
+    run_a *= a_shape[d];
+    run_b *= b_shape[d];
+  }
+  w.open("for (int64_t o = 0; o < " + str(outer) + "; ++o)");
+  w.line("std::copy(" + a + " + o * " + str(run_a) + ", " + a + " + (o + 1) * " + str(run_a) +
+         ", " + out + " + o * " + str(run_a + run_b) + ");");
+  w.line("std::copy(" + b + " + o * " + str(run_b) + ", " + b + " + (o + 1) * " + str(run_b) +
+         ", " + out + " + o * " + str(run_a + run_b) + " + " + str(run_a) + ");");
+  w.close();
+}
+
+// The head of a pass that is not elementwise, computed into `out`.
+void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size_t op_index,
+               const std::string& out) {
+  const Op& op = bg.ops()[op_index];
+  auto shape = [&](int i) -> const Shape& { return bg.tensor(op.inputs.at(i)).shape; };
+  auto buf = [&](int i) { return buffer_name(plan, op.inputs.at(i)); };
+  switch (op.kind) {
+    case OpKind::kMatmul:
+      emit_batched_matmul(w, shape(0), buf(0), shape(1), buf(1), bg.tensor(op.outputs[0]).shape,
+                          out, plan.matmul_adds_into_accum[op_index]);
+      return;
+    case OpKind::kReduce: emit_reduce(w, shape(0), buf(0), op, out); return;
+    case OpKind::kRmsNorm: emit_rms_norm(w, shape(0), buf(0), op.scalar, out); return;
+    case OpKind::kConcat: emit_concat(w, shape(0), buf(0), shape(1), buf(1), op.dim, out); return;
+    default:
+      throw IrError("cpu codegen: no code for block op " + std::string(op_kind_name(op.kind)));
+  }
+}
+
+}  // namespace
+
+void emit_batched_matmul(CodeWriter& w, const Shape& a_shape, const std::string& a,
+                         const Shape& b_shape, const std::string& b, const Shape& c_shape,
+                         const std::string& c, bool accumulate) {
+  const int rank = int(c_shape.size());
+  const int64_t m = c_shape[rank - 2], n = c_shape[rank - 1], k = a_shape.back();
+  IndexLoops batches(w, batch_of(c_shape), {batch_of(a_shape), batch_of(b_shape)}, "mb");
+  w.line("mj_cpu::matmul<" + str(m) + ", " + str(k) + ", " + str(n) + ", " +
+         (accumulate ? "true" : "false") + ">(" + a + " + (" + batches.operand_offset(0) +
+         ") * " + str(m * k) + ", " + b + " + (" + batches.operand_offset(1) + ") * " +
+         str(k * n) + ", " + c + " + (" + batches.result_offset() + ") * " + str(m * n) + ");");
+}
+
+void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+               const std::vector<int>& pass) {
+  const std::vector<Op>& ops = bg.ops();
+  const Op& head = ops[pass.front()];
+  const int end_tensor = ops[pass.back()].outputs.at(0);
+  const std::string out = buffer_name(plan, end_tensor);
+  const Shape& shape = bg.tensor(end_tensor).shape;
+  w.open("");
+  size_t first_chained = 0;
+  if (!is_elementwise(head.kind)) {
+    // An accumulator head was already finished into this buffer where it stands.
+    if (!is_accumulator(head.kind)) emit_head(w, bg, plan, size_t(pass.front()), out);
+    first_chained = 1;
+  }
+  if (first_chained < pass.size()) {
+    // Operands from outside the chain, in the order the chain reads them.
+    std::vector<Shape> shapes;
+    std::vector<std::string> buffers;
+    int chained = first_chained == 1 ? head.outputs[0] : -1;
+    for (size_t i = first_chained; i < pass.size(); ++i) {
+      for (int t : ops[pass[i]].inputs) {
+        if (t == chained) continue;
+        shapes.push_back(bg.tensor(t).shape);
+        buffers.push_back(buffer_name(plan, t));
+      }
+      chained = ops[pass[i]].outputs[0];
+    }
+    IndexLoops loops(w, shape, shapes, "e");
+    std::vector<std::string> operand_exprs;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      operand_exprs.push_back(buffers[i] + "[" + loops.operand_offset(i) + "]");
+    }
+    size_t next = 0;
+    chained = -1;
+    if (first_chained == 1) {
+      chained = head.outputs[0];
+      w.line("float v = " + out + "[" + loops.result_offset() + "];");
+    } else {
+      w.line("float v;");
+    }
+    for (size_t i = first_chained; i < pass.size(); ++i) {
+      const Op& op = ops[pass[i]];
+      std::vector<std::string> mine;
+      for (int t : op.inputs) {
+        if (t != chained) mine.push_back(operand_exprs.at(next++));
+      }
+      w.line("v = " + elementwise_expr(op, chained, mine) + ";");
+      chained = op.outputs[0];
+    }
+    w.line(out + "[" + loops.result_offset() + "] = v;");
+  }
+  w.close();
+}
+
+}  // namespace mj::codegen

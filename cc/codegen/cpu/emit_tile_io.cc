@@ -1,0 +1,115 @@
+#include "cc/codegen/cpu/emit_tile_io.h"
+
+#include <utility>
+#include <vector>
+
+#include "cc/codegen/cpu/index_loops.h"
+
+namespace mj::codegen {
+namespace {
+
+const char* block_var(int axis) {
+  static const char* const kNames[3] = {"bx", "by", "bz"};
+  return kNames[axis];
+}
+
+std::vector<int64_t> dense_strides(const Shape& s) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int d = int(s.size()) - 2; d >= 0; --d) st[d] = st[d + 1] * s[d + 1];
+  return st;
+}
+
+const char* load_conversion(DType d) {
+  switch (d) {
+    case DType::kBF16: return "mj_cpu::from_bf16";
+    case DType::kF16: return "mj_cpu::from_f16";
+    default: return "mj_cpu::from_f32";
+  }
+}
+
+const char* store_conversion(DType d) {
+  switch (d) {
+    case DType::kBF16: return "mj_cpu::to_bf16";
+    case DType::kF16: return "mj_cpu::to_f16";
+    default: return "mj_cpu::to_f32";
+  }
+}
+
+// Copies a box of shape `box`: element (i_0, ..., i_last) goes from
+// src[sum i_d * src_strides[d]] to dst[sum i_d * dst_strides[d]], through `convert`. The
+// last dim is the contiguous inner loop on both sides.
+void emit_box_copy(CodeWriter& w, const Shape& box, const std::string& src,
+                   const std::vector<int64_t>& src_strides, const std::string& dst,
+                   const std::vector<int64_t>& dst_strides, const std::string& convert) {
+  const int rank = int(box.size());
+  std::vector<std::pair<std::string, int64_t>> src_terms, dst_terms;
+  int opened = 0;
+  for (int d = 0; d + 1 < rank; ++d) {
+    if (box[d] == 1) continue;
+    const std::string v = "r" + std::to_string(d);
+    w.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(box[d]) + "; ++" + v +
+           ")");
+    ++opened;
+    src_terms.emplace_back(v, src_strides[d]);
+    dst_terms.emplace_back(v, dst_strides[d]);
+  }
+  w.line("const auto* from = " + src + " + " + linear_expr(src_terms) + ";");
+  w.line("auto* to = " + dst + " + " + linear_expr(dst_terms) + ";");
+  w.open("for (int64_t j = 0; j < " + std::to_string(box.back()) + "; ++j)");
+  w.line("to[j] = " + convert + "(from[j]);");
+  w.close();
+  for (int i = 0; i < opened; ++i) w.close();
+}
+
+}  // namespace
+
+const char* storage_type(DType d) { return d == DType::kF32 ? "float" : "uint16_t"; }
+
+void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                     const Op& input) {
+  const int t = input.outputs.at(0);
+  const Shape& tile = bg.tensor(t).shape;
+  const Shape& whole = bg.kernel_input_shape(input.io_index);
+  const std::vector<int64_t> strides = dense_strides(whole);
+  std::vector<std::pair<std::string, int64_t>> origin;
+  for (int a = 0; a < 3; ++a) {
+    const int d = input.imap[a];
+    if (bg.grid()[a] > 1 && d >= 0) {
+      origin.emplace_back(block_var(a), whole[d] / bg.grid()[a] * strides[d]);
+    }
+  }
+  if (input.fmap >= 0) origin.emplace_back("it", tile[input.fmap] * strides[input.fmap]);
+  const std::string base = "io.in" + std::to_string(input.io_index) + " + " +
+                           linear_expr(origin);
+  const std::string name = "t" + std::to_string(t);
+  if (plan.read_in_place.at(t)) {
+    w.line(name + " = " + base + ";");
+    return;
+  }
+  w.open("");
+  w.line("const auto* tile_origin = " + base + ";");
+  emit_box_copy(w, tile, "tile_origin", strides, name, dense_strides(tile),
+                load_conversion(bg.kernel_input_dtype(input.io_index)));
+  w.close();
+}
+
+void emit_output_store(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                       const Op& output) {
+  const int t = output.inputs.at(0);
+  const Shape& tile = bg.tensor(t).shape;
+  const Shape& whole = bg.kernel_output_shape(output.io_index);
+  const std::vector<int64_t> strides = dense_strides(whole);
+  std::vector<std::pair<std::string, int64_t>> origin;
+  for (int a = 0; a < 3; ++a) {
+    const int d = output.omap[a];
+    if (bg.grid()[a] > 1 && d >= 0) origin.emplace_back(block_var(a), tile[d] * strides[d]);
+  }
+  w.open("");
+  w.line("auto* tile_origin = io.out" + std::to_string(output.io_index) + " + " +
+         linear_expr(origin) + ";");
+  emit_box_copy(w, tile, buffer_name(plan, t), dense_strides(tile), "tile_origin", strides,
+                store_conversion(bg.kernel_output_dtype(output.io_index)));
+  w.close();
+}
+
+}  // namespace mj::codegen

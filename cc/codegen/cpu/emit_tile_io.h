@@ -1,0 +1,24 @@
+#pragma once
+// Moving tiles between the kernel's tensors and a block's buffers: cutting an input tile at
+// its imap/fmap origin (docs/ir-semantics.md, "Block graph"), converting bf16/f16 to float32,
+// and storing an output tile at its omap origin, converting back.
+#include <string>
+
+#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/cpu/kernel_plan.h"
+#include "cc/ir/graph.h"
+
+namespace mj::codegen {
+
+// The C++ element type of a kernel tensor in memory: "float" or "uint16_t".
+const char* storage_type(DType d);
+
+// Emits the load of block input op `input` (its loop iteration is in variable `it`).
+void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                     const Op& input);
+
+// Emits the store of block output op `output` into the kernel output.
+void emit_output_store(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                       const Op& output);
+
+}  // namespace mj::codegen

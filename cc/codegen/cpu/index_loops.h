@@ -1,0 +1,35 @@
+#pragma once
+// Nested loops over a result shape with numpy-broadcast operands: opens the loops and gives
+// each operand's flat offset as an expression of the loop variables (a stretched dim
+// contributes nothing). Equal shapes collapse to one flat loop, which GCC vectorizes best.
+#include <string>
+#include <vector>
+
+#include "cc/codegen/cpu/code_writer.h"
+#include "cc/ir/graph.h"
+
+namespace mj::codegen {
+
+class IndexLoops {
+ public:
+  // `var` prefixes the loop variables ("i" gives i0, i1, ...); distinct for nested uses.
+  IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Shape>& operands,
+             const std::string& var);
+  ~IndexLoops();
+  IndexLoops(const IndexLoops&) = delete;
+  IndexLoops& operator=(const IndexLoops&) = delete;
+
+  const std::string& result_offset() const { return result_offset_; }
+  const std::string& operand_offset(size_t i) const { return operand_offsets_.at(i); }
+
+ private:
+  CodeWriter& w_;
+  int depth_ = 0;
+  std::string result_offset_;
+  std::vector<std::string> operand_offsets_;
+};
+
+// "a*c0 + b*c1 ..." from (variable, coefficient) terms, skipping zeros; "0" when empty.
+std::string linear_expr(const std::vector<std::pair<std::string, int64_t>>& terms);
+
+}  // namespace mj::codegen

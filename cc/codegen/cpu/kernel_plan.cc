@@ -1,0 +1,155 @@
+#include "cc/codegen/cpu/kernel_plan.h"
+
+#include <map>
+
+#include "cc/ir/error.h"
+#include "cc/ir/op_kind.h"
+#include "cc/ir/thread_fusion.h"
+
+namespace mj::codegen {
+namespace {
+
+constexpr int64_t kAlignFloats = 16;  // 64 bytes: one cache line, one AVX-512 vector
+
+// Distinct consuming ops per tensor; a store counts, as in cc/ir/thread_fusion.cc.
+std::vector<std::vector<int>> consumers_of(const BlockGraph& bg) {
+  std::vector<std::vector<int>> consumers(bg.tensors().size());
+  for (size_t o = 0; o < bg.ops().size(); ++o) {
+    for (int t : bg.ops()[o].inputs) {
+      if (consumers[t].empty() || consumers[t].back() != int(o)) consumers[t].push_back(int(o));
+    }
+  }
+  return consumers;
+}
+
+// An input tile can be read in place when it is one contiguous run of the kernel tensor:
+// every dim after the first one longer than 1 is whole.
+bool tile_is_contiguous(const Shape& tile, const Shape& kernel) {
+  size_t d = 0;
+  while (d < tile.size() && tile[d] == 1) ++d;
+  for (++d; d < tile.size(); ++d) {
+    if (tile[d] != kernel[d]) return false;
+  }
+  return true;
+}
+
+class Allocator {
+ public:
+  int64_t take(int64_t floats) {
+    const int64_t at = next_;
+    next_ += (floats + kAlignFloats - 1) / kAlignFloats * kAlignFloats;
+    return at;
+  }
+  int64_t total() const { return next_; }
+
+ private:
+  int64_t next_ = 0;
+};
+
+}  // namespace
+
+int64_t element_count(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string buffer_name(const KernelPlan& plan, int t) {
+  const int owner = plan.buffer_of.at(t);
+  if (owner < 0) {
+    throw IrError("cpu codegen: t" + std::to_string(t) +
+                  " lives only inside a fused pass but is read outside it");
+  }
+  return "t" + std::to_string(owner);
+}
+
+KernelPlan plan_kernel(const BlockGraph& bg) {
+  const std::vector<Op>& ops = bg.ops();
+  const std::vector<Tensor>& tensors = bg.tensors();
+  const std::vector<std::vector<int>> consumers = consumers_of(bg);
+  const std::vector<int> group = thread_fusion_groups(bg);
+
+  KernelPlan plan;
+  plan.pass_ending_at.assign(ops.size(), {});
+  plan.buffer_of.assign(tensors.size(), -1);
+  plan.arena_offset.assign(tensors.size(), -1);
+  plan.read_in_place.assign(tensors.size(), false);
+  plan.matmul_adds_into_accum.assign(ops.size(), false);
+  plan.softmax_group_of.assign(ops.size(), -1);
+
+  // Fusion groups are chains (each member but the last has the next as its only consumer),
+  // so a pass is emitted where its last member stands and only that member is stored.
+  std::map<int, std::vector<int>> members;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    if (group[o] >= 0) members[group[o]].push_back(int(o));
+  }
+  for (auto& [head, chain] : members) {
+    const int end_tensor = ops[chain.back()].outputs.at(0);
+    for (int o : chain) {
+      for (int t : ops[o].outputs) plan.buffer_of[t] = -1;
+    }
+    plan.buffer_of[end_tensor] = end_tensor;
+    // A head that is not elementwise (matmul, reduce, an accumulator, ...) computes into the
+    // pass's buffer, and the rest of the chain then runs in place over it.
+    if (!is_elementwise(ops[head].kind) && chain.size() > 1) {
+      plan.buffer_of[ops[head].outputs.at(0)] = end_tensor;
+    }
+    // Multi-output ops are never fused (only elementwise ops join), so their other outputs
+    // keep their own buffers.
+    for (int t : ops[chain.back()].outputs) plan.buffer_of[t] = t;
+    plan.pass_ending_at[chain.back()] = chain;
+  }
+
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (op.kind != OpKind::kInput) continue;
+    const int t = op.outputs.at(0);
+    plan.buffer_of[t] = t;
+    plan.read_in_place[t] = bg.kernel_input_dtype(op.io_index) == DType::kF32 &&
+                            tile_is_contiguous(tensors[t].shape,
+                                               bg.kernel_input_shape(op.io_index));
+  }
+
+  // Online-softmax accumulators over the same s share one running max.
+  std::map<int, int> group_of_score;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const OpKind k = ops[o].kind;
+    if (k != OpKind::kAccumMaxLast && k != OpKind::kAccumExpSumLast &&
+        k != OpKind::kAccumExpMatmul) {
+      continue;
+    }
+    const int s = ops[o].inputs.at(0);
+    auto [it, fresh] = group_of_score.emplace(s, int(plan.softmax_groups.size()));
+    if (fresh) plan.softmax_groups.push_back(SoftmaxGroup{s, {}, 0, 0, 0});
+    plan.softmax_groups[it->second].accum_ops.push_back(int(o));
+    plan.softmax_group_of[o] = it->second;
+  }
+
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (op.kind != OpKind::kMatmul) continue;
+    const int t = op.outputs.at(0);
+    if (tensors[t].phase != Phase::kBody || consumers[t].size() != 1) continue;
+    const Op& consumer = ops[consumers[t][0]];
+    if (consumer.kind != OpKind::kAccumSum) continue;
+    plan.matmul_adds_into_accum[o] = true;
+    plan.buffer_of[t] = plan.buffer_of[consumer.outputs.at(0)];
+  }
+
+  Allocator arena;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (plan.buffer_of[t] != int(t) || plan.read_in_place[t]) continue;
+    plan.arena_offset[t] = arena.take(element_count(tensors[t].shape));
+  }
+  for (SoftmaxGroup& g : plan.softmax_groups) {
+    const Shape& s = tensors[g.s].shape;
+    const int64_t rows = element_count(s) / s.back();
+    g.max_offset = arena.take(rows);
+    g.scale_offset = arena.take(rows);
+    g.probs_offset = arena.take(element_count(s));
+  }
+  plan.arena_floats = arena.total();
+  return plan;
+}
+
+}  // namespace mj::codegen

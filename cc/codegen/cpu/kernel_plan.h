@@ -1,0 +1,52 @@
+#pragma once
+// What the CPU generator decides about a block graph before it writes any code: which ops run
+// as one fused elementwise pass (cc/ir/thread_fusion.h), which tile lives in which buffer of
+// the per-thread arena, which input tiles are read in place, which matmuls accumulate
+// straight into their accumulator, and which online-softmax accumulators share a running max.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cc/ir/graph.h"
+
+namespace mj::codegen {
+
+// The online-softmax accumulators over one score tensor `s` share its running max, the
+// per-row rescale factor and the tile of exp(s - max) (all in the arena).
+struct SoftmaxGroup {
+  int s = -1;                   // score tensor id
+  std::vector<int> accum_ops;   // op indices, in op order
+  int64_t max_offset = 0;       // running max, one per row of s
+  int64_t scale_offset = 0;     // exp(old max - new max), one per row
+  int64_t probs_offset = 0;     // exp(s - new max), s's shape
+};
+
+struct KernelPlan {
+  // Per op: the ops fused into one pass that ends at this op (in op order; the first is the
+  // group's head), or empty when this op is emitted as part of a later op's pass or is not a
+  // computation (input, output).
+  std::vector<std::vector<int>> pass_ending_at;
+  // Per tensor: the tensor whose buffer holds its value (itself, the pass end a
+  // non-elementwise head writes into, or the accumulator a matmul adds into), or -1 for
+  // a value that only ever lives in a register inside a fused pass.
+  std::vector<int> buffer_of;
+  // Per tensor that owns an arena buffer: its offset in floats (64-byte aligned); else -1.
+  std::vector<int64_t> arena_offset;
+  // Per tensor: an input tile that is contiguous float32 in the kernel tensor, read in place.
+  std::vector<bool> read_in_place;
+  // Per op: a body matmul whose only consumer is accum_sum adds into that accumulator.
+  std::vector<bool> matmul_adds_into_accum;
+  std::vector<SoftmaxGroup> softmax_groups;
+  // Per op: index into softmax_groups for online-softmax accumulators, else -1.
+  std::vector<int> softmax_group_of;
+  int64_t arena_floats = 0;
+};
+
+KernelPlan plan_kernel(const BlockGraph& bg);
+
+// The C++ variable that holds tensor t's buffer ("t12"); t must have one.
+std::string buffer_name(const KernelPlan& plan, int t);
+
+int64_t element_count(const Shape& s);
+
+}  // namespace mj::codegen

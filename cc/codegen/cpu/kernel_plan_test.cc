@@ -1,0 +1,118 @@
+// What the CPU generator decides before writing code: passes, buffers, tiles read in place,
+// matmuls that add into their accumulator, shared running maxes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cc/codegen/cpu/generate.h"
+#include "cc/codegen/cpu/kernel_plan.h"
+#include "cc/ir/error.h"
+
+namespace mj::codegen {
+namespace {
+
+int op_of(const BlockGraph& g, int t) { return g.tensor(t).producer; }
+
+// rms_norm(X)·g @ W as the paper fuses it: the matmul accumulates over the loop, the norm is
+// divided out in the epilogue.
+struct RmsNormLinear {
+  BlockGraph bg{{3, 1, 1}, 4};
+  int x, g, w, mm, acc, mean_sq, out;
+  RmsNormLinear() {
+    x = bg.new_input({2, 16}, DType::kF32, {-1, -1, -1}, 1);
+    g = bg.new_input({16}, DType::kF32, {-1, -1, -1}, 0);
+    w = bg.new_input({16, 12}, DType::kF32, {1, -1, -1}, 0);
+    mm = bg.matmul(bg.binary(OpKind::kMul, x, g), w);
+    acc = bg.accum(OpKind::kAccumSum, mm);
+    mean_sq = bg.accum(OpKind::kAccumMeanLast, bg.unary(OpKind::kSquare, x));
+    const int rms = bg.unary(OpKind::kSqrt, bg.unary(OpKind::kAddScalar, mean_sq, 1e-6));
+    out = bg.binary(OpKind::kDiv, acc, rms);
+    bg.new_output(out, {1, -1, -1}, DType::kF32);
+  }
+};
+
+TEST(KernelPlan, BodyMatmulAddsIntoItsAccumulator) {
+  RmsNormLinear f;
+  const KernelPlan plan = plan_kernel(f.bg);
+  EXPECT_TRUE(plan.matmul_adds_into_accum[op_of(f.bg, f.mm)]);
+  // The accumulator heads the epilogue pass acc / rms, so all three share out's buffer.
+  EXPECT_EQ(plan.buffer_of[f.mm], f.out);
+  EXPECT_EQ(plan.buffer_of[f.acc], f.out);
+  EXPECT_EQ(plan.arena_offset[f.acc], -1);
+  EXPECT_GE(plan.arena_offset[f.out], 0);
+}
+
+TEST(KernelPlan, PassesEndAtTheirLastMemberAndIntermediatesHaveNoBuffer) {
+  RmsNormLinear f;
+  const KernelPlan plan = plan_kernel(f.bg);
+  const int mean_op = op_of(f.bg, f.mean_sq);
+  const int add_eps = mean_op + 1, sqrt_op = mean_op + 2;
+  EXPECT_EQ(plan.pass_ending_at[sqrt_op], (std::vector<int>{mean_op, add_eps, sqrt_op}));
+  EXPECT_TRUE(plan.pass_ending_at[add_eps].empty());
+  EXPECT_EQ(plan.buffer_of[f.bg.ops()[add_eps].outputs[0]], -1);
+  EXPECT_EQ(plan.buffer_of[f.mean_sq], f.bg.ops()[sqrt_op].outputs[0]);
+}
+
+TEST(KernelPlan, OnlyContiguousFloat32TilesAreReadInPlace) {
+  RmsNormLinear f;
+  const KernelPlan plan = plan_kernel(f.bg);
+  EXPECT_FALSE(plan.read_in_place[f.x]);  // [2, 4] of [2, 16]: rows 16 apart
+  EXPECT_TRUE(plan.read_in_place[f.g]);   // [4] of [16]
+  EXPECT_FALSE(plan.read_in_place[f.w]);  // [4, 4] of [16, 12]
+  BlockGraph rows({4, 1, 1}, 1);
+  const int whole_rows = rows.new_input({8, 6}, DType::kF32, {0, -1, -1}, -1);
+  const int half = rows.new_input({8, 6}, DType::kBF16, {0, -1, -1}, -1);
+  rows.new_output(rows.binary(OpKind::kAdd, whole_rows, half), {0, -1, -1}, DType::kF32);
+  const KernelPlan p = plan_kernel(rows);
+  EXPECT_TRUE(p.read_in_place[whole_rows]);
+  EXPECT_FALSE(p.read_in_place[half]);  // bf16 converts on load
+}
+
+TEST(KernelPlan, OnlineSoftmaxAccumulatorsOverOneScoreShareARunningMax) {
+  BlockGraph bg({1, 1, 1}, 2);
+  const int s = bg.new_input({4, 8}, DType::kF32, {-1, -1, -1}, 1);
+  const int v = bg.new_input({8, 3}, DType::kF32, {-1, -1, -1}, 0);
+  const int other = bg.new_input({4, 8}, DType::kF32, {-1, -1, -1}, 1);
+  const int o = bg.accum_exp_matmul(s, v);
+  const int l = bg.accum(OpKind::kAccumExpSumLast, s);
+  const int m = bg.accum(OpKind::kAccumMaxLast, other);
+  bg.new_output(bg.binary(OpKind::kDiv, o, l), {-1, -1, -1}, DType::kF32);
+  bg.new_output(m, {-1, -1, -1}, DType::kF32);
+  const KernelPlan plan = plan_kernel(bg);
+  ASSERT_EQ(plan.softmax_groups.size(), 2u);
+  EXPECT_EQ(plan.softmax_groups[0].s, s);
+  EXPECT_EQ(plan.softmax_groups[0].accum_ops,
+            (std::vector<int>{op_of(bg, o), op_of(bg, l)}));
+  EXPECT_EQ(plan.softmax_groups[1].s, other);
+  EXPECT_EQ(plan.softmax_group_of[op_of(bg, m)], 1);
+}
+
+TEST(KernelPlan, ArenaBuffersAreDisjointAndCacheLineAligned) {
+  RmsNormLinear f;
+  const KernelPlan plan = plan_kernel(f.bg);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (size_t t = 0; t < plan.arena_offset.size(); ++t) {
+    if (plan.arena_offset[t] < 0) continue;
+    EXPECT_EQ(plan.arena_offset[t] % 16, 0);
+    spans.emplace_back(plan.arena_offset[t],
+                       plan.arena_offset[t] + element_count(f.bg.tensor(int(t)).shape));
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].second, spans[i].first);
+  EXPECT_LE(spans.back().second, plan.arena_floats);
+}
+
+TEST(GenerateCpuKernel, ExportsTheSymbolWithDefaultVisibility) {
+  RmsNormLinear f;
+  const std::string symbol = cpu_kernel_symbol(f.bg);
+  EXPECT_EQ(symbol.rfind("mj_cpu_", 0), 0u);
+  const std::string source = generate_cpu_kernel(f.bg, symbol);
+  EXPECT_NE(source.find("extern \"C\" __attribute__((visibility(\"default\"))) XLA_FFI_Error* " +
+                        symbol + "(XLA_FFI_CallFrame* call_frame);"),
+            std::string::npos);
+  EXPECT_NE(source.find("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ","), std::string::npos);
+  EXPECT_THROW(generate_cpu_kernel(f.bg, "not an identifier"), IrError);
+}
+
+}  // namespace
+}  // namespace mj::codegen

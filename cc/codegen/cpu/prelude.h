@@ -1,0 +1,11 @@
+#pragma once
+// The fixed part of every generated CPU kernel: includes, float conversions, the activation
+// formulas, the register-blocked matmul and the grid runner on XLA's thread pool. Guarded by
+// a macro, so several kernels concatenated into one translation unit define it once.
+#include <string>
+
+namespace mj::codegen {
+
+const std::string& cpu_prelude();
+
+}  // namespace mj::codegen

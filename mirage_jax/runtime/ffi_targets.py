@@ -1,0 +1,41 @@
+"""Loading compiled kernel libraries and registering their handlers as XLA FFI targets.
+
+XLA refuses a second registration of a name with a different function pointer, so a target
+is named by its handler symbol (a content hash) and registered once per process; the
+library handle is kept here for the life of the process, since XLA holds raw pointers into
+it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from pathlib import Path
+
+import jax
+
+# symbol -> the loaded library that holds it
+_loaded: dict[str, ctypes.CDLL] = {}
+_lock = threading.Lock()
+
+
+def register_cpu_target(symbol: str, library: Path) -> str:
+    """Makes `symbol` of `library` callable as the CPU FFI target `symbol`; returns the
+    target name. Idempotent within a process."""
+    with _lock:
+        if symbol in _loaded:
+            return symbol
+        handle = ctypes.CDLL(str(library))
+        try:
+            function = getattr(handle, symbol)
+        except AttributeError:
+            raise RuntimeError(
+                f"kernel library {library} does not export the FFI handler '{symbol}'"
+            ) from None
+        jax.ffi.register_ffi_target(symbol, jax.ffi.pycapsule(function), platform="cpu")
+        _loaded[symbol] = handle
+    return symbol
+
+
+def is_registered(symbol: str) -> bool:
+    return symbol in _loaded

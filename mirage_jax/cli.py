@@ -1,9 +1,12 @@
-"""python -m mirage_jax <command>. Commands: demo.
+"""python -m mirage_jax <command>. Commands: demo, cache.
 
 demo: the paper's RMSNorm+Linear μGraph end to end. It builds the reference and the fused
 graph at the paper's shapes, prints both, verifies them with finite-field fingerprints, runs
 both under the float32 interpreter on random data, and shows that broken variants of the fused
 graph are rejected. The exit status is 0 exactly when every check came out as it should.
+
+cache {list,verify,clear}: the on-disk caches of search results and compiled kernels, under
+$MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax (see mirage_jax/runtime/cache_admin.py).
 """
 
 from __future__ import annotations
@@ -37,9 +40,22 @@ def main(argv: list[str] | None = None) -> int:
                       help="interpret at X[8,512], W[512,768] instead of the paper's shapes "
                            "(verification is always at the paper's shapes)")
     demo.add_argument("--seed", type=int, default=0, help="seed of the random test data")
+    cache_command = commands.add_parser(
+        "cache", help="list, verify or clear the search and kernel caches")
+    actions = cache_command.add_subparsers(dest="action", required=True)
+    actions.add_parser("list", help="each entry's kind (search/kernel), key, size and age")
+    actions.add_parser("verify", help="check every entry's checksum and remove the corrupt "
+                                      "ones (exit status 1 when there were any)")
+    clear = actions.add_parser("clear", help="remove every entry (only with --yes; without "
+                                             "it, print what would be removed)")
+    clear.add_argument("--yes", action="store_true", help="really remove them")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed)
+    if args.command == "cache":
+        from mirage_jax.cli_cache import run_cache
+
+        return run_cache(args.action, yes=getattr(args, "yes", False))
     parser.error(f"unknown command {args.command!r}")
     return 2
 

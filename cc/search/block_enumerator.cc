@@ -1,6 +1,10 @@
 #include "cc/search/block_enumerator.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <mutex>
+#include "cc/ir/print.h"
 
 #include "cc/ir/error.h"
 #include "cc/ir/hash.h"
@@ -8,10 +12,22 @@
 #include "cc/search/block_op_rules.h"
 #include "cc/search/loose_ends.h"
 #include "cc/search/op_proposals.h"
+#include "cc/search/recomputation.h"
+#include "cc/search/stabilizers.h"
 
 namespace mj {
-
+std::atomic<long long> g_dbg[64][8];
 namespace {
+
+// The classes of an input's tile. A loop walking a stack of partial results chunk by chunk
+// hands each iteration one partial, whose dim indexes what the partial's tile did.
+DimClasses tile_classes(DimClasses classes, int fmap, const BlockLayout& layout,
+                        const ClassTable& table) {
+  if (fmap < 0) return classes;
+  const ClassTable::Stacking* st = table.stacking(classes[fmap]);
+  if (st && st->chunks == layout.loop_class) classes[fmap] = st->tile;
+  return classes;
+}
 
 struct BlockSearch {
   const KernelState& parent;
@@ -60,6 +76,7 @@ void BlockSearch::expand(const BlockState& s) {
     if (s.last_key && !(*s.last_key < key)) return;
     const auto phase = result_phase(g, op);
     if (!phase) return;
+    if (!reads_stabilizers_only_to_subtract(g, op, s.facts)) return;
     if (op.kind == OpKind::kConcat &&
         g.tensor(op.inputs[0]).shape.size() != g.tensor(op.inputs[1]).shape.size()) {
       return;
@@ -81,8 +98,15 @@ void BlockSearch::expand(const BlockState& s) {
     if (op.kind == OpKind::kConcat) concat_table = s.table;
     auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
     if (!classes) return;
+    if (!max_over_stabilized_index(op, in_classes[0], shared.classes.max_reduced)) return;
+    if (!subtracts_stabilizer(op, s.facts) &&
+        recomputes_existing(s.facts, expr, *classes, worker.pruner)) {
+      return;
+    }
     if (!accumulates_loop_index_only(op, in_classes[0], layout.loop_class)) return;
     if (!allow_partials && reduces_split_index(op, in_classes[0], layout)) return;
+    if (rescales_by_block_max(op, in_classes[0], layout)) return;
+    g_dbg[int(op.kind)][std::min(s.ops,7)]++;
     BlockState child;
     child.graph = std::make_shared<BlockGraph>(g);
     try {
@@ -93,7 +117,7 @@ void BlockSearch::expand(const BlockState& s) {
     child.facts = s.facts;
     child.table = concat_table ? std::move(*concat_table) : s.table;
     for (int t : op.inputs) ++child.facts[t].consumers;
-    child.facts.push_back(TensorFacts{expr, *classes, 0});
+    child.facts.push_back(TensorFacts{expr, *classes, 0, is_max_op(op)});
     child.last_key = std::move(key);
     child.ops = s.ops + 1;
     expand(child);
@@ -153,7 +177,7 @@ void BlockSearch::store_outputs(const BlockState& s, const std::vector<int>& out
   for (int t : inputs) ++child.facts[t].consumers;
   for (size_t k = 0; k < outs.size(); ++k) {
     const TensorFacts& tile = s.facts[outs[k]];
-    TensorFacts f{tile.expr, tile.classes, 0};
+    TensorFacts f{tile.expr, tile.classes, 0, tile.stabilizer};
     // A grid axis that stores along a dim of another index stacks partial results there.
     for (int a = 0; a < 3; ++a) {
       const int d = chosen[k][a];
@@ -161,10 +185,13 @@ void BlockSearch::store_outputs(const BlockState& s, const std::vector<int>& out
         f.classes[d] = child.table.stacked_of(f.classes[d], layout.axis_class[a], layout.grid[a]);
       }
     }
+    if (recomputes_existing(child.facts, f.expr, f.classes, worker.pruner)) return;
     child.facts.push_back(std::move(f));
   }
   child.ops = parent.ops + 1;
   child.block_graphs = parent.block_graphs + 1;
+  g_dbg[61][parent.ops]++;
+  if (parent.ops == 0) { static std::mutex mu; std::lock_guard<std::mutex> l(mu); std::fprintf(stderr, "=== CLOSE\n%s\n", to_string(child.graph).c_str()); }
   on_close(std::move(child));
 }
 
@@ -175,6 +202,7 @@ void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& i
                             const std::function<void(KernelState&&)>& on_close) {
   const int cap = block_output_cap(parent, inputs, shared);
   if (cap < 1) return;
+  g_dbg[60][parent.ops]++;
   BlockState s;
   s.table = parent.table;
   s.graph = std::make_shared<BlockGraph>(layout.grid, layout.forloop_range);
@@ -182,7 +210,10 @@ void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& i
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = parent.graph.tensor(inputs[i]);
       s.graph->new_input(t.shape, t.dtype, layout.imaps[i], layout.fmaps[i]);
-      s.facts.push_back(TensorFacts{parent.facts[inputs[i]].expr, parent.facts[inputs[i]].classes, 0});
+      const TensorFacts& kernel = parent.facts[inputs[i]];
+      s.facts.push_back(TensorFacts{
+          kernel.expr, tile_classes(kernel.classes, layout.fmaps[i], layout, parent.table), 0,
+          kernel.stabilizer});
     }
   } catch (const IrError&) {
     return;

@@ -40,4 +40,9 @@ bool reduces_split_index(const Op& op, const DimClasses& x, const BlockLayout& l
   return false;
 }
 
+bool rescales_by_block_max(const Op& op, const DimClasses& x, const BlockLayout& layout) {
+  const bool online = op.kind == OpKind::kAccumExpSumLast || op.kind == OpKind::kAccumExpMatmul;
+  return online && reduces_split_index(op, x, layout);
+}
+
 }  // namespace mj

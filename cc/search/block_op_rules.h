@@ -27,4 +27,11 @@ bool accumulates_loop_index_only(const Op& op, const DimClasses& x, int loop_cla
 // are (preset_splits_reductions).
 bool reduces_split_index(const Op& op, const DimClasses& x, const BlockLayout& layout);
 
+// Whether op is an online-softmax accumulator over an index the grid splits. Each block's
+// partial would then be scaled by exp(-its own running max), which the plain sums of a
+// combine kernel cannot undo; the finite-field check takes every max as 0 and would accept
+// it, so the rule is the only guard before the float check. Split-KV partials use a plain
+// exp instead, as in the paper.
+bool rescales_by_block_max(const Op& op, const DimClasses& x, const BlockLayout& layout);
+
 }  // namespace mj

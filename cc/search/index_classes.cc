@@ -20,8 +20,17 @@ int ClassTable::concat_of(int a, int b) {
 
 int ClassTable::stacked_of(int tile, int axis, int parts) {
   auto [it, added] = stacked_.try_emplace({tile, axis, parts}, 0);
-  if (added) it->second = fresh((tile == kUnitClass ? 1 : size(tile)) * parts);
+  if (!added) return it->second;
+  it->second = fresh((tile == kUnitClass ? 1 : size(tile)) * parts);
+  auto [chunk, new_chunk] = chunks_.try_emplace({axis, parts}, 0);
+  if (new_chunk) chunk->second = fresh(parts);
+  stackings_[it->second] = Stacking{tile, chunk->second, parts};
   return it->second;
+}
+
+const ClassTable::Stacking* ClassTable::stacking(int c) const {
+  auto it = stackings_.find(c);
+  return it == stackings_.end() ? nullptr : &it->second;
 }
 
 namespace {
@@ -114,6 +123,11 @@ TargetClasses target_classes(const KernelGraph& target) {
   };
   for (int t : target.input_ids()) tc.inputs.push_back(classes_of(t));
   for (int t : target.output_ids()) tc.outputs.push_back(classes_of(t));
+  for (const Op& op : target.ops()) {
+    if (op.kind != OpKind::kReduce || op.reduce != ReduceKind::kMax) continue;
+    const int c = classes_of(op.inputs[0])[op.dim];
+    if (c != kUnitClass) tc.max_reduced.push_back(c);
+  }
   return tc;
 }
 

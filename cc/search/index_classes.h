@@ -6,6 +6,7 @@
 // partitions from these classes instead of trying every dim of every input.
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -29,11 +30,24 @@ class ClassTable {
   // The class of a kernel dim holding `parts` tiles of class `tile` side by side along a
   // grid axis that splits class `axis` (a partial result per block of that axis).
   int stacked_of(int tile, int axis, int parts);
+  // A stacked dim is two indices in one: which partial (the chunk) and where in the tile.
+  // `chunks` is the class of the chunk index, shared by every stack made by the same split
+  // (axis, parts), so a later kernel can walk the partial sums and the partial row sums of
+  // one split together, chunk by chunk, each chunk a tile of class `tile` again.
+  struct Stacking {
+    int tile = kUnitClass;
+    int chunks = kUnitClass;
+    int parts = 1;
+  };
+  // The stacking of class c, or nullptr when c is not a stack of partial results.
+  const Stacking* stacking(int c) const;
 
  private:
   std::vector<int64_t> sizes_;
   std::map<std::pair<int, int>, int> concat_;
   std::map<std::tuple<int, int, int>, int> stacked_;
+  std::map<std::pair<int, int>, int> chunks_;  // (axis, parts) -> chunk class
+  std::map<int, Stacking> stackings_;           // stacked class -> its two indices
 };
 
 // The classes of the target's tensors: its inputs' classes start every search graph.
@@ -41,6 +55,9 @@ struct TargetClasses {
   ClassTable table;
   std::vector<DimClasses> inputs;   // per kernel input, in order
   std::vector<DimClasses> outputs;  // per marked output, in order
+  // The classes the target takes a max over: a stabilizer only cancels in a softmax over
+  // the same index (stabilizers.h).
+  std::vector<int> max_reduced;
 };
 TargetClasses target_classes(const KernelGraph& target);
 

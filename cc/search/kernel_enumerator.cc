@@ -9,12 +9,15 @@
 #include "cc/absexpr/derive.h"
 #include "cc/search/loose_ends.h"
 #include "cc/search/op_proposals.h"
+#include "cc/search/recomputation.h"
+#include "cc/search/stabilizers.h"
 
 namespace mj {
 
 namespace {
 
 void append_predefined(const KernelState& s, const Op& op, SearchShared& shared, Worker& worker) {
+  if (!reads_stabilizers_only_to_subtract(s.graph, op, s.facts)) return;
   if (op.kind == OpKind::kConcat &&
       s.graph.tensor(op.inputs[0]).shape.size() != s.graph.tensor(op.inputs[1]).shape.size()) {
     return;
@@ -37,6 +40,11 @@ void append_predefined(const KernelState& s, const Op& op, SearchShared& shared,
   if (op.kind == OpKind::kConcat) concat_table = s.table;
   auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
   if (!classes) return;
+  if (!max_over_stabilized_index(op, in_classes[0], shared.classes.max_reduced)) return;
+  if (!subtracts_stabilizer(op, s.facts) &&
+      recomputes_existing(s.facts, expr, *classes, worker.pruner)) {
+    return;
+  }
   KernelState child = s;
   try {
     append_op(child.graph, op);
@@ -45,7 +53,7 @@ void append_predefined(const KernelState& s, const Op& op, SearchShared& shared,
   }
   if (concat_table) child.table = std::move(*concat_table);
   for (int t : op.inputs) ++child.facts[t].consumers;
-  child.facts.push_back(TensorFacts{expr, *classes, 0});
+  child.facts.push_back(TensorFacts{expr, *classes, 0, is_max_op(op)});
   child.last_key = OpKey::of(op);
   child.ops = s.ops + 1;
   expand_kernel(child, shared, worker);

@@ -53,7 +53,8 @@ void for_each_proposal(const Graph& g, const ProposalOptions& o,
                        const std::function<void(const Op&)>& f_all) {
   const bool any_concat = o.concat;
   auto f = [&](const Op& op) {
-    if (!any_concat || uses_concats_as_contractions(g, op)) f_all(op);
+    if (any_concat && !uses_concats_as_contractions(g, op)) return;
+    f_all(op);
   };
   Op op;
   const int n = int(g.tensors().size());
@@ -100,7 +101,8 @@ void for_each_proposal(const Graph& g, const ProposalOptions& o,
       for (OpKind k : {OpKind::kAccumSum, OpKind::kAccumSumLast, OpKind::kAccumMeanLast}) {
         f(make(op, k, {t}));
       }
-      if (o.max) f(make(op, OpKind::kAccumMaxLast, {t}));
+      // No accum_max_last: its result is in the epilogue, so it can never be subtracted from
+      // the body tensor it was taken of, the only use of a max (stabilizers.h).
       for (double c : o.scalars) {
         make(op, OpKind::kAccumRmsLast, {t}).scalar = c;
         f(op);

@@ -20,7 +20,8 @@ struct ProposalOptions {
   int forloop_range = 1;        // accumulators only when > 1
   // Reduce max and accum_max_last, only when the target takes a max: a max is a softmax
   // stabilizer whose abstract expression is a constant (cc/absexpr/derive.h), which pruning
-  // cannot reject, so without this every tensor's max would be explored.
+  // cannot reject, so without this every tensor's max would be explored. The enumerators
+  // then let a max be read only as a stabilizer (stabilizers.h).
   bool max = false;
   std::vector<double> scalars;  // the target's constants
   // Only ops reading at least one tensor with id >= this: the canonical order (op_key.h)

@@ -9,6 +9,15 @@ namespace mj {
 
 namespace {
 
+// Whether a split of class `split` (a grid axis's or the loop's) cuts a dim of class c: a
+// dim of that index, or a stack of partial results walked chunk by chunk.
+bool walked_by(const ClassTable& table, int c, int split) {
+  if (split == kNoClass || c == kUnitClass) return false;
+  if (c == split) return true;
+  const ClassTable::Stacking* st = table.stacking(c);
+  return st && st->chunks == split;
+}
+
 // The divisors of n that are >= lo, ascending.
 std::vector<int> divisors_from(int64_t n, int lo) {
   std::vector<int> small, large;
@@ -40,7 +49,8 @@ std::pair<double, int64_t> fill_rank(int64_t blocks, int units) {
 }
 
 // The bytes one block keeps on chip for its inputs' tiles in one loop iteration, about.
-double tile_bytes(const std::vector<BlockInputSpec>& inputs, const BlockLayout& l) {
+double tile_bytes(const std::vector<BlockInputSpec>& inputs, const BlockLayout& l,
+                  const ClassTable& table) {
   double total = 0;
   for (const BlockInputSpec& in : inputs) {
     double elems = 1;
@@ -50,7 +60,7 @@ double tile_bytes(const std::vector<BlockInputSpec>& inputs, const BlockLayout& 
       for (int a = 0; a < 3; ++a) {
         if (c != kUnitClass && l.axis_class[a] == c) n /= l.grid[a];
       }
-      if (c != kUnitClass && c == l.loop_class) n /= l.forloop_range;
+      if (walked_by(table, c, l.loop_class)) n /= l.forloop_range;
       elems *= double(n);
     }
     total += elems * dtype_bytes(in.dtype);
@@ -64,13 +74,13 @@ double on_chip_budget(const Target& t) {
 }
 
 // Every way to give each input, for one index class, the dim it is split along.
-void assign_dims(const std::vector<BlockInputSpec>& inputs, int cls,
+void assign_dims(const std::vector<BlockInputSpec>& inputs, int cls, const ClassTable& table,
                  std::vector<std::vector<int>>& choices) {
   choices.clear();
   for (const BlockInputSpec& in : inputs) {
     std::vector<int> dims;
     for (int d = 0; d < int(in.classes.size()); ++d) {
-      if (cls != kNoClass && in.classes[d] == cls) dims.push_back(d);
+      if (walked_by(table, in.classes[d], cls)) dims.push_back(d);
     }
     if (dims.empty()) dims.push_back(-1);
     choices.push_back(dims);
@@ -179,10 +189,12 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
                                        const std::vector<int>& output_classes,
                                        const ClassTable& table, const SearchConfig& config,
                                        bool partials) {
-  std::set<int> present;
+  std::set<int> present, chunk_indices;
   for (const BlockInputSpec& in : inputs) {
     for (int c : in.classes) {
-      if (c != kUnitClass) present.insert(c);
+      if (c == kUnitClass) continue;
+      present.insert(c);
+      if (const ClassTable::Stacking* st = table.stacking(c)) chunk_indices.insert(st->chunks);
     }
   }
   const std::set<int> outs(output_classes.begin(), output_classes.end());
@@ -190,8 +202,9 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
   for (int c : present) {
     if (outs.count(c) || partials) grid_eligible.push_back(c);
     // The loop accumulates over its iterations, which is only right for an index the
-    // outputs no longer have.
-    if (!outs.count(c)) loop_eligible.push_back(c);
+    // outputs no longer have. A stack of partials is walked only chunk by chunk (below):
+    // any other cut gives tiles mixing several chunks, which no accumulator separates.
+    if (!outs.count(c) && !table.stacking(c)) loop_eligible.push_back(c);
   }
   const double budget = on_chip_budget(config.target);
   std::vector<BlockLayout> layouts;
@@ -202,8 +215,20 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
     // No loop at all is a layout like the others: it too must fit on chip, unless nothing
     // does (then it is the one layout left, and the cost model judges it).
     std::vector<std::pair<int, int>> loops;
-    if (tile_bytes(inputs, base) <= budget) loops.push_back({kNoClass, 1});
+    if (!chunk_indices.empty()) {
+      // Combining partial results: one iteration per chunk, so that each iteration's tile
+      // is one partial with the original tile's classes and an accumulator sums the
+      // partials. Nothing else removes a stacked dim (a reduce over it would also sum the
+      // positions within each partial), so a graph reading partials always walks them, and
+      // one loop cannot walk the chunks of two different splits. The range is fixed by the
+      // stack, so neither the override list nor the on-chip budget chooses it.
+      if (chunk_indices.size() > 1) continue;
+      const int chunks = *chunk_indices.begin();
+      loops.push_back({chunks, int(table.size(chunks))});
+    }
+    if (loops.empty() && tile_bytes(inputs, base, table) <= budget) loops.push_back({kNoClass, 1});
     for (int c : loop_eligible) {
+      if (!chunk_indices.empty()) break;
       int64_t per_block = table.size(c);
       for (int a = 0; a < 3; ++a) {
         if (g.axis_class[a] == c) per_block /= g.grid[a];
@@ -215,7 +240,7 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
         probe.loop_class = c;
         probe.forloop_range = f;
         // The smallest ranges whose tiles fit on chip: fewer, larger iterations.
-        if (config.forloop_ranges_override.empty() && tile_bytes(inputs, probe) > budget) {
+        if (config.forloop_ranges_override.empty() && tile_bytes(inputs, probe, table) > budget) {
           continue;
         }
         loops.push_back({c, f});
@@ -231,10 +256,10 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
       std::vector<std::vector<int>> lists;  // per (axis, input), then per input for fmap
       std::vector<std::vector<int>> per;
       for (int a = 0; a < 3; ++a) {
-        assign_dims(inputs, g.axis_class[a], per);
+        assign_dims(inputs, g.axis_class[a], table, per);
         lists.insert(lists.end(), per.begin(), per.end());
       }
-      assign_dims(inputs, loop_class, per);
+      assign_dims(inputs, loop_class, table, per);
       lists.insert(lists.end(), per.begin(), per.end());
       const size_t n = inputs.size();
       for_each_combination(lists, [&](const std::vector<int>& pick) {
@@ -255,19 +280,17 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
 std::vector<Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile_classes,
                                bool allow_partials) {
   std::vector<std::vector<int>> per_axis;
+  std::vector<int> partial_axes;
   for (int a = 0; a < 3; ++a) {
     std::vector<int> dims;
     if (layout.grid[a] > 1) {
       for (int d = 0; d < int(tile_classes.size()); ++d) {
         if (tile_classes[d] == layout.axis_class[a]) dims.push_back(d);
       }
-      if (dims.empty() && allow_partials) {
-        for (int d = 0; d < int(tile_classes.size()); ++d) dims.push_back(d);
-      }
-      if (dims.empty()) return {};
-    } else {
-      dims.push_back(-1);
+      if (dims.empty() && allow_partials) partial_axes.push_back(a);
+      if (dims.empty() && !allow_partials) return {};
     }
+    if (dims.empty()) dims.push_back(-1);
     per_axis.push_back(dims);
   }
   std::vector<Dim3> omaps;
@@ -277,6 +300,15 @@ std::vector<Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile
       for (int b = 0; b < a; ++b) {
         if (o[a] != -1 && o[a] == o[b]) return;  // two axes storing along one dim
       }
+    }
+    // Partial results go side by side along the last dim no other axis stores along. Any
+    // other free dim holds the same partials permuted, which the combining kernel reads
+    // the same way, so one choice is enough (the paper's omap stacks along the last dim).
+    for (int a : partial_axes) {
+      int d = int(tile_classes.size()) - 1;
+      while (d >= 0 && (o[0] == d || o[1] == d || o[2] == d)) --d;
+      if (d < 0) return;
+      o[a] = d;
     }
     omaps.push_back(o);
   });

@@ -9,7 +9,9 @@
 //  * an output stores along the dim of the index its grid axis splits. Under the
 //    "attention" preset an axis that splits an index the output no longer has (a reduction
 //    split across blocks) stores its partial results side by side along another dim, for a
-//    later kernel to combine.
+//    later kernel to combine (along the last free dim: any other dim holds the same
+//    partials permuted). Such a stack is walked by a later kernel's loop one chunk (one
+//    partial) per iteration, every stack of the same split in step (ClassTable::Stacking).
 #include <array>
 #include <vector>
 

@@ -29,4 +29,14 @@ bool Pruner::matches_output(ExprId e, int i) {
   return p.kind == Placement::kClass && g.find(p.cls) == g.find(target_->saturated.roots.at(i));
 }
 
+bool Pruner::same_value(ExprId a, ExprId b) {
+  if (a == b) return true;
+  if (!target_) return false;
+  const Placement pa = oracle_->place(pool_, a), pb = oracle_->place(pool_, b);
+  if (pa.kind != pb.kind || pa.count != pb.count) return false;
+  if (pa.kind != Placement::kClass && pa.kind != Placement::kPartialSum) return false;
+  const EGraph& g = target_->saturated.egraph;
+  return g.find(pa.cls) == g.find(pb.cls);
+}
+
 }  // namespace mj

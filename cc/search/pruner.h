@@ -36,6 +36,9 @@ class Pruner {
   // Whether e is, modulo the axioms, target output `i` (a necessary condition for a
   // complete candidate whose outputs are checked by the verifier afterwards).
   bool matches_output(ExprId e, int i);
+  // Whether a and b are the same term modulo the axioms: the same e-class of the target, or
+  // partial sums of the same count over the same e-class (or the same spelling).
+  bool same_value(ExprId a, ExprId b);
 
  private:
   const PruningTarget* target_;

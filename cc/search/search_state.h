@@ -23,6 +23,7 @@ struct TensorFacts {
   ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
   DimClasses classes;   // index class per dim
   int consumers = 0;    // ops reading it, so dangling results can be found
+  bool stabilizer = false;  // a max, or a tile or store of one (stabilizers.h)
 };
 
 struct KernelState {

@@ -62,14 +62,17 @@ inline KernelGraph ntrans(int64_t m, int64_t n) {
 // max -> sub -> exp -> sum -> div as the frontend normalizes it.
 // With heads > 0, every tensor gets a leading heads dim (batched matmuls, as in GQA after
 // the frontend folds the query groups into rows).
-inline KernelGraph attention(int64_t q, int64_t d, int64_t kv, int64_t heads = 0) {
+// With scale != 1 the scores are scale·(Q @ K), as jax.nn.softmax(Q @ K / sqrt(d)) gives them.
+inline KernelGraph attention(int64_t q, int64_t d, int64_t kv, int64_t heads = 0,
+                             double scale = 1.0) {
   auto shape = [&](int64_t a, int64_t b) { return heads > 0 ? Shape{heads, a, b} : Shape{a, b}; };
   const int last = heads > 0 ? 2 : 1;
   KernelGraph g;
   const int qt = g.new_input(shape(q, d), DType::kF32);
   const int kt = g.new_input(shape(d, kv), DType::kF32);
   const int vt = g.new_input(shape(kv, d), DType::kF32);
-  const int s = g.matmul(qt, kt);
+  int s = g.matmul(qt, kt);
+  if (scale != 1.0) s = g.unary(OpKind::kMulScalar, s, scale);
   const int mx = g.reduce(s, last, ReduceKind::kMax);
   const int e = g.unary(OpKind::kExp, g.binary(OpKind::kSub, s, mx));
   g.mark_output(g.matmul(g.binary(OpKind::kDiv, e, g.reduce(e, last, ReduceKind::kSum)), vt));

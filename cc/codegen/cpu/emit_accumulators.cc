@@ -94,8 +94,9 @@ void emit_softmax_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& 
       }
       w.close();
       const int v = acc.inputs.at(1);
-      emit_batched_matmul(w, s_shape, probs, bg.tensor(v).shape, buffer_name(plan, v), c_shape,
-                          out, /*accumulate=*/true);
+      emit_batched_matmul(w, {probs, s_shape, s_shape.back()},
+                          {buffer_name(plan, v), bg.tensor(v).shape, plan.row_stride[v]},
+                          {out, c_shape, n}, /*accumulate=*/true);
     }
   }
 }

@@ -86,10 +86,14 @@ void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size
   auto shape = [&](int i) -> const Shape& { return bg.tensor(op.inputs.at(i)).shape; };
   auto buf = [&](int i) { return buffer_name(plan, op.inputs.at(i)); };
   switch (op.kind) {
-    case OpKind::kMatmul:
-      emit_batched_matmul(w, shape(0), buf(0), shape(1), buf(1), bg.tensor(op.outputs[0]).shape,
-                          out, plan.matmul_adds_into_accum[op_index]);
+    case OpKind::kMatmul: {
+      const Shape& c_shape = bg.tensor(op.outputs[0]).shape;
+      emit_batched_matmul(
+          w, {buf(0), shape(0), plan.row_stride[op.inputs[0]]},
+          {buf(1), shape(1), plan.row_stride[op.inputs[1]]}, {out, c_shape, c_shape.back()},
+          plan.matmul_adds_into_accum[op_index], plan.next_tile_offset[op.inputs[1]]);
       return;
+    }
     case OpKind::kReduce: emit_reduce(w, shape(0), buf(0), op, out); return;
     case OpKind::kRmsNorm: emit_rms_norm(w, shape(0), buf(0), op.scalar, out); return;
     case OpKind::kConcat: emit_concat(w, shape(0), buf(0), shape(1), buf(1), op.dim, out); return;
@@ -100,16 +104,17 @@ void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size
 
 }  // namespace
 
-void emit_batched_matmul(CodeWriter& w, const Shape& a_shape, const std::string& a,
-                         const Shape& b_shape, const std::string& b, const Shape& c_shape,
-                         const std::string& c, bool accumulate) {
-  const int rank = int(c_shape.size());
-  const int64_t m = c_shape[rank - 2], n = c_shape[rank - 1], k = a_shape.back();
-  IndexLoops batches(w, batch_of(c_shape), {batch_of(a_shape), batch_of(b_shape)}, "mb");
+void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
+                         const MatmulOperand& c, bool accumulate, int64_t b_ahead) {
+  const int rank = int(c.shape.size());
+  const int64_t m = c.shape[rank - 2], n = c.shape[rank - 1], k = a.shape.back();
+  IndexLoops batches(w, batch_of(c.shape), {batch_of(a.shape), batch_of(b.shape)}, "mb");
   w.line("mj_cpu::matmul<" + str(m) + ", " + str(k) + ", " + str(n) + ", " +
-         (accumulate ? "true" : "false") + ">(" + a + " + (" + batches.operand_offset(0) +
-         ") * " + str(m * k) + ", " + b + " + (" + batches.operand_offset(1) + ") * " +
-         str(k * n) + ", " + c + " + (" + batches.result_offset() + ") * " + str(m * n) + ");");
+         str(a.row_stride) + ", " + str(b.row_stride) + ", " + str(c.row_stride) + ", " +
+         str(b_ahead) + ", " + (accumulate ? "true" : "false") + ">(" + a.buffer + " + (" +
+         batches.operand_offset(0) + ") * " + str(m * a.row_stride) + ", " + b.buffer +
+         " + (" + batches.operand_offset(1) + ") * " + str(k * b.row_stride) + ", " +
+         c.buffer + " + (" + batches.result_offset() + ") * " + str(m * c.row_stride) + ");");
 }
 
 void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,

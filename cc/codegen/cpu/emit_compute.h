@@ -14,10 +14,17 @@ namespace mj::codegen {
 void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
                const std::vector<int>& pass);
 
-// C[...] (+)= A[...] @ B[...] with batch dims broadcast like numpy; all three are buffer
-// expressions of the given shapes.
-void emit_batched_matmul(CodeWriter& w, const Shape& a_shape, const std::string& a,
-                         const Shape& b_shape, const std::string& b, const Shape& c_shape,
-                         const std::string& c, bool accumulate);
+// One matmul operand or result: a buffer expression, its shape, and the floats between its
+// rows (its last dim when dense). Batch dims are dense; a strided operand has none above 1.
+struct MatmulOperand {
+  std::string buffer;
+  Shape shape;
+  int64_t row_stride;
+};
+
+// C[...] (+)= A[...] @ B[...] with batch dims broadcast like numpy. `b_ahead`: floats from
+// B's tile to the next iteration's tile, for prefetching; 0 when there is none to prefetch.
+void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
+                         const MatmulOperand& c, bool accumulate, int64_t b_ahead = 0);
 
 }  // namespace mj::codegen

@@ -79,8 +79,9 @@ void emit_handler_impl(CodeWriter& w, const BlockGraph& bg, const KernelPlan& pl
   std::string init;
   for (size_t i = 0; i < fields.size(); ++i) init += (i ? ", " : "") + fields[i];
   w.line("const Io io{" + init + "};");
-  w.line("mj_cpu::run_grid<Io>(pool, io, &run_block, " + std::to_string(bg.num_blocks()) +
-         ", " + std::to_string(plan.arena_floats) + ");");
+  w.line("mj_cpu::run_grid<Io>(pool, io, &run_blocks, " +
+         std::to_string(bg.num_blocks() / plan.block_group) + ", " +
+         std::to_string(plan.arena_floats * plan.block_group) + ");");
   w.line("return xla::ffi::Error::Success();");
   w.close();
 }

@@ -59,9 +59,14 @@ void emit_buffers(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
   }
 }
 
-void emit_run_block(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+// Opens a loop over the blocks of the task's group and names block `g`'s index, arena slice
+// and buffers; the caller closes it. Input tiles read in place are pointers into the kernel
+// tensors, recomputed in every loop, so no state but the arena crosses loops.
+void open_group_loop(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
   const Dim3& grid = bg.grid();
-  w.open("void run_block(const Io& io, float* arena, int64_t block)");
+  w.open("for (int64_t g = 0; g < " + std::to_string(plan.block_group) + "; ++g)");
+  w.line("const int64_t block = task * " + std::to_string(plan.block_group) + " + g;");
+  w.line("float* const arena = arenas + g * " + std::to_string(plan.arena_floats) + ";");
   // Block index flattened with x fastest.
   w.line("[[maybe_unused]] const int64_t bx = block % " + std::to_string(grid[0]) + ";");
   w.line("[[maybe_unused]] const int64_t by = block / " + std::to_string(grid[0]) + " % " +
@@ -69,13 +74,37 @@ void emit_run_block(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan)
   w.line("[[maybe_unused]] const int64_t bz = block / " + std::to_string(grid[0] * grid[1]) +
          ";");
   emit_buffers(w, bg, plan);
+}
+
+// Loop-invariant input tiles read in place: pointers, set again in each loop that may use them.
+void emit_invariant_pointers(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+  for (const Op& op : bg.ops()) {
+    if (op.kind == OpKind::kInput && plan.read_in_place[op.outputs.at(0)] &&
+        phase_of(bg, op) == Phase::kInvariant) {
+      emit_input_load(w, bg, plan, op);
+    }
+  }
+}
+
+// One task: plan.block_group consecutive blocks, whose for-loops run in lockstep (every
+// block's iteration `it` before any block's `it + 1`). Blocks are independent, so this order
+// computes exactly what one block after another would.
+void emit_run_blocks(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+  w.open("void run_blocks(const Io& io, float* arenas, int64_t task)");
+  open_group_loop(w, bg, plan);
   w.line("// loop-invariant tiles");
   emit_phase(w, bg, plan, Phase::kInvariant);
   emit_accumulators_init(w, bg, plan);
+  w.close();
   w.open("for (int64_t it = 0; it < " + std::to_string(bg.forloop_range()) + "; ++it)");
+  open_group_loop(w, bg, plan);
+  emit_invariant_pointers(w, bg, plan);
   emit_phase(w, bg, plan, Phase::kBody);
   emit_accumulators_update(w, bg, plan);
   w.close();
+  w.close();
+  open_group_loop(w, bg, plan);
+  emit_invariant_pointers(w, bg, plan);
   w.line("// epilogue");
   const std::vector<Op>& ops = bg.ops();
   for (size_t o = 0; o < ops.size(); ++o) {
@@ -91,6 +120,7 @@ void emit_run_block(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan)
   for (const Op& op : ops) {
     if (op.kind == OpKind::kOutput) emit_output_store(w, bg, plan, op);
   }
+  w.close();
   w.close();
 }
 
@@ -113,7 +143,7 @@ std::string generate_cpu_kernel(const BlockGraph& bg, const std::string& symbol)
   w.open("namespace");
   emit_io_struct(w, bg);
   w.line("");
-  emit_run_block(w, bg, plan);
+  emit_run_blocks(w, bg, plan);
   w.line("");
   emit_handler_impl(w, bg, plan, symbol);
   w.close("  // namespace");

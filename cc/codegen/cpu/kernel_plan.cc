@@ -33,6 +33,50 @@ bool tile_is_contiguous(const Shape& tile, const Shape& kernel) {
   return true;
 }
 
+// A tile read in place as a strided matrix: all dims before its last two are 1, so its rows
+// are runs of the kernel tensor's last dim, one whole kernel row apart.
+bool tile_is_strided_matrix(const Shape& tile) {
+  for (size_t d = 0; d + 2 < tile.size(); ++d) {
+    if (tile[d] != 1) return false;
+  }
+  return tile.size() >= 2;
+}
+
+bool only_matmuls_read(const BlockGraph& bg, const std::vector<int>& consumers) {
+  for (int o : consumers) {
+    if (bg.ops()[o].kind != OpKind::kMatmul) return false;
+  }
+  return !consumers.empty();
+}
+
+// Rows of a streamed tile shorter than this many floats are read in short runs; blocks are
+// grouped until their runs side by side reach it.
+constexpr int64_t kShortRunFloats = 1024;
+constexpr int64_t kMinTasks = 4;                   // to balance over the 2-core pool
+constexpr int64_t kGroupArenaFloats = 128 * 1024;  // all arena slices of a group within L2
+
+int64_t choose_block_group(const BlockGraph& bg, const KernelPlan& plan, int64_t arena_floats) {
+  const int64_t gx = bg.grid()[0];
+  if (gx <= 1) return 1;
+  int64_t run = 0;  // the shortest run of a body input whose tiles sit side by side along x
+  for (const Op& op : bg.ops()) {
+    if (op.kind != OpKind::kInput || op.fmap < 0) continue;
+    const int t = op.outputs.at(0);
+    const Shape& tile = bg.tensor(t).shape;
+    if (!plan.read_in_place[t] || op.imap[0] != int(tile.size()) - 1) continue;
+    if (run == 0 || tile.back() < run) run = tile.back();
+  }
+  if (run == 0 || run >= kShortRunFloats) return 1;
+  int64_t best = 1;
+  for (int64_t g = 2; g <= gx; ++g) {
+    if (gx % g == 0 && g * run <= kShortRunFloats && bg.num_blocks() / g >= kMinTasks &&
+        g * arena_floats <= kGroupArenaFloats) {
+      best = g;
+    }
+  }
+  return best;
+}
+
 class Allocator {
  public:
   int64_t take(int64_t floats) {
@@ -74,6 +118,12 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
   plan.buffer_of.assign(tensors.size(), -1);
   plan.arena_offset.assign(tensors.size(), -1);
   plan.read_in_place.assign(tensors.size(), false);
+  plan.row_stride.assign(tensors.size(), 0);
+  plan.next_tile_offset.assign(tensors.size(), 0);
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const Shape& s = tensors[t].shape;
+    plan.row_stride[t] = s.empty() ? 1 : s.back();
+  }
   plan.matmul_adds_into_accum.assign(ops.size(), false);
   plan.softmax_group_of.assign(ops.size(), -1);
 
@@ -105,9 +155,19 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     if (op.kind != OpKind::kInput) continue;
     const int t = op.outputs.at(0);
     plan.buffer_of[t] = t;
-    plan.read_in_place[t] = bg.kernel_input_dtype(op.io_index) == DType::kF32 &&
-                            tile_is_contiguous(tensors[t].shape,
-                                               bg.kernel_input_shape(op.io_index));
+    if (bg.kernel_input_dtype(op.io_index) != DType::kF32) continue;
+    const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
+    if (tile_is_contiguous(tensors[t].shape, kernel_shape)) {
+      plan.read_in_place[t] = true;
+    } else if (tile_is_strided_matrix(tensors[t].shape) && only_matmuls_read(bg, consumers[t])) {
+      plan.read_in_place[t] = true;
+      plan.row_stride[t] = kernel_shape.back();
+    }
+    if (plan.read_in_place[t] && op.fmap >= 0) {
+      int64_t stride = 1;
+      for (size_t d = op.fmap + 1; d < kernel_shape.size(); ++d) stride *= kernel_shape[d];
+      plan.next_tile_offset[t] = tensors[t].shape[op.fmap] * stride;
+    }
   }
 
   // Online-softmax accumulators over the same s share one running max.
@@ -149,6 +209,7 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     g.probs_offset = arena.take(element_count(s));
   }
   plan.arena_floats = arena.total();
+  plan.block_group = choose_block_group(bg, plan, plan.arena_floats);
   return plan;
 }
 

@@ -32,14 +32,26 @@ struct KernelPlan {
   std::vector<int> buffer_of;
   // Per tensor that owns an arena buffer: its offset in floats (64-byte aligned); else -1.
   std::vector<int64_t> arena_offset;
-  // Per tensor: an input tile that is contiguous float32 in the kernel tensor, read in place.
+  // Per tensor: a float32 input tile read in place from the kernel tensor, either because it
+  // is one contiguous run or because it is a matrix of whole-width-strided rows that only
+  // matmuls read (a weight tile: copying it would touch every byte twice).
   std::vector<bool> read_in_place;
+  // Per tensor with a buffer: floats between consecutive rows (last-dim runs) of its matrix;
+  // the last dim for dense buffers, the kernel tensor's last dim for strided in-place tiles.
+  std::vector<int64_t> row_stride;
+  // Per tensor: for an input tile read in place that moves with the for-loop, the floats
+  // from this iteration's tile to the next one's (where prefetches aim); else 0.
+  std::vector<int64_t> next_tile_offset;
   // Per op: a body matmul whose only consumer is accum_sum adds into that accumulator.
   std::vector<bool> matmul_adds_into_accum;
   std::vector<SoftmaxGroup> softmax_groups;
   // Per op: index into softmax_groups for online-softmax accumulators, else -1.
   std::vector<int> softmax_group_of;
-  int64_t arena_floats = 0;
+  int64_t arena_floats = 0;  // of one block
+  // Consecutive blocks (along grid x) that one task runs in lockstep, iteration by iteration,
+  // each in its own arena slice: when their tiles of a streamed input sit side by side in
+  // memory, together they read long contiguous runs instead of short ones a row apart.
+  int64_t block_group = 1;
 };
 
 KernelPlan plan_kernel(const BlockGraph& bg);

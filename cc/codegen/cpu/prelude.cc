@@ -92,53 +92,139 @@ inline float gelu_tanh(float x) {
 }
 inline float max_of(float a, float b) { return a > b ? a : b; }
 
-// ---- matmul on dense row-major tiles: C[M,N] (+)= A[M,K] @ B[K,N] ------------------------
-// R rows by W columns of C stay in registers while k runs (zero-initialized locals, fully
-// unrolled over r and j, so GCC keeps them in vector registers); each element still sums
-// over k in ascending order, as the interpreter does.
+// ---- matmul: C[M,N] (+)= A[M,K] @ B[K,N], rows lda / ldb / ldc floats apart -------------
+// Memory-bound shapes (few rows of A, a weight tile as B) set the design: B is streamed once,
+// kKChunk rows of K at a time across all its columns (a handful of interleaved row streams
+// keeps the prefetchers at full bandwidth; dozens collapse them), while R rows by V vectors of
+// C stay in zero-initialized, fully unrolled register accumulators (or GCC spills them). Each
+// element of C still sums over k in ascending order, as the interpreter does. With
+// kAhead != 0, every line of B read also prefetches the line kAhead floats further on: the
+// same place in the next for-loop iteration's tile, a whole tile ahead of its use.
 
-template <int R, int W, int K, int N, bool kAccumulate>
-inline void matmul_panel(const float* __restrict a, const float* __restrict b,
+#if defined(__AVX512F__)
+constexpr int kVecFloats = 16;
+constexpr int kAccVectors = 16;  // of 32 vector registers; the rest hold B and a broadcast
+#else
+constexpr int kVecFloats = 8;
+constexpr int kAccVectors = 12;  // of 16
+#endif
+using Vec = float __attribute__((vector_size(kVecFloats * sizeof(float))));
+
+inline Vec load_vec(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+constexpr int kKChunk = 8;
+constexpr int kMaxPanelRows = 8;
+
+template <int R>
+constexpr int panel_vectors() {
+  return kAccVectors / R < 1 ? 1 : (kAccVectors / R > 8 ? 8 : kAccVectors / R);
+}
+
+// R rows by V vectors of C over KC values of k.
+template <int R, int V, int KC, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
+inline void panel_vec(const float* __restrict a, const float* __restrict b,
+                      float* __restrict c) {
+  Vec acc[R][V];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) acc[r][v] = kLoad ? load_vec(c + r * ldc + v * kVecFloats) : Vec{};
+  }
+#pragma GCC unroll 16
+  for (int k = 0; k < KC; ++k) {
+    const float* brow = b + k * ldb;
+    if constexpr (kAhead != 0) {
+#pragma GCC unroll 8
+      for (int j = 0; j < V * kVecFloats; j += 16) __builtin_prefetch(brow + kAhead + j, 0, 2);
+    }
+    Vec bv[V];
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) bv[v] = load_vec(brow + v * kVecFloats);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float ark = a[r * lda + k];
+#pragma GCC unroll 8
+      for (int v = 0; v < V; ++v) acc[r][v] += ark * bv[v];
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 8
+    for (int v = 0; v < V; ++v) store_vec(c + r * ldc + v * kVecFloats, acc[r][v]);
+  }
+}
+
+// The last N % kVecFloats columns, one float at a time.
+template <int R, int W, int KC, int lda, int ldb, int ldc, bool kLoad>
+inline void panel_scalar(const float* __restrict a, const float* __restrict b,
                          float* __restrict c) {
   float acc[R][W];
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < W; ++j) acc[r][j] = kAccumulate ? c[r * N + j] : 0.0f;
+    for (int j = 0; j < W; ++j) acc[r][j] = kLoad ? c[r * ldc + j] : 0.0f;
   }
-  for (int k = 0; k < K; ++k) {
-    const float* brow = b + k * N;
+  for (int k = 0; k < KC; ++k) {
     for (int r = 0; r < R; ++r) {
-      const float ark = a[r * K + k];
-      for (int j = 0; j < W; ++j) acc[r][j] += ark * brow[j];
+      const float ark = a[r * lda + k];
+      for (int j = 0; j < W; ++j) acc[r][j] += ark * b[k * ldb + j];
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < W; ++j) c[r * N + j] = acc[r][j];
+    for (int j = 0; j < W; ++j) c[r * ldc + j] = acc[r][j];
   }
 }
 
-constexpr int kPanelCols = 16;
-constexpr int kPanelRows = 4;
+// R rows of C, all N columns, over KC values of k.
+template <int R, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
+inline void row_chunk(const float* __restrict a, const float* __restrict b,
+                      float* __restrict c) {
+  constexpr int V = panel_vectors<R>();
+  constexpr int kPanel = V * kVecFloats;
+  int j = 0;
+  for (; j + kPanel <= N; j += kPanel) {
+    panel_vec<R, V, KC, lda, ldb, ldc, kAhead, kLoad>(a, b + j, c + j);
+  }
+  constexpr int kRestVectors = N % kPanel / kVecFloats;
+  if constexpr (kRestVectors > 0) {
+    panel_vec<R, kRestVectors, KC, lda, ldb, ldc, kAhead, kLoad>(a, b + j, c + j);
+    j += kRestVectors * kVecFloats;
+  }
+  if constexpr (N % kVecFloats != 0) {
+    panel_scalar<R, N % kVecFloats, KC, lda, ldb, ldc, kLoad>(a, b + j, c + j);
+  }
+}
 
-template <int R, int K, int N, bool kAccumulate>
+template <int R, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate>
 inline void matmul_rows(const float* __restrict a, const float* __restrict b,
                         float* __restrict c) {
-  int j = 0;
-  for (; j + kPanelCols <= N; j += kPanelCols) {
-    matmul_panel<R, kPanelCols, K, N, kAccumulate>(a, b + j, c + j);
+  constexpr int KC = K < kKChunk ? K : kKChunk;
+  int k = 0;
+  if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
+    row_chunk<R, KC, N, lda, ldb, ldc, kAhead, false>(a, b, c);
+    k = KC;
   }
-  if constexpr (N % kPanelCols != 0) {
-    matmul_panel<R, N % kPanelCols, K, N, kAccumulate>(a, b + j, c + j);
+  for (; k + KC <= K; k += KC) {
+    row_chunk<R, KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb, c);
+  }
+  if constexpr (K % KC != 0) {
+    row_chunk<R, K % KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb, c);
   }
 }
 
-template <int M, int K, int N, bool kAccumulate>
+template <int M, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate>
 inline void matmul(const float* __restrict a, const float* __restrict b, float* __restrict c) {
   int i = 0;
-  for (; i + kPanelRows <= M; i += kPanelRows) {
-    matmul_rows<kPanelRows, K, N, kAccumulate>(a + i * K, b, c + i * N);
+  for (; i + kMaxPanelRows <= M; i += kMaxPanelRows) {
+    matmul_rows<kMaxPanelRows, K, N, lda, ldb, ldc, kAhead, kAccumulate>(a + i * lda, b,
+                                                                       c + i * ldc);
   }
-  if constexpr (M % kPanelRows != 0) {
-    matmul_rows<M % kPanelRows, K, N, kAccumulate>(a + i * K, b, c + i * N);
+  if constexpr (M % kMaxPanelRows != 0) {
+    matmul_rows<M % kMaxPanelRows, K, N, lda, ldb, ldc, kAhead, kAccumulate>(a + i * lda, b,
+                                                                             c + i * ldc);
   }
 }
 
@@ -205,7 +291,7 @@ void run_grid(xla::ffi::ThreadPool& pool, const Io& io, BlockFn<Io> fn, int64_t 
   const int64_t chunk = std::max<int64_t>(1, blocks / ((threads + 1) * 4));
   const int64_t chunks = (blocks + chunk - 1) / chunk;
   auto job = std::make_shared<GridJob<Io>>(io, fn, blocks, chunk, arena_floats);
-  const int64_t helpers = std::min<int64_t>(threads, chunks - 1);
+  const int64_t helpers = std::min<int64_t>(threads - 1, chunks - 1);
   for (int64_t i = 0; i < helpers; ++i) pool.Schedule([job]() { job->work(); });
   job->work();  // the calling thread takes chunks too
   job->wait();

@@ -1,0 +1,119 @@
+"""Timing of the generated CPU kernels of the paper's hand-written μGraphs against XLA.
+
+For every program at the paper's shapes (DESIGN.md §9), `mj.compile(fused)` of the hand-written
+μGraph runs against `jax.jit` of the reference program, both on device-resident arrays, in one
+process and alternating call by call (the machines here are shared, so only ratios measured
+side by side mean anything). Each program is timed with the paper's tiling and with a tiling
+chosen for a 2-core CPU. Prints a markdown table of median milliseconds and speedups.
+
+    python benchmarks/kernels.py [--runs 30] [--only rmsnorm_linear_bs8,gated_mlp] [--json out]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+
+import jax
+import numpy as np
+
+import mirage_jax as mj
+from mirage_jax import paper_graphs as pg
+
+# (row name, builder, tiling name, builder keyword arguments). The CPU tilings give each of
+# the 2 cores one block with a wide column range that walks K in short steps (DESIGN.md §6:
+# stream W a few rows of K at a time), or for attention long KV runs per iteration.
+CASES = [
+    ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "paper", dict(batch=8)),
+    ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "cpu",
+     dict(batch=8, col_tile=3072, k_tile=8)),
+    ("rmsnorm_linear_bs1", pg.rmsnorm_linear, "paper", dict(batch=1)),
+    ("rmsnorm_linear_bs1", pg.rmsnorm_linear, "cpu",
+     dict(batch=1, col_tile=3072, k_tile=8)),
+    ("gated_mlp", pg.gated_mlp, "paper", dict()),
+    ("gated_mlp", pg.gated_mlp, "cpu", dict(col_tile=2048, k_tile=8)),
+    ("gqa_decode", pg.gqa_decode, "paper", dict()),
+    ("gqa_decode", pg.gqa_decode, "cpu", dict(kv_splits=2, forloop=2)),
+]
+
+
+def _inputs(graph, seed=0):
+    rng = np.random.default_rng(seed)
+    return [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
+            for t in graph.inputs]
+
+
+def _block(out):
+    jax.block_until_ready(out)
+    return out
+
+
+def _max_rel_err(got, want):
+    got = np.asarray(got, np.float64)
+    want = np.asarray(want, np.float64)
+    return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+
+
+def time_pair(xla_fn, mj_fn, args, runs, warmup=3):
+    for _ in range(warmup):
+        _block(xla_fn(*args))
+        _block(mj_fn(*args))
+    xs, ms = [], []
+    for i in range(runs):
+        # Alternate which goes first, so that neither always follows the other's cache state.
+        order = ((xla_fn, xs), (mj_fn, ms)) if i % 2 == 0 else ((mj_fn, ms), (xla_fn, xs))
+        for fn, into in order:
+            t0 = time.perf_counter()
+            _block(fn(*args))
+            into.append(time.perf_counter() - t0)
+    return statistics.median(xs) * 1e3, statistics.median(ms) * 1e3
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--only", default="", help="comma-separated row names or name:tiling")
+    parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    only = {s for s in args.only.split(",") if s}
+
+    rows = []
+    for name, build, tiling, kwargs in CASES:
+        if only and name not in only and f"{name}:{tiling}" not in only:
+            continue
+        ref, fused = build(**kwargs)
+        inputs = _inputs(ref)
+        xla_fn = jax.jit(mj.compile(ref))
+        mj_fn = jax.jit(mj.compile(fused))
+        err = _max_rel_err(mj_fn(*inputs)[0], xla_fn(*inputs)[0])
+        load = os.getloadavg()[0]
+        xla_ms, mj_ms = time_pair(xla_fn, mj_fn, inputs, args.runs)
+        rows.append(dict(program=name, tiling=tiling, params=kwargs, xla_ms=xla_ms,
+                         mirage_ms=mj_ms, speedup=xla_ms / mj_ms, max_rel_err=err,
+                         load=load))
+        print(f"  {name} [{tiling}] xla {xla_ms:.2f} ms, mirage {mj_ms:.2f} ms "
+              f"({xla_ms / mj_ms:.2f}x, err {err:.1e}, load {load:.1f})", flush=True)
+
+    print()
+    print("| program | tiling | XLA ms | mirage_jax ms | speedup | max rel err |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        params = ", ".join(f"{k}={v}" for k, v in r["params"].items() if k != "batch")
+        print(f"| {r['program']} | {r['tiling']} ({params or 'defaults'}) | {r['xla_ms']:.2f} "
+              f"| {r['mirage_ms']:.2f} | {r['speedup']:.2f}x | {r['max_rel_err']:.1e} |")
+    for tiling in sorted({r["tiling"] for r in rows}):
+        sp = [r["speedup"] for r in rows if r["tiling"] == tiling]
+        print(f"\ngeometric mean speedup, {tiling} tilings: "
+              f"{math.exp(sum(map(math.log, sp)) / len(sp)):.2f}x over {len(sp)} programs")
+    print(f"load average at the end: {os.getloadavg()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+#include "cc/search/recomputation.h"
+
+namespace mj {
+
+bool recomputes_existing(const std::vector<TensorFacts>& facts, ExprId expr,
+                         const DimClasses& classes, Pruner& pruner) {
+  if (!pruner.enabled()) return false;
+  for (const TensorFacts& f : facts) {
+    if (f.classes == classes && pruner.same_value(f.expr, expr)) return true;
+  }
+  return false;
+}
+
+}  // namespace mj

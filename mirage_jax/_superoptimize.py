@@ -1,0 +1,272 @@
+"""superoptimize: search (or the search cache), compile the cost model's best few, time them
+against XLA, check the winner in floats, and return the fastest correct one (DESIGN.md §1, §4).
+
+The original graph, run by XLA, is always timed and always the fallback, so the result is
+never slower than XLA by more than timing noise and never wrong: every candidate that cannot
+be compiled, run, re-verified or float-checked is dropped, and one warning lists them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import warnings
+from collections.abc import Callable
+
+from absl import logging
+
+from mirage_jax import _args, _compile, _float_check, _profile, _search
+from mirage_jax._search import SearchConfig, SearchResult
+from mirage_jax._verify import VerifyResult, verify_equivalent
+from mirage_jax.graph import KernelGraph
+from mirage_jax.runtime import cache, search_cache
+
+XLA = "xla"  # the timings key of the original graph run by XLA
+_SEED = 0  # of the random data the candidates are timed and float-checked on
+
+
+class Superoptimized:
+    """The chosen graph as a function of jax arrays (one per input of the original graph, in
+    order) returning a tuple with one array per output, like mj.compile's; it runs jitted.
+
+    graph: the chosen KernelGraph (the original one when XLA won).
+    source: the generated code of its kernels; "" when it runs on XLA alone.
+    timings: median seconds per call by candidate hash, and "xla" for the original.
+    speedup: the original's time over the chosen one's (1.0 when XLA won).
+    """
+
+    def __init__(self, graph: KernelGraph, fn: Callable, source: str,
+                 timings: dict[str, float], speedup: float, report_text: str):
+        self.graph = graph
+        self.source = source
+        self.timings = timings
+        self.speedup = speedup
+        self._fn = fn
+        self._report = report_text
+
+    def __call__(self, *args):
+        return self._fn(*args)
+
+    def report(self) -> str:
+        """What was searched and found, how the choice was verified, and the timings."""
+        return self._report
+
+    def __repr__(self):
+        return f"<Superoptimized {self.graph.label}: {self.speedup:.2f}x vs XLA>"
+
+
+def superoptimize(kg: KernelGraph, config: SearchConfig | None = None, backend: str = "cpu",
+                  cache_dir: str | os.PathLike | None = None, top_k: int = 4,
+                  progress: bool = True) -> Superoptimized:
+    """The fastest verified equivalent of `kg` found by the search, as a callable.
+
+    config: the search's (default SearchConfig()). cache_dir: the cache root for search
+    results and kernels (default $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax); a warm cache
+    does no search and no compilation. top_k: how many of the cost model's best candidates
+    are compiled and timed; the original is timed (by XLA) whether or not it is among them.
+    progress: show the search's progress and log each stage.
+    """
+    if not isinstance(kg, KernelGraph):
+        raise TypeError(f"superoptimize: argument 'kg' must be a mirage_jax KernelGraph, "
+                        f"got {type(kg).__name__}")
+    if config is None:
+        config = SearchConfig()
+    elif not isinstance(config, SearchConfig):
+        raise TypeError(f"superoptimize: argument 'config' must be a mirage_jax SearchConfig, "
+                        f"got {type(config).__name__}")
+    _compile._check_backend(backend, "superoptimize")
+    top_k = _args.integer(top_k, "superoptimize", "top_k")
+    if top_k < 1:
+        raise ValueError(f"superoptimize: argument 'top_k' must be >= 1, got {top_k}")
+    if not isinstance(progress, bool):
+        raise TypeError(f"superoptimize: argument 'progress' must be a bool, "
+                        f"got {type(progress).__name__}")
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise TypeError(f"superoptimize: argument 'cache_dir' must be a path, "
+                        f"got {type(cache_dir).__name__}")
+    root = cache.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
+    with root:
+        return _Run(kg, config, backend, top_k, progress).choose()
+
+
+def _error_head(e: BaseException) -> str:
+    """The first lines of an error: enough to name it, short enough for a warning."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    head = " | ".join(lines[:3]) or "(no message)"
+    return f"{type(e).__name__}: {head[:400]}"
+
+
+class _Run:
+    """One superoptimize call; its fields are what the report tells."""
+
+    def __init__(self, kg, config, backend, top_k, progress):
+        self.kg, self.config, self.backend = kg, config, backend
+        self.top_k, self.progress = top_k, progress
+        self.dropped: list[tuple[str, str]] = []  # (candidate hash, why)
+        self.search_note = ""
+        self.result: SearchResult | None = None
+
+    def _log(self, message: str, *args) -> None:
+        if self.progress:
+            logging.info("superoptimize: " + message, *args)
+
+    # -- search ------------------------------------------------------------------------
+
+    def _search(self) -> SearchResult | None:
+        def run():
+            return _search.search(self.kg, self.config, progress=self.progress)
+
+        try:
+            try:
+                result, hit = search_cache.cached_search(self.kg, self.config, self.backend, run)
+            except OSError as e:
+                warnings.warn(f"mirage_jax: the search cache is unusable ({e}); searching "
+                              f"without it", RuntimeWarning, stacklevel=4)
+                result, hit = run(), False
+        except Exception as e:  # noqa: BLE001 (any failure falls back to XLA, named)
+            self.search_note = f"the search failed ({_error_head(e)})"
+            return None
+        self.search_note = ("loaded from the search cache (no search run)" if hit
+                            else f"searched: {result.stats}")
+        if result.reason:
+            self.search_note += f"; reason: {result.reason}"
+        return result
+
+    # -- compile, run once -------------------------------------------------------------
+
+    def _compiled(self, graph: KernelGraph, name: str, inputs) -> tuple[Callable, tuple] | None:
+        """(jitted function, its outputs on `inputs`), or None when it failed (recorded)."""
+        import jax
+
+        stage = "compilation"
+        try:
+            fn = jax.jit(_compile.compile(graph, self.backend))
+            stage = "first run"
+            outputs = jax.block_until_ready(fn(*inputs))
+        except Exception as e:  # noqa: BLE001 (a bad candidate is dropped, not fatal)
+            self.dropped.append((name, f"{stage} failed: {_error_head(e)}"))
+            return None
+        return fn, outputs
+
+    # -- the whole run ---------------------------------------------------------------
+
+    def choose(self) -> Superoptimized:
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        original = self.kg.hash()
+        self.result = self._search()
+        contenders = []
+        if self.result is not None:
+            ranked = list(zip(self.result.candidates, self.result.costs))[: self.top_k]
+            contenders = [(c, cost) for c, cost in ranked if c.hash() != original]
+        self.costs = {c.hash(): cost for c, cost in contenders}
+
+        rng = np.random.default_rng(_SEED)
+        inputs = [jax.device_put(jnp.asarray(rng.standard_normal(t.shape), dtype=t.dtype))
+                  for t in self.kg.inputs]
+        # The original is compiled outside the try: it is the fallback, so its failure
+        # (a user's customized op that does not compile) is the caller's error to see.
+        xla_fn = jax.jit(_compile.compile(self.kg, self.backend))
+        want = jax.block_until_ready(xla_fn(*inputs))
+
+        runnable = {}
+        for i, (graph, _) in enumerate(contenders):
+            name = graph.hash()
+            self._log("compiling candidate %d/%d (%s)", i + 1, len(contenders), name)
+            compiled = self._compiled(graph, name, inputs)
+            if compiled is not None:
+                runnable[name] = (graph, *compiled)
+
+        self._log("timing %d candidates and XLA", len(runnable))
+        functions = {XLA: xla_fn, **{name: fn for name, (_, fn, _) in runnable.items()}}
+        self.timings, self.rounds = _profile.median_times(functions, inputs)
+
+        chosen, fn, self.verification, self.float_check = self.kg, xla_fn, None, None
+        input_dtypes = [t.dtype for t in self.kg.inputs]
+        for name in sorted(runnable, key=self.timings.__getitem__):
+            if self.timings[name] >= self.timings[XLA]:
+                break
+            graph, candidate_fn, outputs = runnable[name]
+            # Trials independent of the search's own (another seed): a second, fresh proof, which
+            # also guards against a cache entry edited behind its checksum's back.
+            verdict = verify_equivalent(self.kg, graph, seed=(self.config.seed + 1) % 2**64)
+            if not verdict:
+                self.dropped.append((name, f"the verifier rejects it: {verdict.reason}"))
+                continue
+            check = _float_check.check_outputs(outputs, want, input_dtypes)
+            if not check:
+                self.dropped.append((name, f"float check failed: {check.detail}"))
+                continue
+            chosen, fn, self.verification, self.float_check = graph, candidate_fn, verdict, check
+            break
+
+        self._warn_dropped(chosen)
+        chosen_time = self.timings[XLA] if chosen is self.kg else self.timings[chosen.hash()]
+        speedup = self.timings[XLA] / chosen_time if chosen_time > 0 else 1.0
+        source = "" if chosen is self.kg else _compile.generate_code(chosen, self.backend)
+        return Superoptimized(chosen, fn, source, dict(self.timings), speedup,
+                              self._report(chosen, speedup))
+
+    def _warn_dropped(self, chosen: KernelGraph) -> None:
+        notes = [self.search_note]
+        if self.result is not None:
+            notes = [f"candidate {name} dropped: {why}" for name, why in self.dropped]
+            if not self.result.candidates:
+                notes.append(f"the search found no candidate ({self.result.reason})")
+        if not notes:
+            return
+        outcome = (f"running {self._original()}" if chosen is self.kg
+                   else f"using candidate {chosen.hash()}")
+        warnings.warn(f"mirage_jax.superoptimize({self.kg.label}): {'; '.join(notes)}; "
+                      f"{outcome}", RuntimeWarning, stacklevel=4)
+
+    # -- report ------------------------------------------------------------------------
+
+    def _original(self) -> str:
+        if any(op.kind == "customized" for op in self.kg.ops):
+            return "the graph as given (its own kernels, the rest with XLA)"
+        return "the original graph with XLA"
+
+    def _report(self, chosen: KernelGraph, speedup: float) -> str:
+        lines = [f"superoptimize {self.kg.label} (hash {self.kg.hash()}), backend "
+                 f"{self.backend}, target {self.config.target}",
+                 f"search: {self.search_note}"]
+        if self.result is not None:
+            found = len(self.result.candidates)
+            lines.append(f"candidates: {found} verified by the search; the cost model's top "
+                         f"{min(self.top_k, found)} were timed, and the original")
+        if chosen is self.kg:
+            lines.append(f"chosen: {self._original()} (no candidate that survived the checks "
+                         f"was faster)")
+        else:
+            kernels = [op.block_graph for op in chosen.ops if op.kind == "customized"]
+            shapes = ", ".join(f"grid {bg.grid} for-loop {bg.forloop_range}" for bg in kernels)
+            lines.append(f"chosen: candidate {chosen.hash()}, {len(kernels)} generated "
+                         f"kernel(s) ({shapes or 'kernel-level ops only'})")
+            lines.append(f"verification: {_describe(self.verification)}")
+            lines.append(f"float check at full size vs XLA's output of the original on random "
+                         f"data: {self.float_check}")
+        lines.append(f"timings (median of {self.rounds} alternating rounds, device arrays):")
+        for name, seconds in sorted(self.timings.items(), key=lambda kv: kv[1]):
+            label = "xla (the original graph)" if name == XLA else name
+            cost = self.costs.get(name)
+            estimate = f"  (cost model: {cost * 1e3:.3f} ms)" if cost is not None else ""
+            mark = "  <- chosen" if name == (XLA if chosen is self.kg else chosen.hash()) else ""
+            lines.append(f"  {label:<34} {seconds * 1e3:9.3f} ms{estimate}{mark}")
+        lines.append(f"speedup over XLA: {speedup:.2f}x")
+        for name, why in self.dropped:
+            lines.append(f"dropped {name}: {why}")
+        if chosen is not self.kg:
+            lines.append(f"chosen graph:\n{chosen}")
+        return "\n".join(lines)
+
+
+def _describe(verdict: VerifyResult) -> str:
+    bound = math.log2(verdict.false_accept_bound) if verdict.false_accept_bound > 0 else -math.inf
+    shrunk = "on a shrunk instance (same grids and for-loops, tiny tiles)" if verdict.shrunk \
+        else "at full size"
+    return (f"equivalent to the original by finite-field fingerprints, {verdict.trials} "
+            f"trials {shrunk}, false-accept bound 2^{bound:.1f}")

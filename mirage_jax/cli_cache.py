@@ -1,0 +1,66 @@
+"""python -m mirage_jax cache {list,verify,clear}: the printing side of runtime/cache_admin."""
+
+from __future__ import annotations
+
+import shutil
+
+from mirage_jax.runtime import cache, cache_admin
+
+
+def run_cache(action: str, yes: bool = False) -> int:
+    root = cache.cache_root()
+    if action == "list":
+        return _list(root)
+    if action == "verify":
+        return _verify(root)
+    if action == "clear":
+        return _clear(root, yes)
+    raise ValueError(f"cache: unknown action {action!r} (list, verify, clear)")
+
+
+def _list(root) -> int:
+    found = list(cache_admin.entries(root))
+    print(f"cache {root}: {len(found)} entries, "
+          f"{cache_admin.human_size(sum(e.size for e in found))}")
+    if found:
+        print(f"  {'kind':<7} {'key':<32} {'size':>10} {'age':>5}")
+    for e in found:
+        print(f"  {e.kind:<7} {e.key:<32} {cache_admin.human_size(e.size):>10} "
+              f"{cache_admin.human_age(e.age_s):>5}")
+    return 0
+
+
+def _verify(root) -> int:
+    corrupt = 0
+    checked = 0
+    for e in cache_admin.entries(root):
+        checked += 1
+        problem = e.problem()
+        if problem is None:
+            print(f"  ok       {e.kind:<7} {e.key}")
+            continue
+        corrupt += 1
+        # A process may have the library loaded; removing the directory leaves its mapping
+        # intact, and the next lookup rebuilds the entry.
+        shutil.rmtree(e.path, ignore_errors=True)
+        print(f"  CORRUPT  {e.kind:<7} {e.key}: {problem}; removed")
+    print(f"cache {root}: {checked} entries checked, {corrupt} corrupt"
+          + (" (removed; they are rebuilt when next needed)" if corrupt else ""))
+    return 1 if corrupt else 0
+
+
+def _clear(root, yes: bool) -> int:
+    directories = cache_admin.cache_directories(root)
+    found = list(cache_admin.entries(root))
+    total = cache_admin.human_size(sum(e.size for e in found))
+    if not yes:
+        print(f"cache {root}: would remove {len(found)} entries ({total}):")
+        for e in found:
+            print(f"  {e.kind:<7} {e.key}")
+        print(f"by removing {', '.join(str(d) for d in directories) or 'nothing'}")
+        print("nothing removed; run again with --yes to remove them")
+        return 0
+    for d in directories:
+        shutil.rmtree(d)
+    print(f"cache {root}: removed {len(found)} entries ({total})")
+    return 0

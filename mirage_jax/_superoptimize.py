@@ -106,6 +106,11 @@ class _Run:
         self.dropped: list[tuple[str, str]] = []  # (candidate hash, why)
         self.search_note = ""
         self.result: SearchResult | None = None
+        self.costs: dict[str, float] = {}  # the cost model's estimate of each timed candidate
+        self.timings: dict[str, float] = {}
+        self.rounds = 0
+        self.verification: VerifyResult | None = None  # of the chosen candidate
+        self.float_check: _float_check.FloatCheck | None = None  # of the chosen candidate
 
     def _log(self, message: str, *args) -> None:
         if self.progress:
@@ -184,7 +189,7 @@ class _Run:
         functions = {XLA: xla_fn, **{name: fn for name, (_, fn, _) in runnable.items()}}
         self.timings, self.rounds = _profile.median_times(functions, inputs)
 
-        chosen, fn, self.verification, self.float_check = self.kg, xla_fn, None, None
+        chosen, fn = self.kg, xla_fn
         input_dtypes = [t.dtype for t in self.kg.inputs]
         for name in sorted(runnable, key=self.timings.__getitem__):
             if self.timings[name] >= self.timings[XLA]:

@@ -1,6 +1,7 @@
 """python -m mirage_jax cache {list,verify,clear}: listing both kinds of entries, finding and
 removing a corrupt one, and clearing only with --yes."""
 
+import json
 import os
 import re
 import subprocess
@@ -75,6 +76,19 @@ def test_verify_catches_a_search_entry_without_metadata(root, capsys):
     status, out = run(capsys, "verify")
     assert status == 1 and re.search(f"CORRUPT  search  {key}: unreadable", out)
     assert keys(root, "searches") == []
+
+
+def test_verify_catches_a_search_entry_whose_graphs_do_not_load(root, capsys):
+    (key,) = keys(root, "searches")
+    entry = root / "searches" / key
+    doc = json.loads((entry / "result.json").read_text())
+    doc["candidates"][0] = doc["candidates"][0].replace("16", "17", 1)  # shapes that clash
+    (entry / "result.json").write_text(json.dumps(doc))
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["sha256"] = cache.sha256_of(entry / "result.json")  # a matching checksum
+    (entry / "meta.json").write_text(json.dumps(meta))
+    status, out = run(capsys, "verify")
+    assert status == 1 and f"CORRUPT  search  {key}: its result does not load" in out
 
 
 def test_clear_without_yes_only_says_what_it_would_remove(root, capsys):

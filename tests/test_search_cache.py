@@ -143,6 +143,15 @@ def test_concurrent_threads_search_a_key_once(root):
     assert sorted(hits) == [False, True, True, True]
 
 
+def skip_if_the_core_changed(*digests):
+    """The key covers the C++ core's bytes, and an editable install rebuilds the core when a
+    process imports it after a C++ edit: processes on either side of such a rebuild rightly
+    share no entries."""
+    if len(set(digests)) > 1:
+        pytest.skip("the C++ core was rebuilt while this test ran (an editable install with "
+                    "C++ being edited); its processes use different search keys")
+
+
 # Each process searches with a slow stand-in that logs its start and end, so overlapping
 # searches would show as interleaved lines.
 PROCESS_SCRIPT = textwrap.dedent("""
@@ -160,7 +169,7 @@ PROCESS_SCRIPT = textwrap.dedent("""
         return t.fake_result()
 
     result, hit = search_cache.cached_search(t.graphs()[0], t.CONFIG, "cpu", search)
-    print("hit" if hit else "searched", len(result))
+    print("hit" if hit else "searched", len(result), search_cache._core_digest())
 """)
 
 
@@ -170,7 +179,8 @@ def test_a_second_process_waits_for_the_first_and_reads_its_result(root, tmp_pat
     command = [sys.executable, "-P", "-c", PROCESS_SCRIPT, os.path.dirname(__file__), str(log)]
     processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
                  for _ in range(2)]
-    outputs = sorted(p.communicate(timeout=120)[0].strip() for p in processes)
+    outputs = sorted(p.communicate(timeout=120)[0].split() for p in processes)
     assert [p.returncode for p in processes] == [0, 0]
-    assert outputs == ["hit 2", "searched 2"]
+    skip_if_the_core_changed(*(digest for _, _, digest in outputs))
+    assert [line[:2] for line in outputs] == [["hit", "2"], ["searched", "2"]]
     assert log.read_text() == "start\nend\n"

@@ -21,11 +21,12 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
     random_inputs,
     session_kernel_cache,
 )
+from test_search_cache import skip_if_the_core_changed
 
 import mirage_jax as mj
-from mirage_jax import _compile, _core, _profile
+from mirage_jax import _compile, _core, _float_check, _profile
 from mirage_jax.paper_graphs import rmsnorm_linear
-from mirage_jax.runtime import KernelCompileError, compiler
+from mirage_jax.runtime import KernelCompileError, compiler, search_cache
 
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
 TOP_K = 2
@@ -226,6 +227,30 @@ def test_bad_arguments_are_named(kwargs, error, message):
         mj.superoptimize(reference(), **kwargs)
 
 
+# ------------------------------------------------------------------------ float check
+
+
+def test_the_float_tolerance_follows_the_least_precise_dtype():
+    assert _float_check.tolerance(["float32"]) == 2.0**-13
+    assert _float_check.tolerance(["float32", "bfloat16"]) == 4 * 2.0**-7
+    assert _float_check.tolerance(["float16", "float32"]) == 4 * 2.0**-10
+
+
+def test_the_float_check_is_normwise_and_matches_non_finite_values_exactly():
+    want = np.array([[100.0, 1e-3], [np.nan, -np.inf]], np.float32)
+    tol = 2.0**-13
+    near = want + np.array([[0.0, 0.9 * tol * 100], [0.0, 0.0]], np.float32)
+    ok = _float_check.check_outputs([near], [want], ["float32"])
+    assert ok and ok.error == pytest.approx(0.9 * tol, rel=1e-3) and ok.tolerance == tol
+    far = want + np.array([[0.0, 1.1 * tol * 100], [0.0, 0.0]], np.float32)
+    bad = _float_check.check_outputs([far], [want], ["float32"])
+    assert not bad and bad.detail.startswith("output 0: error 0.000134 > tolerance 0.000122")
+    swapped = np.array([[100.0, 1e-3], [-np.inf, np.nan]], np.float32)
+    assert "non-finite" in _float_check.check_outputs([swapped], [want], ["float32"]).detail
+    assert "1 outputs, expected 2" in _float_check.check_outputs([want], [want, want],
+                                                                  ["float32"]).detail
+
+
 # ------------------------------------------------------------------------- warm cache
 
 
@@ -254,7 +279,7 @@ WARM_PROCESS = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     import mirage_jax as mj
     from mirage_jax import _core, _profile
-    from mirage_jax.runtime import compiler
+    from mirage_jax.runtime import compiler, search_cache
     import test_superoptimize as t
 
     _profile.BUDGET_S = 0.1
@@ -273,6 +298,7 @@ WARM_PROCESS = textwrap.dedent("""
     compiler.compile_shared_library = compile_library
     f = t.superoptimize()
     counts["timed"] = sorted(f.timings)
+    counts["core"] = search_cache._core_digest()
     print(json.dumps(counts))
 """)
 
@@ -289,4 +315,5 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout.strip().splitlines()[-1])
+    skip_if_the_core_changed(counts.pop("core"), search_cache._core_digest())
     assert counts == {"search": 0, "compile": 0, "timed": sorted(f.timings)}

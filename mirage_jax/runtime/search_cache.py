@@ -103,6 +103,12 @@ def _load(entry: Path):
         return None, f"its result does not load ({type(e).__name__}: {e})"
 
 
+def load_problem(entry: Path) -> str | None:
+    """None when `entry` loads as a sound result, else what is wrong (the thorough check of
+    `cache verify`: the checksum, then every candidate graph through the IR's checks)."""
+    return _load(entry)[1]
+
+
 def _store(searches: Path, key: str, result) -> None:
     with cache.staged_entry(searches, key) as staging:
         (staging / _RESULT).write_text(_encode(result))
@@ -131,7 +137,7 @@ def cached_search(graph, config, backend: str, run_search: Callable):
                 f"mirage_jax: cached search result {entry} is corrupt ({problem}); "
                 f"deleting it and searching again",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=2,
             )
             shutil.rmtree(entry)
         result = run_search()

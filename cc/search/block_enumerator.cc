@@ -1,10 +1,6 @@
 #include "cc/search/block_enumerator.h"
 
 #include <algorithm>
-#include <atomic>
-#include <cstdio>
-#include <mutex>
-#include "cc/ir/print.h"
 
 #include "cc/ir/error.h"
 #include "cc/ir/hash.h"
@@ -16,7 +12,7 @@
 #include "cc/search/stabilizers.h"
 
 namespace mj {
-std::atomic<long long> g_dbg[64][8];
+
 namespace {
 
 // The classes of an input's tile. A loop walking a stack of partial results chunk by chunk
@@ -76,7 +72,7 @@ void BlockSearch::expand(const BlockState& s) {
     if (s.last_key && !(*s.last_key < key)) return;
     const auto phase = result_phase(g, op);
     if (!phase) return;
-    if (!reads_stabilizers_only_to_subtract(g, op, s.facts)) return;
+    if (!reads_stabilizers_only_to_subtract(op, s.facts, worker.pruner)) return;
     if (op.kind == OpKind::kConcat &&
         g.tensor(op.inputs[0]).shape.size() != g.tensor(op.inputs[1]).shape.size()) {
       return;
@@ -99,14 +95,13 @@ void BlockSearch::expand(const BlockState& s) {
     auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
     if (!classes) return;
     if (!max_over_stabilized_index(op, in_classes[0], shared.classes.max_reduced)) return;
-    if (!subtracts_stabilizer(op, s.facts) &&
+    if (dedupes_values(shared.config) && !subtracts_stabilizer(op, s.facts) &&
         recomputes_existing(s.facts, expr, *classes, worker.pruner)) {
       return;
     }
     if (!accumulates_loop_index_only(op, in_classes[0], layout.loop_class)) return;
     if (!allow_partials && reduces_split_index(op, in_classes[0], layout)) return;
     if (rescales_by_block_max(op, in_classes[0], layout)) return;
-    g_dbg[int(op.kind)][std::min(s.ops,7)]++;
     BlockState child;
     child.graph = std::make_shared<BlockGraph>(g);
     try {
@@ -117,7 +112,7 @@ void BlockSearch::expand(const BlockState& s) {
     child.facts = s.facts;
     child.table = concat_table ? std::move(*concat_table) : s.table;
     for (int t : op.inputs) ++child.facts[t].consumers;
-    child.facts.push_back(TensorFacts{expr, *classes, 0, is_max_op(op)});
+    child.facts.push_back(new_tensor_facts(op, expr, *classes, s.facts));
     child.last_key = std::move(key);
     child.ops = s.ops + 1;
     expand(child);
@@ -177,21 +172,25 @@ void BlockSearch::store_outputs(const BlockState& s, const std::vector<int>& out
   for (int t : inputs) ++child.facts[t].consumers;
   for (size_t k = 0; k < outs.size(); ++k) {
     const TensorFacts& tile = s.facts[outs[k]];
-    TensorFacts f{tile.expr, tile.classes, 0, tile.stabilizer};
+    TensorFacts f = tile;
+    f.consumers = 0;
     // A grid axis that stores along a dim of another index stacks partial results there.
     for (int a = 0; a < 3; ++a) {
       const int d = chosen[k][a];
       if (d >= 0 && f.classes[d] != layout.axis_class[a]) {
+        // A later kernel sums the partials, which completes nothing but a partial sum.
+        if (!worker.pruner.is_partial_sum(f.expr)) return;
         f.classes[d] = child.table.stacked_of(f.classes[d], layout.axis_class[a], layout.grid[a]);
       }
     }
-    if (recomputes_existing(child.facts, f.expr, f.classes, worker.pruner)) return;
+    if (dedupes_values(shared.config) &&
+        recomputes_existing(child.facts, f.expr, f.classes, worker.pruner)) {
+      return;
+    }
     child.facts.push_back(std::move(f));
   }
   child.ops = parent.ops + 1;
   child.block_graphs = parent.block_graphs + 1;
-  g_dbg[61][parent.ops]++;
-  if (parent.ops == 0) { static std::mutex mu; std::lock_guard<std::mutex> l(mu); std::fprintf(stderr, "=== CLOSE\n%s\n", to_string(child.graph).c_str()); }
   on_close(std::move(child));
 }
 
@@ -200,9 +199,14 @@ void BlockSearch::store_outputs(const BlockState& s, const std::vector<int>& out
 void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& inputs,
                             const BlockLayout& layout, SearchShared& shared, Worker& worker,
                             const std::function<void(KernelState&&)>& on_close) {
-  const int cap = block_output_cap(parent, inputs, shared);
+  int cap = block_output_cap(parent, inputs, shared);
+  // Under the "attention" preset a block graph that makes no partial results ends the
+  // candidate (search.h), so it stores exactly the target's outputs.
+  if (preset_splits_reductions(shared.config) &&
+      !splits_reduced_index(layout, shared.output_classes)) {
+    cap = std::min(cap, int(shared.target.output_ids().size()));
+  }
   if (cap < 1) return;
-  g_dbg[60][parent.ops]++;
   BlockState s;
   s.table = parent.table;
   s.graph = std::make_shared<BlockGraph>(layout.grid, layout.forloop_range);
@@ -211,9 +215,10 @@ void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& i
       const Tensor& t = parent.graph.tensor(inputs[i]);
       s.graph->new_input(t.shape, t.dtype, layout.imaps[i], layout.fmaps[i]);
       const TensorFacts& kernel = parent.facts[inputs[i]];
-      s.facts.push_back(TensorFacts{
-          kernel.expr, tile_classes(kernel.classes, layout.fmaps[i], layout, parent.table), 0,
-          kernel.stabilizer});
+      TensorFacts f = kernel;
+      f.classes = tile_classes(kernel.classes, layout.fmaps[i], layout, parent.table);
+      f.consumers = 0;
+      s.facts.push_back(std::move(f));
     }
   } catch (const IrError&) {
     return;

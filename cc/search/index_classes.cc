@@ -1,6 +1,7 @@
 #include "cc/search/index_classes.h"
 
 #include <numeric>
+#include <set>
 
 namespace mj {
 
@@ -123,6 +124,28 @@ TargetClasses target_classes(const KernelGraph& target) {
   };
   for (int t : target.input_ids()) tc.inputs.push_back(classes_of(t));
   for (int t : target.output_ids()) tc.outputs.push_back(classes_of(t));
+  std::set<int> combinable;
+  std::vector<int> stack(target.output_ids().begin(), target.output_ids().end());
+  std::vector<bool> seen(target.tensors().size(), false);
+  while (!stack.empty()) {
+    const int t = stack.back();
+    stack.pop_back();
+    if (seen[t]) continue;
+    seen[t] = true;
+    const Op& op = target.ops()[target.tensor(t).producer];
+    int summed = kUnitClass;
+    if (op.kind == OpKind::kMatmul) {
+      summed = classes_of(op.inputs[0]).back();
+    } else if (op.kind == OpKind::kReduce && op.reduce != ReduceKind::kMax) {
+      summed = classes_of(op.inputs[0])[op.dim];
+    } else if (!(is_binary_elementwise(op.kind) || op.kind == OpKind::kNeg ||
+                 op.kind == OpKind::kMulScalar)) {
+      continue;  // an input, or a nonlinear op: nothing below it is combinable
+    }
+    if (summed != kUnitClass) combinable.insert(summed);
+    for (int x : op.inputs) stack.push_back(x);
+  }
+  tc.combinable.assign(combinable.begin(), combinable.end());
   for (const Op& op : target.ops()) {
     if (op.kind != OpKind::kReduce || op.reduce != ReduceKind::kMax) continue;
     const int c = classes_of(op.inputs[0])[op.dim];

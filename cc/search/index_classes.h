@@ -58,6 +58,11 @@ struct TargetClasses {
   // The classes the target takes a max over: a stabilizer only cancels in a softmax over
   // the same index (stabilizers.h).
   std::vector<int> max_reduced;
+  // The reduced classes whose partial sums a later kernel can add up: those the outputs sum
+  // over outside every nonlinear op (a sum inside exp(...) cannot be completed after the
+  // exp). Found by walking back from the outputs through the linear ops and the products
+  // and quotients (whose operands a combining kernel sums before it multiplies).
+  std::vector<int> combinable;
 };
 TargetClasses target_classes(const KernelGraph& target);
 

@@ -54,5 +54,31 @@ TEST(IndexClasses, AccumulatorsOverTheLastDimMakeItAUnitAndConcatInterns) {
   EXPECT_EQ(t.size((*x)[1]), 6);
 }
 
+TEST(IndexClasses, StacksOfOneSplitShareTheirChunkIndex) {
+  ClassTable t;
+  const int q = t.fresh(16), d = t.fresh(8), kv = t.fresh(64);
+  const int ev = t.stacked_of(d, kv, 4), sums = t.stacked_of(kUnitClass, kv, 4);
+  EXPECT_EQ(t.size(ev), 32);
+  EXPECT_EQ(t.size(sums), 4);
+  ASSERT_NE(t.stacking(ev), nullptr);
+  ASSERT_NE(t.stacking(sums), nullptr);
+  EXPECT_EQ(t.stacking(ev)->tile, d);
+  EXPECT_EQ(t.stacking(sums)->tile, kUnitClass);
+  EXPECT_EQ(t.stacking(ev)->chunks, t.stacking(sums)->chunks);  // walked together
+  EXPECT_EQ(t.size(t.stacking(ev)->chunks), 4);
+  EXPECT_NE(t.stacking(t.stacked_of(d, kv, 2))->chunks, t.stacking(ev)->chunks);
+  EXPECT_EQ(t.stacking(q), nullptr);
+}
+
+TEST(IndexClasses, OnlySumsOutsideTheExpCanBeCombinedFromPartials) {
+  // softmax(Q @ K) @ V: the keys are summed outside every nonlinear op (E·V and the row
+  // sums); the head dim of Q @ K only inside exp.
+  const TargetClasses c = target_classes(search_test::attention(16, 8, 64));
+  const int d_qk = c.inputs[0][1], kv = c.inputs[1][1];
+  EXPECT_EQ(c.combinable, (std::vector<int>{kv}));
+  EXPECT_EQ(c.max_reduced, (std::vector<int>{kv}));
+  EXPECT_NE(d_qk, kv);
+}
+
 }  // namespace
 }  // namespace mj

@@ -17,7 +17,7 @@ namespace mj {
 namespace {
 
 void append_predefined(const KernelState& s, const Op& op, SearchShared& shared, Worker& worker) {
-  if (!reads_stabilizers_only_to_subtract(s.graph, op, s.facts)) return;
+  if (!reads_stabilizers_only_to_subtract(op, s.facts, worker.pruner)) return;
   if (op.kind == OpKind::kConcat &&
       s.graph.tensor(op.inputs[0]).shape.size() != s.graph.tensor(op.inputs[1]).shape.size()) {
     return;
@@ -41,7 +41,7 @@ void append_predefined(const KernelState& s, const Op& op, SearchShared& shared,
   auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
   if (!classes) return;
   if (!max_over_stabilized_index(op, in_classes[0], shared.classes.max_reduced)) return;
-  if (!subtracts_stabilizer(op, s.facts) &&
+  if (dedupes_values(shared.config) && !subtracts_stabilizer(op, s.facts) &&
       recomputes_existing(s.facts, expr, *classes, worker.pruner)) {
     return;
   }
@@ -53,10 +53,21 @@ void append_predefined(const KernelState& s, const Op& op, SearchShared& shared,
   }
   if (concat_table) child.table = std::move(*concat_table);
   for (int t : op.inputs) ++child.facts[t].consumers;
-  child.facts.push_back(TensorFacts{expr, *classes, 0, is_max_op(op)});
+  child.facts.push_back(new_tensor_facts(op, expr, *classes, s.facts));
   child.last_key = OpKey::of(op);
   child.ops = s.ops + 1;
   expand_kernel(child, shared, worker);
+}
+
+// Whether s has stacked partial results (ClassTable::Stacking) that nothing combines yet.
+bool has_pending_partials(const KernelState& s) {
+  for (const TensorFacts& f : s.facts) {
+    if (f.consumers > 0) continue;
+    for (int c : f.classes) {
+      if (c != kUnitClass && s.table.stacking(c)) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -78,6 +89,9 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
   std::vector<KernelMove> moves;
   const SearchConfig& cfg = shared.config;
   if (s.ops >= cfg.max_kernel_ops) return moves;
+  if (preset_splits_reductions(cfg) && s.block_graphs > 0 && !has_pending_partials(s)) {
+    return moves;
+  }
   ProposalOptions opts;
   opts.level = Level::kKernel;
   opts.concat = cfg.preset == "lora";
@@ -101,7 +115,8 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
         specs.push_back({s.graph.tensor(t).shape, s.graph.tensor(t).dtype, s.facts[t].classes});
       }
       const bool partials = partials_allowed(cfg, s.ops);
-      for (BlockLayout& l : block_layouts(specs, shared.output_classes, s.table, cfg, partials)) {
+      for (BlockLayout& l : block_layouts(specs, shared.output_classes, s.table, cfg, partials,
+                                          shared.classes.combinable)) {
         KernelMove m;
         m.opens_block_graph = true;
         m.inputs = chosen;

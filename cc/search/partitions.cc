@@ -185,10 +185,20 @@ bool partials_allowed(const SearchConfig& config, int kernel_ops) {
   return preset_splits_reductions(config) && kernel_ops + 1 < config.max_kernel_ops;
 }
 
+bool splits_reduced_index(const BlockLayout& layout, const std::vector<int>& output_classes) {
+  for (int a = 0; a < 3; ++a) {
+    if (layout.grid[a] > 1 && std::find(output_classes.begin(), output_classes.end(),
+                                        layout.axis_class[a]) == output_classes.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs,
                                        const std::vector<int>& output_classes,
                                        const ClassTable& table, const SearchConfig& config,
-                                       bool partials) {
+                                       bool partials, const std::vector<int>& combinable) {
   std::set<int> present, chunk_indices;
   for (const BlockInputSpec& in : inputs) {
     for (int c : in.classes) {
@@ -200,7 +210,9 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
   const std::set<int> outs(output_classes.begin(), output_classes.end());
   std::vector<int> grid_eligible, loop_eligible;
   for (int c : present) {
-    if (outs.count(c) || partials) grid_eligible.push_back(c);
+    const bool can_combine =
+        partials && std::find(combinable.begin(), combinable.end(), c) != combinable.end();
+    if (outs.count(c) || can_combine) grid_eligible.push_back(c);
     // The loop accumulates over its iterations, which is only right for an index the
     // outputs no longer have. A stack of partials is walked only chunk by chunk (below):
     // any other cut gives tiles mixing several chunks, which no accumulator separates.

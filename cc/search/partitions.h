@@ -45,13 +45,18 @@ bool preset_splits_reductions(const SearchConfig& config);
 // the preset allows them, and a later kernel op is left to combine them.
 bool partials_allowed(const SearchConfig& config, int kernel_ops);
 
+// Whether a grid axis of the layout splits an index the target's outputs do not have, so
+// that the block graph can only store partial results.
+bool splits_reduced_index(const BlockLayout& layout, const std::vector<int>& output_classes);
+
 // Every layout for these inputs, in a deterministic order. `output_classes` are the index
 // classes of the target's outputs (the indices a grid can split without partial results);
-// other indices are split only when `partials`.
+// the reduced indices in `combinable` (TargetClasses::combinable) are split only when
+// `partials`.
 std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs,
                                        const std::vector<int>& output_classes,
                                        const ClassTable& table, const SearchConfig& config,
-                                       bool partials);
+                                       bool partials, const std::vector<int>& combinable = {});
 
 // The omaps that store a tile with these classes (empty: it cannot be stored). A foreign
 // dim (partial results) is allowed only when allow_partials.

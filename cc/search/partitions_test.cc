@@ -95,5 +95,25 @@ TEST(Partitions, OmapsStoreAlongTheSplitIndexOrNowhere) {
   EXPECT_EQ(output_omaps(l, {3, kUnitClass}, true), (std::vector<Dim3>{{1, -1, -1}}));
 }
 
+TEST(Partitions, PartialsAreWalkedOneChunkPerIteration) {
+  // Partial E·V sums [16, 4·8] and partial row sums [16, 4] of a 4-way key split.
+  ClassTable t;
+  const int q = t.fresh(16), d = t.fresh(8), kv = t.fresh(64);
+  const int ev = t.stacked_of(d, kv, 4), sums = t.stacked_of(kUnitClass, kv, 4);
+  const std::vector<BlockInputSpec> inputs = {{{16, 32}, DType::kF32, {q, ev}},
+                                              {{16, 4}, DType::kF32, {q, sums}}};
+  SearchConfig config;
+  const auto layouts = block_layouts(inputs, {q, d}, t, config, false);
+  ASSERT_FALSE(layouts.empty());
+  for (const BlockLayout& l : layouts) {
+    EXPECT_EQ(l.loop_class, t.stacking(ev)->chunks);
+    EXPECT_EQ(l.forloop_range, 4);
+    EXPECT_EQ(l.fmaps, (std::vector<int>{1, 1}));
+    BlockGraph bg(l.grid, l.forloop_range);
+    EXPECT_EQ(bg.tensor(bg.new_input(inputs[0].shape, DType::kF32, l.imaps[0], l.fmaps[0])).shape,
+              (Shape{16 / l.grid[0], 8}));
+  }
+}
+
 }  // namespace
 }  // namespace mj

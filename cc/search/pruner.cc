@@ -39,4 +39,9 @@ bool Pruner::same_value(ExprId a, ExprId b) {
   return g.find(pa.cls) == g.find(pb.cls);
 }
 
+bool Pruner::is_partial_sum(ExprId e) {
+  if (!target_) return true;
+  return oracle_->place(pool_, e).kind == Placement::kPartialSum;
+}
+
 }  // namespace mj

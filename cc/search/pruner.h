@@ -39,6 +39,9 @@ class Pruner {
   // Whether a and b are the same term modulo the axioms: the same e-class of the target, or
   // partial sums of the same count over the same e-class (or the same spelling).
   bool same_value(ExprId a, ExprId b);
+  // Whether e is a partial sum of a sum the target has (subexpression.h), the only thing
+  // summing partial results over blocks can complete. True when pruning is off.
+  bool is_partial_sum(ExprId e);
 
  private:
   const PruningTarget* target_;

@@ -1,6 +1,10 @@
 #include "cc/search/recomputation.h"
 
+#include "cc/search/partitions.h"
+
 namespace mj {
+
+bool dedupes_values(const SearchConfig& config) { return preset_splits_reductions(config); }
 
 bool recomputes_existing(const std::vector<TensorFacts>& facts, ExprId expr,
                          const DimClasses& classes, Pruner& pruner) {

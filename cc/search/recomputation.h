@@ -13,6 +13,11 @@
 
 namespace mj {
 
+// Whether the rule applies: under the "attention" preset, whose multi-kernel space needs it
+// (it halves the split-KV search); the other presets keep the spaces their tests and
+// benchmarks were measured with.
+bool dedupes_values(const SearchConfig& config);
+
 // Whether a new tensor with this expression and these classes equals one of `facts`.
 bool recomputes_existing(const std::vector<TensorFacts>& facts, ExprId expr,
                          const DimClasses& classes, Pruner& pruner);

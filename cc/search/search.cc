@@ -136,10 +136,7 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
       [&](int64_t i, int w) {
         try {
           Worker& worker = *workers[w];
-          auto t0 = Clock::now();
           run_kernel_move(initial_kernel_state(shared, worker), moves[i], shared, worker);
-          double dt = seconds_since(t0);
-          if (dt > 0.5) { const auto& m = moves[i]; std::fprintf(stderr, "TASK %lld %.1fs block=%d kind=%d inputs=%zu grid=(%d,%d,%d) cls=(%d,%d,%d) loop=%d F=%d\n", (long long)i, dt, m.opens_block_graph, int(m.op.kind), m.inputs.size(), m.layout.grid[0], m.layout.grid[1], m.layout.grid[2], m.layout.axis_class[0], m.layout.axis_class[1], m.layout.axis_class[2], m.layout.loop_class, m.layout.forloop_range); }
         } catch (const std::exception& e) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (error.empty()) error = e.what();

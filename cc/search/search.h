@@ -7,10 +7,11 @@
 //
 // The parts, one concept per file: kernel_enumerator (kernel-level steps), block_enumerator
 // (block-level steps), partitions (grids, imaps, fmaps, for-loop ranges, omaps from shapes),
-// index_classes (which dims index the same thing), op_proposals and op_key (what may be
-// appended next, in canonical order), block_op_rules and loose_ends (structural pruning),
-// pruner (abstract-expression pruning with cc/absexpr), candidates (verification),
-// result_set (dedup and order), thread_pool.
+// index_classes (which dims index the same thing, stacks of partial results), op_proposals
+// and op_key (what may be appended next, in canonical order), block_op_rules, loose_ends,
+// stabilizers (where a softmax max may be read) and recomputation (no second copy of a
+// value) for structural pruning, pruner (abstract-expression pruning with cc/absexpr),
+// candidates (verification), result_set (dedup and order), thread_pool.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -24,8 +25,10 @@ namespace mj {
 
 struct SearchConfig {
   // "mlp": grids split only indices that reach the outputs; "attention": grids may also
-  // split a reduced index (split-KV partial results); "lora": allows concat. Presets only
-  // widen or narrow the candidate sets below; they never name graphs.
+  // split a reduced index (split-KV partial results), and the kernel ops after a block
+  // graph are spent only on combining partial results (a block graph that stores none
+  // ends the candidate); "lora": allows concat. Presets only widen or narrow the candidate
+  // sets below; they never name graphs.
   std::string preset = "mlp";
   double time_budget_s = 120;  // wall time; the best found so far comes back when spent
   int threads = 0;             // 0 = std::thread::hardware_concurrency()

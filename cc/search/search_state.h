@@ -24,6 +24,7 @@ struct TensorFacts {
   DimClasses classes;   // index class per dim
   int consumers = 0;    // ops reading it, so dangling results can be found
   bool stabilizer = false;  // a max, or a tile or store of one (stabilizers.h)
+  ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
 };
 
 struct KernelState {

@@ -16,16 +16,30 @@ bool max_over_stabilized_index(const Op& op, const DimClasses& x,
          target_max_classes.end();
 }
 
-bool reads_stabilizers_only_to_subtract(const Graph& g, const Op& op,
-                                        const std::vector<TensorFacts>& facts) {
+bool reads_stabilizers_only_to_subtract(const Op& op, const std::vector<TensorFacts>& facts,
+                                        Pruner& pruner) {
   for (size_t i = 0; i < op.inputs.size(); ++i) {
-    const int t = op.inputs[i];
-    if (!facts[t].stabilizer) continue;
+    const TensorFacts& m = facts[op.inputs[i]];
+    if (!m.stabilizer) continue;
     if (op.kind != OpKind::kSub || i != 1) return false;
-    const Op& producer = g.ops()[g.tensor(t).producer];
-    if (is_max_op(producer) && producer.inputs[0] != op.inputs[0]) return false;
+    const TensorFacts& x = facts[op.inputs[0]];
+    if (x.classes.size() != m.classes.size()) return false;
+    for (size_t d = 0; d < x.classes.size(); ++d) {
+      if (m.classes[d] != x.classes[d] && m.classes[d] != kUnitClass) return false;
+    }
+    if (!pruner.same_value(x.expr, m.stabilizes)) return false;
   }
   return true;
+}
+
+TensorFacts new_tensor_facts(const Op& op, ExprId expr, const DimClasses& classes,
+                             const std::vector<TensorFacts>& facts) {
+  TensorFacts f{expr, classes, 0};
+  if (is_max_op(op)) {
+    f.stabilizer = true;
+    f.stabilizes = facts[op.inputs[0]].expr;
+  }
+  return f;
 }
 
 bool subtracts_stabilizer(const Op& op, const std::vector<TensorFacts>& facts) {

@@ -1,16 +1,17 @@
 #pragma once
 // Where a max may be read. Every max is a softmax stabilizer (docs/ir-semantics.md): the
 // abstract expressions and the finite-field fingerprints take it as the constant 0, so
-// pruning cannot tell a useful max from any other use of it, and every constant built on a
-// max (its negation, a scalar added to it, ...) would pass as a subexpression and multiply
-// the search. A max is useful only the way the target uses one, x - max(x): subtracted from
-// the tensor it was taken of, which leaves x's expression unchanged and keeps exp(x - max x)
-// in range. Where the max was computed in another graph (a kernel tensor read by a block,
-// a block's stored max) "the tensor it was taken of" is not visible; there it may still only
-// be subtracted.
+// neither pruning nor the verifier can tell a useful max from any other use of it: every
+// constant built on a max (its negation, a scalar added to it, ...) passes as a
+// subexpression, and subtracting a max from the wrong tensor passes verification and is
+// wrong in floating point. A max is useful only the way the target uses one, x - max(x):
+// subtracted from (a tile of) the value it was taken of, which keeps exp(x - max x) in range.
+// A max stored by one graph and read by another keeps what it was taken of, so the rule
+// holds across kernels too.
 #include <vector>
 
 #include "cc/ir/graph.h"
+#include "cc/search/pruner.h"
 #include "cc/search/search_state.h"
 
 namespace mj {
@@ -25,9 +26,15 @@ bool max_over_stabilized_index(const Op& op, const DimClasses& x,
                                const std::vector<int>& target_max_classes);
 
 // Whether op reads every stabilizer (TensorFacts::stabilizer) as the subtrahend of
-// sub(x, max(x)).
-bool reads_stabilizers_only_to_subtract(const Graph& g, const Op& op,
-                                        const std::vector<TensorFacts>& facts);
+// sub(x, max(x)): x has the value the max was taken of (Pruner::same_value) and the max's
+// classes, but for the unit it reduced.
+bool reads_stabilizers_only_to_subtract(const Op& op, const std::vector<TensorFacts>& facts,
+                                        Pruner& pruner);
+
+// The facts of a new tensor made by op with this expression and these classes: a max is a
+// stabilizer of its input's value.
+TensorFacts new_tensor_facts(const Op& op, ExprId expr, const DimClasses& classes,
+                             const std::vector<TensorFacts>& facts);
 
 // Whether op is sub(x, m) with m a stabilizer: its abstract expression is x's, its value is
 // not (recomputation.h).

@@ -37,7 +37,7 @@ CASES = [
     ("gated_mlp", pg.gated_mlp, "paper", dict()),
     ("gated_mlp", pg.gated_mlp, "cpu", dict(col_tile=2048, k_tile=8)),
     ("gqa_decode", pg.gqa_decode, "paper", dict()),
-    ("gqa_decode", pg.gqa_decode, "cpu", dict(kv_splits=2, forloop=2)),
+    ("gqa_decode", pg.gqa_decode, "cpu", dict(kv_splits=2, forloop=8)),
 ]
 
 

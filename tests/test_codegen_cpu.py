@@ -14,7 +14,13 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 )
 
 import mirage_jax as mj
-from mirage_jax.paper_graphs import PROGRAMS, flash_attention_online, ntrans, rmsnorm_linear
+from mirage_jax.paper_graphs import (
+    PROGRAMS,
+    flash_attention_online,
+    gated_mlp,
+    ntrans,
+    rmsnorm_linear,
+)
 
 
 def check_against_interpreter(fused, inputs, what):
@@ -71,6 +77,41 @@ def test_odd_tiles_online_softmax():
     _, fused = flash_attention_online(heads=2, q_len=6, kv_len=15, head_dim=3, q_tiles=2,
                                       kv_tile=5)
     check_against_interpreter(fused, random_inputs(fused, seed=4), "flash attention odd tiles")
+
+
+def test_block_groups_stream_side_by_side_weight_tiles():
+    # 16 blocks of 4 columns: blocks run in groups of 4 and each group's matmuls run as one
+    # product over the group's side-by-side W tiles (mj_cpu::matmul_group).
+    for what, (_, fused) in [
+        ("rmsnorm_linear", rmsnorm_linear(batch=3, hidden=16, out_features=64, col_tile=4,
+                                          k_tile=4)),
+        ("rmsnorm_linear bs1", rmsnorm_linear(batch=1, hidden=16, out_features=64, col_tile=4,
+                                              k_tile=4)),
+        ("gated_mlp", gated_mlp(batch=2, hidden=16, intermediate=64, col_tile=4, k_tile=4)),
+    ]:
+        assert "mj_cpu::matmul_group<" in mj.generate_code(fused), what
+        check_against_interpreter(fused, random_inputs(fused, seed=9), f"{what} block groups")
+
+
+@pytest.mark.parametrize("loop", [1, 2])
+def test_matmul_remainders_with_strided_weight_tiles(loop):
+    # 11 rows (a full panel of 8 and 3), 53 columns (full panels, a partial panel and a scalar
+    # tail), k tiles of 19 (chunks of 8, 8 and 3); W tiles are read in place, 106 floats a row.
+    # With one iteration the product is stored directly, with two it adds into accum_sum.
+    kg = mj.KernelGraph()
+    X = kg.new_input((11, 19 * loop))
+    W = kg.new_input((19 * loop, 106))
+    bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=loop)
+    x = bg.new_input(X, imap=(-1, -1, -1), fmap=1 if loop > 1 else -1)
+    w = bg.new_input(W, imap=(1, -1, -1), fmap=0 if loop > 1 else -1)
+    y = bg.matmul(x, w)
+    bg.new_output(bg.accum_sum(y) if loop > 1 else y, omap=(1, -1, -1))
+    (Y,) = kg.customized([X, W], bg)
+    kg.mark_output(Y)
+    # Small integers keep every partial sum exact, so any misplaced row, column or k shows.
+    rng = np.random.default_rng(10)
+    inputs = [jnp.asarray(rng.integers(-3, 4, t.shape), dtype=t.dtype) for t in kg.inputs]
+    check_against_interpreter(kg, inputs, f"matmul remainders, {loop}")
 
 
 def _rank3_batched_graph():

@@ -57,11 +57,11 @@ void emit_softmax_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& 
   w.line("for (int64_t j = 0; j < " + str(len) + "; ++j) m = mj_cpu::max_of(m, srow[j]);");
   // Rows with no finite score yet hold no mass: keep them at zero instead of exp(nan).
   w.line("const bool empty = m == -std::numeric_limits<float>::infinity();");
-  w.line(scale + "[r] = empty ? 1.0f : std::exp(" + max + "[r] - m);");
+  w.line(scale + "[r] = empty ? 1.0f : mj_cpu::exp_f32(" + max + "[r] - m);");
   w.line(max + "[r] = m;");
   w.line("float* prow = " + probs + " + r * " + str(len) + ";");
   w.line("for (int64_t j = 0; j < " + str(len) +
-         "; ++j) prow[j] = empty ? 0.0f : std::exp(srow[j] - m);");
+         "; ++j) prow[j] = empty ? 0.0f : mj_cpu::exp_f32(srow[j] - m);");
   w.close();
   for (int o : g.accum_ops) {
     const Op& acc = bg.ops()[o];

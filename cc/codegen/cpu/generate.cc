@@ -1,5 +1,6 @@
 #include "cc/codegen/cpu/generate.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "cc/codegen/cpu/code_writer.h"
@@ -59,12 +60,11 @@ void emit_buffers(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
   }
 }
 
-// Opens a loop over the blocks of the task's group and names block `g`'s index, arena slice
-// and buffers; the caller closes it. Input tiles read in place are pointers into the kernel
-// tensors, recomputed in every loop, so no state but the arena crosses loops.
-void open_group_loop(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+// Names block `g` of the task's group: its index, arena slice and buffers. Input tiles read
+// in place are pointers into the kernel tensors, set again in every loop over the group, so
+// no state but the arena crosses loops.
+void open_block(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
   const Dim3& grid = bg.grid();
-  w.open("for (int64_t g = 0; g < " + std::to_string(plan.block_group) + "; ++g)");
   w.line("const int64_t block = task * " + std::to_string(plan.block_group) + " + g;");
   w.line("float* const arena = arenas + g * " + std::to_string(plan.arena_floats) + ";");
   // Block index flattened with x fastest.
@@ -76,14 +76,92 @@ void open_group_loop(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
   emit_buffers(w, bg, plan);
 }
 
-// Loop-invariant input tiles read in place: pointers, set again in each loop that may use them.
-void emit_invariant_pointers(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+// Opens a loop over the blocks of the task's group (a plain scope for a group of one) and
+// names the current block; the caller closes it.
+void open_group_loop(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+  if (plan.block_group == 1) {
+    w.open("");
+    w.line("const int64_t g = 0;");
+  } else {
+    w.open("for (int64_t g = 0; g < " + std::to_string(plan.block_group) + "; ++g)");
+  }
+  open_block(w, bg, plan);
+}
+
+// Input tiles read in place (of the invariant phase, or of both phases inside the for-loop):
+// pointers, set again in each loop that may use them.
+void emit_in_place_pointers(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                            bool with_body) {
   for (const Op& op : bg.ops()) {
-    if (op.kind == OpKind::kInput && plan.read_in_place[op.outputs.at(0)] &&
-        phase_of(bg, op) == Phase::kInvariant) {
+    if (op.kind != OpKind::kInput || !plan.read_in_place[op.outputs.at(0)]) continue;
+    const Phase phase = phase_of(bg, op);
+    if (phase == Phase::kInvariant || (with_body && phase == Phase::kBody)) {
       emit_input_load(w, bg, plan, op);
     }
   }
+}
+
+// How far ahead a group matmul prefetches B, in rows: it streams the group's B as long rows,
+// kKChunk (8) at a time, so two chunks ahead is in flight in time without crowding L2.
+constexpr int64_t kGroupPrefetchRows = 16;
+
+// A group matmul (plan.group_matmul), once for the task's whole block group, with the
+// operands of the group's first block.
+void emit_group_matmul(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                       size_t op_index) {
+  const Op& op = bg.ops()[op_index];
+  const int a = op.inputs[0], b = op.inputs[1], c = op.outputs[0];
+  const Shape& a_shape = bg.tensor(a).shape;
+  const Shape& c_shape = bg.tensor(c).shape;
+  const int64_t m = c_shape[c_shape.size() - 2], n = c_shape.back(), k = a_shape.back();
+  auto str = [](int64_t v) { return std::to_string(v); };
+  w.line("mj_cpu::matmul_group<" + str(m) + ", " + str(k) + ", " + str(n) + ", " +
+         str(plan.block_group) + ", " + str(plan.row_stride[a]) + ", " +
+         str(plan.row_stride[b]) + ", " + str(n) + ", " + str(plan.arena_floats) + ", " +
+         str(std::min(plan.next_iteration_offset[b], kGroupPrefetchRows * plan.row_stride[b])) +
+         ", true>(" + buffer_name(plan, a) + ", " +
+         buffer_name(plan, b) + ", " + buffer_name(plan, c) + ");");
+}
+
+// The for-loop body: ops in order, each block of the group in turn, except that a group
+// matmul runs once for the group where it stands, after every block has computed what
+// precedes it.
+void emit_body(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
+  const std::vector<Op>& ops = bg.ops();
+  bool in_group_loop = false;
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (op.kind == OpKind::kOutput || is_accumulator(op.kind) ||
+        phase_of(bg, op) != Phase::kBody) {
+      continue;
+    }
+    if (plan.group_matmul[o]) {
+      if (in_group_loop) w.close();
+      in_group_loop = false;
+      w.open("");
+      w.line("// one product for the whole group");
+      w.line("const int64_t g = 0;");
+      open_block(w, bg, plan);
+      emit_in_place_pointers(w, bg, plan, /*with_body=*/true);
+      emit_group_matmul(w, bg, plan, o);
+      w.close();
+      continue;
+    }
+    if (op.kind != OpKind::kInput && plan.pass_ending_at[o].empty()) continue;
+    if (!in_group_loop) {
+      open_group_loop(w, bg, plan);
+      emit_in_place_pointers(w, bg, plan, /*with_body=*/true);
+      in_group_loop = true;
+    }
+    if (op.kind != OpKind::kInput) {
+      emit_pass(w, bg, plan, plan.pass_ending_at[o]);
+    } else if (!plan.read_in_place[op.outputs.at(0)]) {  // else set when the loop opened
+      emit_input_load(w, bg, plan, op);
+    }
+  }
+  if (!in_group_loop) open_group_loop(w, bg, plan);
+  emit_accumulators_update(w, bg, plan);
+  w.close();
 }
 
 // One task: plan.block_group consecutive blocks, whose for-loops run in lockstep (every
@@ -97,14 +175,10 @@ void emit_run_blocks(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
   emit_accumulators_init(w, bg, plan);
   w.close();
   w.open("for (int64_t it = 0; it < " + std::to_string(bg.forloop_range()) + "; ++it)");
-  open_group_loop(w, bg, plan);
-  emit_invariant_pointers(w, bg, plan);
-  emit_phase(w, bg, plan, Phase::kBody);
-  emit_accumulators_update(w, bg, plan);
-  w.close();
+  emit_body(w, bg, plan);
   w.close();
   open_group_loop(w, bg, plan);
-  emit_invariant_pointers(w, bg, plan);
+  emit_in_place_pointers(w, bg, plan, /*with_body=*/false);
   w.line("// epilogue");
   const std::vector<Op>& ops = bg.ops();
   for (size_t o = 0; o < ops.size(); ++o) {

@@ -33,9 +33,9 @@ bool tile_is_contiguous(const Shape& tile, const Shape& kernel) {
   return true;
 }
 
-// A tile read in place as a strided matrix: all dims before its last two are 1, so its rows
-// are runs of the kernel tensor's last dim, one whole kernel row apart.
-bool tile_is_strided_matrix(const Shape& tile) {
+// A matrix with no batch: every dim before the last two is 1. An input tile of that shape
+// can be read in place as a strided matrix, its rows one whole kernel row apart.
+bool is_single_matrix(const Shape& tile) {
   for (size_t d = 0; d + 2 < tile.size(); ++d) {
     if (tile[d] != 1) return false;
   }
@@ -159,14 +159,9 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
     if (tile_is_contiguous(tensors[t].shape, kernel_shape)) {
       plan.read_in_place[t] = true;
-    } else if (tile_is_strided_matrix(tensors[t].shape) && only_matmuls_read(bg, consumers[t])) {
+    } else if (is_single_matrix(tensors[t].shape) && only_matmuls_read(bg, consumers[t])) {
       plan.read_in_place[t] = true;
       plan.row_stride[t] = kernel_shape.back();
-    }
-    if (plan.read_in_place[t] && op.fmap >= 0) {
-      int64_t stride = 1;
-      for (size_t d = op.fmap + 1; d < kernel_shape.size(); ++d) stride *= kernel_shape[d];
-      plan.next_tile_offset[t] = tensors[t].shape[op.fmap] * stride;
     }
   }
 
@@ -210,6 +205,47 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
   }
   plan.arena_floats = arena.total();
   plan.block_group = choose_block_group(bg, plan, plan.arena_floats);
+
+  // The tile read next: the next block's in a group that moves along this input, else the
+  // next iteration's.
+  plan.next_iteration_offset.assign(tensors.size(), 0);
+  for (const Op& op : ops) {
+    const int t = op.kind == OpKind::kInput ? op.outputs.at(0) : -1;
+    if (t < 0 || !plan.read_in_place[t] || op.fmap < 0) continue;
+    const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
+    auto offset_along = [&](int dim) {
+      int64_t stride = 1;
+      for (size_t d = dim + 1; d < kernel_shape.size(); ++d) stride *= kernel_shape[d];
+      return tensors[t].shape[dim] * stride;
+    };
+    plan.next_iteration_offset[t] = offset_along(op.fmap);
+    const bool moves_with_group = plan.block_group > 1 && op.imap[0] >= 0;
+    plan.next_tile_offset[t] = offset_along(moves_with_group ? op.imap[0] : op.fmap);
+  }
+
+  plan.group_matmul.assign(ops.size(), false);
+  if (plan.block_group > 1) {
+    // Tensors equal in all blocks of a group: those computed only from tiles that do not
+    // depend on the block's x index.
+    std::vector<bool> x_invariant(tensors.size(), false);
+    for (const Op& op : ops) {
+      bool invariant = op.kind == OpKind::kInput ? op.imap[0] < 0 : !op.inputs.empty();
+      for (int t : op.inputs) invariant = invariant && x_invariant[t];
+      for (int t : op.outputs) x_invariant[t] = invariant;
+    }
+    for (size_t o = 0; o < ops.size(); ++o) {
+      const Op& op = ops[o];
+      if (!plan.matmul_adds_into_accum[o]) continue;
+      const int a = op.inputs.at(0), b = op.inputs.at(1);
+      const Op& b_input = ops[tensors[b].producer];
+      // B tiles side by side: an input split over x along its last dim, read in place.
+      const bool b_side_by_side = b_input.kind == OpKind::kInput && plan.read_in_place[b] &&
+                                  b_input.imap[0] == int(tensors[b].shape.size()) - 1;
+      plan.group_matmul[o] = x_invariant[a] && b_side_by_side &&
+                             is_single_matrix(tensors[a].shape) &&
+                             is_single_matrix(tensors[b].shape);
+    }
+  }
   return plan;
 }
 

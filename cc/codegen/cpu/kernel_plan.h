@@ -1,8 +1,10 @@
 #pragma once
 // What the CPU generator decides about a block graph before it writes any code: which ops run
 // as one fused elementwise pass (cc/ir/thread_fusion.h), which tile lives in which buffer of
-// the per-thread arena, which input tiles are read in place, which matmuls accumulate
-// straight into their accumulator, and which online-softmax accumulators share a running max.
+// the per-thread arena, which input tiles are read in place (and where the next one to
+// prefetch lies), which matmuls accumulate straight into their accumulator, which
+// online-softmax accumulators share a running max, and how many consecutive blocks one task
+// runs in lockstep (with the matmuls they can share run once for the group).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,8 +42,12 @@ struct KernelPlan {
   // the last dim for dense buffers, the kernel tensor's last dim for strided in-place tiles.
   std::vector<int64_t> row_stride;
   // Per tensor: for an input tile read in place that moves with the for-loop, the floats
-  // from this iteration's tile to the next one's (where prefetches aim); else 0.
+  // from this tile to the one of the same input the task reads next (where prefetches aim):
+  // the next block's in a block group that moves along it, else the next iteration's; else 0.
   std::vector<int64_t> next_tile_offset;
+  // Per tensor: for an input tile read in place that moves with the for-loop, the floats
+  // from this iteration's tile to the next iteration's; else 0.
+  std::vector<int64_t> next_iteration_offset;
   // Per op: a body matmul whose only consumer is accum_sum adds into that accumulator.
   std::vector<bool> matmul_adds_into_accum;
   std::vector<SoftmaxGroup> softmax_groups;
@@ -52,6 +58,11 @@ struct KernelPlan {
   // each in its own arena slice: when their tiles of a streamed input sit side by side in
   // memory, together they read long contiguous runs instead of short ones a row apart.
   int64_t block_group = 1;
+  // Per op: a body matmul of a block group that runs once for the whole group, as one
+  // product over the group's side-by-side B tiles (see mj_cpu::matmul_group): its A is the
+  // same in every block of the group, its B tiles sit side by side along their last dim, and
+  // it adds into its accumulator in each block's arena slice.
+  std::vector<bool> group_matmul;
 };
 
 KernelPlan plan_kernel(const BlockGraph& bg);

@@ -53,12 +53,18 @@ TEST(KernelPlan, PassesEndAtTheirLastMemberAndIntermediatesHaveNoBuffer) {
   EXPECT_EQ(plan.buffer_of[f.mean_sq], f.bg.ops()[sqrt_op].outputs[0]);
 }
 
-TEST(KernelPlan, OnlyContiguousFloat32TilesAreReadInPlace) {
+TEST(KernelPlan, Float32TilesAreReadInPlaceWhenContiguousOrStridedMatmulOperands) {
   RmsNormLinear f;
   const KernelPlan plan = plan_kernel(f.bg);
-  EXPECT_FALSE(plan.read_in_place[f.x]);  // [2, 4] of [2, 16]: rows 16 apart
+  EXPECT_FALSE(plan.read_in_place[f.x]);  // [2, 4] of [2, 16]: rows 16 apart, read by a mul
   EXPECT_TRUE(plan.read_in_place[f.g]);   // [4] of [16]
-  EXPECT_FALSE(plan.read_in_place[f.w]);  // [4, 4] of [16, 12]
+  EXPECT_EQ(plan.row_stride[f.g], 4);
+  // [4, 4] of [16, 12], read only by the matmul: in place, rows 12 floats apart; the next
+  // iteration's tile is 4 rows further on.
+  EXPECT_TRUE(plan.read_in_place[f.w]);
+  EXPECT_EQ(plan.row_stride[f.w], 12);
+  EXPECT_EQ(plan.next_tile_offset[f.w], 4 * 12);
+  EXPECT_EQ(plan.block_group, 1);  // 3 blocks: too few to group
   BlockGraph rows({4, 1, 1}, 1);
   const int whole_rows = rows.new_input({8, 6}, DType::kF32, {0, -1, -1}, -1);
   const int half = rows.new_input({8, 6}, DType::kBF16, {0, -1, -1}, -1);
@@ -66,6 +72,32 @@ TEST(KernelPlan, OnlyContiguousFloat32TilesAreReadInPlace) {
   const KernelPlan p = plan_kernel(rows);
   EXPECT_TRUE(p.read_in_place[whole_rows]);
   EXPECT_FALSE(p.read_in_place[half]);  // bf16 converts on load
+}
+
+// Blocks of 4 columns of a 64-column W: short runs, so blocks run in groups that read W in
+// 4 * 4 = 16-column runs, and the matmul (its A does not depend on the block) runs once per
+// group over the group's side-by-side W tiles.
+TEST(KernelPlan, BlocksWithShortRunsOfAStreamedInputRunInGroups) {
+  BlockGraph bg{{16, 1, 1}, 2};
+  const int x = bg.new_input({2, 16}, DType::kF32, {-1, -1, -1}, 1);  // tiles [2, 8]
+  const int w = bg.new_input({16, 64}, DType::kF32, {1, -1, -1}, 0);  // tiles [8, 4]
+  const int mm = bg.matmul(x, w);
+  bg.new_output(bg.accum(OpKind::kAccumSum, mm), {1, -1, -1}, DType::kF32);
+  const KernelPlan plan = plan_kernel(bg);
+  EXPECT_EQ(plan.block_group, 4);  // 16 blocks, at least 4 tasks
+  EXPECT_TRUE(plan.group_matmul[op_of(bg, mm)]);
+  EXPECT_EQ(plan.next_tile_offset[w], 4);                // the next block's tile
+  EXPECT_EQ(plan.next_iteration_offset[w], 8 * 64);      // the next iteration's
+}
+
+TEST(KernelPlan, AMatmulWhoseLeftOperandDependsOnTheBlockRunsPerBlock) {
+  BlockGraph bg{{16, 1, 1}, 2};
+  const int x = bg.new_input({32, 16}, DType::kF32, {0, -1, -1}, 1);  // rows split over x
+  const int w = bg.new_input({16, 64}, DType::kF32, {1, -1, -1}, 0);
+  const int mm = bg.matmul(bg.unary(OpKind::kRelu, x), w);
+  bg.new_output(bg.accum(OpKind::kAccumSum, mm), {0, -1, -1}, DType::kF32);
+  const KernelPlan plan = plan_kernel(bg);
+  EXPECT_FALSE(plan.group_matmul[op_of(bg, mm)]);
 }
 
 TEST(KernelPlan, OnlineSoftmaxAccumulatorsOverOneScoreShareARunningMax) {

@@ -81,14 +81,40 @@ inline uint16_t to_f16(float f) {
 
 // ---- activations: the functions of the reference interpreter (cc/interp/domain.h) --------
 
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// exp(x) in float32 without a libm call or a branch, so that GCC vectorizes the fused passes
+// that use it (attention's exp runs once per score). x = n·ln2 + r with |r| <= ln2/2 (ln2 in
+// two parts, so n·ln2 is exact), exp(r) by its Taylor polynomial to r^7 (truncation below
+// 1e-8 relative, about one ulp in all), times 2^n applied as two normal powers of two so that
+// underflow rounds to subnormals and overflow gives inf. -inf gives 0, NaN stays NaN.
+inline float exp_f32(float x) {
+  const float clamped = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  const float round_bias = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float n = (clamped * 1.44269504088896341f + round_bias) - round_bias;
+  const float r = (clamped - n * 0.693145751953125f) - n * 1.428606765330187045e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t ni = int32_t(n);
+  const int32_t half = ni / 2;
+  const float scale_a = __builtin_bit_cast(float, uint32_t(half + 127) << 23);
+  const float scale_b = __builtin_bit_cast(float, uint32_t(ni - half + 127) << 23);
+  const float result = p * scale_a * scale_b;
+  return x != x ? x : result;
+}
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
 inline float silu(float x) { return x * sigmoid(x); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 // 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)), the same function: the first form
 // cancels in float32 for negative x (1 + tanh(u) -> 0), the second keeps full precision.
 inline float gelu_tanh(float x) {
   const float u = 0.7978845608028654f * (x + 0.044715f * (x * (x * x)));
-  return x / (1.0f + std::exp(-(u + u)));
+  return x / (1.0f + exp_f32(-(u + u)));
 }
 inline float max_of(float a, float b) { return a > b ? a : b; }
 
@@ -97,9 +123,10 @@ inline float max_of(float a, float b) { return a > b ? a : b; }
 // kKChunk rows of K at a time across all its columns (a handful of interleaved row streams
 // keeps the prefetchers at full bandwidth; dozens collapse them), while R rows by V vectors of
 // C stay in zero-initialized, fully unrolled register accumulators (or GCC spills them). Each
-// element of C still sums over k in ascending order, as the interpreter does. With
-// kAhead != 0, every line of B read also prefetches the line kAhead floats further on: the
-// same place in the next for-loop iteration's tile, a whole tile ahead of its use.
+// element of C still sums over k in ascending order. With kAhead != 0, every line of B read
+// also prefetches the line kAhead floats further on, where the tile read next lies (the next
+// iteration's or the next block's: KernelPlan::next_tile_offset). Wider vectors where the
+// target has them (AVX-512), generic GCC vectors otherwise.
 
 #if defined(__AVX512F__)
 constexpr int kVecFloats = 16;
@@ -198,37 +225,58 @@ inline void row_chunk(const float* __restrict a, const float* __restrict b,
   }
 }
 
-template <int R, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate>
+// G products C_g (+)= A @ B_g that share A, for R rows: B_g = b + g * N (tiles side by side in
+// one matrix) and C_g = c + g * kSlice. One k-chunk of all G runs before the next, so B is
+// streamed as G·N-wide rows.
+template <int R, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice, int64_t kAhead,
+          bool kAccumulate>
 inline void matmul_rows(const float* __restrict a, const float* __restrict b,
                         float* __restrict c) {
   constexpr int KC = K < kKChunk ? K : kKChunk;
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
-    row_chunk<R, KC, N, lda, ldb, ldc, kAhead, false>(a, b, c);
+    for (int g = 0; g < G; ++g) {
+      row_chunk<R, KC, N, lda, ldb, ldc, kAhead, false>(a, b + g * N, c + g * kSlice);
+    }
     k = KC;
   }
   for (; k + KC <= K; k += KC) {
-    row_chunk<R, KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb, c);
+    for (int g = 0; g < G; ++g) {
+      row_chunk<R, KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
+                                                       c + g * kSlice);
+    }
   }
   if constexpr (K % KC != 0) {
-    row_chunk<R, K % KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb, c);
+    for (int g = 0; g < G; ++g) {
+      row_chunk<R, K % KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
+                                                           c + g * kSlice);
+    }
+  }
+}
+
+template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
+          int64_t kAhead, bool kAccumulate>
+inline void matmul_group(const float* __restrict a, const float* __restrict b,
+                         float* __restrict c) {
+  int i = 0;
+  for (; i + kMaxPanelRows <= M; i += kMaxPanelRows) {
+    matmul_rows<kMaxPanelRows, K, N, G, lda, ldb, ldc, kSlice, kAhead, kAccumulate>(
+        a + i * lda, b, c + i * ldc);
+  }
+  if constexpr (M % kMaxPanelRows != 0) {
+    matmul_rows<M % kMaxPanelRows, K, N, G, lda, ldb, ldc, kSlice, kAhead, kAccumulate>(
+        a + i * lda, b, c + i * ldc);
   }
 }
 
 template <int M, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate>
 inline void matmul(const float* __restrict a, const float* __restrict b, float* __restrict c) {
-  int i = 0;
-  for (; i + kMaxPanelRows <= M; i += kMaxPanelRows) {
-    matmul_rows<kMaxPanelRows, K, N, lda, ldb, ldc, kAhead, kAccumulate>(a + i * lda, b,
-                                                                       c + i * ldc);
-  }
-  if constexpr (M % kMaxPanelRows != 0) {
-    matmul_rows<M % kMaxPanelRows, K, N, lda, ldb, ldc, kAhead, kAccumulate>(a + i * lda, b,
-                                                                             c + i * ldc);
-  }
+  matmul_group<M, K, N, 1, lda, ldb, ldc, 0, kAhead, kAccumulate>(a, b, c);
 }
 
 // ---- the grid: blocks as tasks on XLA's intra-op thread pool ------------------------------
+// A "block" here is one call of the kernel's run_blocks: one group of consecutive blocks of
+// the block graph (KernelPlan::block_group), whose arena slices sit side by side.
 
 // Tiles of one block live in a per-thread arena that is reused across blocks and calls.
 inline float* thread_arena(int64_t floats) {
@@ -291,6 +339,8 @@ void run_grid(xla::ffi::ThreadPool& pool, const Io& io, BlockFn<Io> fn, int64_t 
   const int64_t chunk = std::max<int64_t>(1, blocks / ((threads + 1) * 4));
   const int64_t chunks = (blocks + chunk - 1) / chunk;
   auto job = std::make_shared<GridJob<Io>>(io, fn, blocks, chunk, arena_floats);
+  // The caller works too, so threads - 1 helpers keep one worker per pool thread: more
+  // would time-slice memory streams that each want a core.
   const int64_t helpers = std::min<int64_t>(threads - 1, chunks - 1);
   for (int64_t i = 0; i < helpers; ++i) pool.Schedule([job]() { job->work(); });
   job->work();  // the calling thread takes chunks too

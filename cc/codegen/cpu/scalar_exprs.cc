@@ -20,7 +20,7 @@ std::string float_literal(double value) {
 
 std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
   switch (kind) {
-    case OpKind::kExp: return "std::exp(" + x + ")";
+    case OpKind::kExp: return "mj_cpu::exp_f32(" + x + ")";
     case OpKind::kSquare: return "(" + x + ") * (" + x + ")";
     case OpKind::kSqrt: return "std::sqrt(" + x + ")";
     case OpKind::kRsqrt: return "1.0f / std::sqrt(" + x + ")";

@@ -1,0 +1,157 @@
+"""Timing of mj.superoptimize's result against XLA, and the search time cold and warm.
+
+For each program at the paper's shapes (DESIGN.md §9), `mj.superoptimize(reference, config)`
+runs twice with one fresh cache root (a temporary directory, also set as $MIRAGE_JAX_CACHE):
+the first call is cold (search, compile and time the top candidates), the second warm (the
+search comes from the cache). The callable it returns then runs against `jax.jit` of the
+reference, on device-resident arrays, in one process and alternating call by call, as in
+benchmarks/kernels.py. Prints a markdown table of median milliseconds and speedups.
+
+    python benchmarks/superoptimize.py [--runs 30] [--only gated_mlp] [--budget 45]
+        [--attention] [--json out]
+
+The search configs are sized so that one search takes well under a minute on a 2-core
+machine: one kernel-level op (the whole program fused into one customized op) and at most 5-6
+block ops. `--attention` adds gqa_prefill and gqa_decode with the "attention" preset (two
+kernels: split-KV and combine), which is tried briefly and reported as skipped when the search
+does not finish inside the budget.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+
+import jax
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import mirage_jax as mj  # noqa: E402
+from mirage_jax import paper_graphs as pg  # noqa: E402
+from kernels import _inputs, _max_rel_err, time_pair  # noqa: E402
+
+# (row name, reference builder, SearchConfig keyword arguments without the time budget)
+MLP = dict(preset="mlp", max_kernel_ops=1, max_block_ops=5, threads=2)
+ATTENTION = dict(preset="attention", max_kernel_ops=2, max_block_graphs=2, max_block_ops=6,
+                 max_block_outputs=2, max_grid_axes=1, max_block_inputs=3, max_grids=1,
+                 max_forloop_ranges=1, threads=2)
+CASES = [
+    ("rmsnorm_linear_bs8", lambda: pg.rmsnorm_linear(batch=8)[0], MLP),
+    ("rmsnorm_linear_bs1", lambda: pg.rmsnorm_linear(batch=1)[0], MLP),
+    ("gated_mlp", lambda: pg.gated_mlp()[0], dict(MLP, max_block_ops=6)),
+    ("ntrans", lambda: pg.ntrans()[0], MLP),
+    # The grid sizes derived from the shapes find no fused LoRA at the paper's shapes (the
+    # search verifies 0 candidates); the paper's grid (32, col_tile 128) and its neighbours do.
+    ("lora", lambda: pg.lora()[0],
+     dict(MLP, preset="lora", max_block_ops=4, grid_sizes=(16, 32, 64))),
+]
+ATTENTION_CASES = [
+    ("gqa_prefill", lambda: pg.gqa_prefill()[0], ATTENTION),
+    ("gqa_decode", lambda: pg.gqa_decode()[0], ATTENTION),
+]
+
+
+def _report_line(report: str, head: str) -> str:
+    """The report's line that starts with `head` ("search:", "chosen:"), without the head."""
+    for line in report.splitlines():
+        if line.startswith(head):
+            return line[len(head):].strip()
+    return ""
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--only", default="", help="comma-separated row names")
+    parser.add_argument("--budget", type=float, default=45.0,
+                        help="the search's time_budget_s (seconds)")
+    parser.add_argument("--attention", action="store_true",
+                        help="also try gqa_prefill and gqa_decode with the attention preset")
+    parser.add_argument("--report", action="store_true", help="print superoptimize's reports")
+    parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    args = parser.parse_args()
+    only = {s for s in args.only.split(",") if s}
+    cases = CASES + (ATTENTION_CASES if args.attention else [])
+
+    rows, skipped = [], []
+    for name, build, config_kwargs in cases:
+        if only and name not in only:
+            continue
+        ref = build()
+        config = mj.SearchConfig(time_budget_s=args.budget, **config_kwargs)
+        root = tempfile.mkdtemp(prefix="mj_bench_cache_")
+        old_env = os.environ.get("MIRAGE_JAX_CACHE")
+        os.environ["MIRAGE_JAX_CACHE"] = root
+        try:
+            t0 = time.perf_counter()
+            opt = mj.superoptimize(ref, config=config, cache_dir=root, progress=False)
+            cold = time.perf_counter() - t0
+            cold_report = opt.report()
+            t0 = time.perf_counter()
+            opt = mj.superoptimize(ref, config=config, cache_dir=root, progress=False)
+            warm = time.perf_counter() - t0
+        finally:
+            if old_env is None:
+                os.environ.pop("MIRAGE_JAX_CACHE", None)
+            else:
+                os.environ["MIRAGE_JAX_CACHE"] = old_env
+            shutil.rmtree(root, ignore_errors=True)
+        report = opt.report()
+        if args.report:
+            print(cold_report, "\n", report, sep="", flush=True)
+        search = _report_line(cold_report, "search:")
+        # the search's own wall time: saturate + enumerate (verification included) + rank
+        parts = [re.search(rf"{k} ([0-9.]+)", search) for k in ("saturate", "enumerate", "rank")]
+        enumerate_s = (sum(float(m.group(1)) for m in parts) if all(parts)
+                       else float("nan"))
+        if cold > 60:
+            skipped.append(f"{name}: the cold superoptimize call took {cold:.0f} s (> 60 s); "
+                           f"search: {search}")
+        inputs = _inputs(ref)
+        xla_fn = jax.jit(mj.compile(ref))
+        err = _max_rel_err(opt(*inputs)[0], xla_fn(*inputs)[0])
+        load = os.getloadavg()[0]
+        xla_ms, mj_ms = time_pair(xla_fn, opt, inputs, args.runs)
+        chosen = ("XLA (no faster candidate)" if opt.source == ""
+                  else _report_line(report, "chosen:").split(", ", 1)[-1])
+        rows.append(dict(program=name, chosen=chosen, xla_ms=xla_ms, mirage_ms=mj_ms,
+                         speedup=xla_ms / mj_ms, own_speedup=opt.speedup, max_rel_err=err,
+                         cold_s=cold, warm_s=warm, load=load, search_s=enumerate_s,
+                         search=search,
+                         warm_search=_report_line(report, "search:")))
+        print(f"  {name}: chose {chosen}; xla {xla_ms:.2f} ms, superoptimized {mj_ms:.2f} ms "
+              f"({xla_ms / mj_ms:.2f}x; superoptimize said {opt.speedup:.2f}x), err {err:.1e}, "
+              f"superoptimize cold {cold:.1f} s, warm {warm:.1f} s, load {load:.1f}\n"
+              f"    cold search: {search}\n    warm search: {_report_line(report, 'search:')}",
+              flush=True)
+
+    print()
+    print("| program | chosen | XLA ms | superoptimized ms | speedup | max rel err "
+          "| search s (cold) | superoptimize cold s | warm s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['program']} | {r['chosen']} | {r['xla_ms']:.2f} | {r['mirage_ms']:.2f} "
+              f"| {r['speedup']:.2f}x | {r['max_rel_err']:.1e} | {r['search_s']:.1f} "
+              f"| {r['cold_s']:.1f} "
+              f"| {r['warm_s']:.1f} |")
+    if rows:
+        sp = [r["speedup"] for r in rows]
+        print(f"\ngeometric mean speedup: {math.exp(sum(map(math.log, sp)) / len(sp)):.2f}x "
+              f"over {len(sp)} programs")
+    for s in skipped:
+        print(f"skipped: {s}")
+    print(f"load average at the end: {os.getloadavg()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 
 import jax
@@ -317,3 +318,30 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     skip_if_the_core_changed(counts.pop("core"), search_cache._core_digest())
     assert counts == {"search": 0, "compile": 0, "timed": sorted(f.timings)}
+
+
+def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_scaled_float_check(monkeypatch):
+    """The verifier proves exp(s) / Σ exp(s) equal to the max-stabilized softmax (every max
+    is 0 in the finite field), and standard-normal data rarely overflows; scaled inputs do."""
+    from mirage_jax import _superoptimize
+    from mirage_jax.paper_graphs import PROGRAMS, gqa_prefill
+
+    ref, unstabilized = gqa_prefill(**PROGRAMS["gqa_prefill"].small)
+    assert mj.verify_equivalent(ref, unstabilized)
+
+    def fake_search(run):
+        run.search_note = "injected"
+        return types.SimpleNamespace(candidates=[unstabilized, ref], costs=[1e-3, 2e-3],
+                                     reason="", stats="injected")
+
+    monkeypatch.setattr(_superoptimize._Run, "_search", fake_search)
+    fixed_times(monkeypatch, {"xla": 3e-3, unstabilized.hash(): 1e-3})
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        f = mj.superoptimize(ref, CONFIG, top_k=2, progress=False)
+    (message,) = mirage_warnings(record)
+    assert f"candidate {unstabilized.hash()} dropped: float check on inputs scaled by 16" in message
+    assert f.graph.hash() == ref.hash()
+    x = [jax.numpy.asarray(np.random.default_rng(0).standard_normal(t.shape) * 16, t.dtype)
+         for t in ref.inputs]
+    assert all(np.isfinite(np.asarray(y)).all() for y in f(*x))

@@ -92,3 +92,11 @@ def test_demo_fails_when_the_fused_graph_is_wrong(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "[FAILED] verifier accepts the fused graph" in out
     assert "[FAILED] interpreter outputs agree" in out
+
+
+def test_demo_superoptimizes_and_reports_the_check_and_the_speedup(demo_run):
+    out = demo_run.stdout.split("superoptimize the reference")[1].split("broken variants")[0]
+    assert "search: searched:" in out or "search cache" in out
+    assert "speedup over XLA:" in out
+    assert "timings (median of" in out and "xla (the original graph)" in out
+    assert "[ok] superoptimized function matches XLA" in demo_run.stdout

@@ -1,0 +1,405 @@
+"""Partitioning a jaxpr into regions the superoptimizer can take (DESIGN.md §5.2).
+
+`flatten` inlines nested `jit`/`pjit`, `custom_jvp_call`, `custom_vjp_call` (and plain call
+primitives) into one flat list of `Node`s over our own `Var`s. `partition` then grows maximal
+connected, convex regions of supported primitives in topological order, and keeps those that
+hold at least one matmul or reduction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import jax
+import jax.extend.core as jcore
+
+# Sub-jaxpr-carrying primitives that are inlined; the key names the sub-jaxpr parameter.
+_INLINE = {
+    "jit": ("jaxpr",),
+    "pjit": ("jaxpr",),
+    "closed_call": ("call_jaxpr",),
+    "core_call": ("call_jaxpr",),
+    "custom_jvp_call": ("call_jaxpr", "fun_jaxpr"),
+    "custom_vjp_call": ("call_jaxpr", "fun_jaxpr"),
+    "custom_vjp_call_jaxpr": ("fun_jaxpr", "call_jaxpr"),
+    "checkpoint": ("jaxpr",),
+    "remat": ("jaxpr",),
+}
+
+ELEMENTWISE = {"add", "sub", "mul", "div", "exp", "rsqrt", "sqrt", "logistic", "neg", "square"}
+REDUCTIONS = {"reduce_sum", "reduce_max"}
+LAYOUT = {"broadcast_in_dim", "reshape", "squeeze", "convert_element_type", "transpose"}
+IDENTITY = {"stop_gradient", "copy", "copy_p"}
+_INTEGER_POWERS = {-2, -1, 1, 2, 3, 4}
+
+
+class Var:
+    """A value of the flattened program."""
+
+    __slots__ = ("id", "shape", "dtype")
+
+    def __init__(self, vid: int, shape, dtype):
+        self.id = vid
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+
+    def __repr__(self):
+        return f"v{self.id}:{self.dtype.name}{list(self.shape)}"
+
+
+class Lit:
+    """A literal constant operand (a jaxpr Literal, or a scalar closed-over constant)."""
+
+    __slots__ = ("value", "shape", "dtype")
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+        self.shape = self.value.shape
+        self.dtype = self.value.dtype
+
+    def __repr__(self):
+        return f"lit({self.value!r})"
+
+
+@dataclass
+class Node:
+    """One primitive application of the flattened program."""
+
+    index: int
+    primitive: object  # jax Primitive
+    params: dict
+    invars: list  # Var | Lit
+    outvars: list  # Var
+    source: str  # "file:line (function)" or ""
+
+    @property
+    def name(self) -> str:
+        return self.primitive.name
+
+    def __repr__(self):
+        return f"<node {self.index} {self.name} {self.invars} -> {self.outvars}>"
+
+
+@dataclass
+class FlatProgram:
+    invars: list  # Var, the jaxpr's inputs in order
+    outvars: list  # Var | Lit
+    consts: dict  # Var -> array, non-scalar closed-over constants
+    nodes: list  # Node, topological order
+
+    def evaluate(self, *args):
+        """Runs the flattened program with jax (each node by `primitive.bind`)."""
+        env = dict(self.consts)
+        env.update(zip(self.invars, args))
+        run_nodes(self.nodes, env)
+        return [_read(env, v) for v in self.outvars]
+
+
+def _read(env, v):
+    return v.value if isinstance(v, Lit) else env[v]
+
+
+def run_nodes(nodes, env) -> None:
+    for node in nodes:
+        outs = node.primitive.bind(*[_read(env, v) for v in node.invars], **node.params)
+        if not node.primitive.multiple_results:
+            outs = [outs]
+        env.update(zip(node.outvars, outs))
+
+
+def _source(eqn) -> str:
+    try:
+        from jax._src import source_info_util
+
+        return source_info_util.summarize(eqn.source_info)
+    except Exception:  # noqa: BLE001 - source info is best effort
+        return ""
+
+
+def _sub_jaxpr(eqn):
+    """The (jaxpr, consts) an inlinable eqn calls, or None."""
+    keys = _INLINE.get(eqn.primitive.name)
+    if keys is None:
+        return None
+    for key in keys:
+        sub = eqn.params.get(key)
+        if isinstance(sub, jcore.ClosedJaxpr):
+            jaxpr, consts = sub.jaxpr, list(sub.consts)
+        elif isinstance(sub, jcore.Jaxpr):
+            jaxpr, consts = sub, []
+        else:
+            continue
+        if len(jaxpr.invars) == len(eqn.invars) and len(jaxpr.outvars) == len(eqn.outvars):
+            return jaxpr, consts
+    return None
+
+
+def flatten(closed_jaxpr) -> FlatProgram:
+    """Inlines nested calls of `closed_jaxpr` (from jax.make_jaxpr) into a FlatProgram."""
+    counter = [0]
+    nodes: list[Node] = []
+    consts: dict = {}
+
+    def fresh(aval):
+        counter[0] += 1
+        return Var(counter[0], aval.shape, aval.dtype)
+
+    def const_value(value):
+        arr = np.asarray(value) if not isinstance(value, jax.Array) else value
+        if np.ndim(arr) == 0:
+            return Lit(np.asarray(arr))
+        var = Var(counter[0] + 1, np.shape(arr), arr.dtype)
+        counter[0] += 1
+        consts[var] = arr
+        return var
+
+    def walk(jaxpr, const_vals, in_vals, source_prefix):
+        env = {}
+
+        def read(v):
+            if isinstance(v, jcore.Literal):
+                return Lit(v.val)
+            return env[v]
+
+        for cv, val in zip(jaxpr.constvars, const_vals):
+            env[cv] = const_value(val)
+        for iv, val in zip(jaxpr.invars, in_vals):
+            env[iv] = val
+        for eqn in jaxpr.eqns:
+            args = [read(v) for v in eqn.invars]
+            sub = _sub_jaxpr(eqn)
+            src = _source(eqn) or source_prefix
+            if sub is not None:
+                outs = walk(sub[0], sub[1], args, src)
+                for ov, val in zip(eqn.outvars, outs):
+                    if not isinstance(ov, jcore.DropVar):
+                        env[ov] = val
+                continue
+            outs = [fresh(ov.aval) for ov in eqn.outvars]
+            for ov, val in zip(eqn.outvars, outs):
+                if not isinstance(ov, jcore.DropVar):
+                    env[ov] = val
+            nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src))
+        return [read(v) for v in jaxpr.outvars]
+
+    jaxpr = closed_jaxpr.jaxpr
+    invars = [fresh(v.aval) for v in jaxpr.invars]
+    outvars = walk(jaxpr, list(closed_jaxpr.consts), invars, "")
+    return FlatProgram(invars, outvars, consts, nodes)
+
+
+# -- support ---------------------------------------------------------------------------
+
+
+def dot_general_form(node: Node) -> str | None:
+    """"nn" (rhs [..., k, n]), "nt" (rhs [..., n, k]) or None when not a supported matmul."""
+    (lc, rc), (lb, rb) = node.params["dimension_numbers"]
+    lhs, rhs = node.invars
+    nb = len(lb)
+    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
+        return None
+    if len(lhs.shape) != nb + 2 or len(rhs.shape) != nb + 2:
+        return None
+    if tuple(lc) != (nb + 1,):
+        return None
+    if tuple(rc) == (nb,):
+        return "nn"
+    if tuple(rc) == (nb + 1,):
+        return "nt"
+    return None
+
+
+def is_neg_inf(v) -> bool:
+    return isinstance(v, Lit) and v.value.size == 1 and np.isneginf(v.value.reshape(())).item()
+
+
+def support_reason(node: Node, producers: dict) -> str | None:
+    """None when `node` may join a region, otherwise why not."""
+    name = node.name
+    if any(isinstance(v, Var) and v.dtype.kind not in "f" for v in node.invars + node.outvars):
+        if name != "convert_element_type":
+            return f"{name}: non-float operand"
+    if any(len(v.shape) > 4 for v in node.outvars):
+        return f"{name}: rank > 4"
+    if name in ELEMENTWISE or name in REDUCTIONS or name in IDENTITY:
+        return None
+    if name in ("broadcast_in_dim", "reshape", "squeeze", "convert_element_type"):
+        if name == "convert_element_type" and node.outvars[0].dtype.kind != "f":
+            return "convert_element_type: to a non-float dtype"
+        return None
+    if name == "transpose":
+        # Only folded into an input layout: the operand must come from outside any region.
+        src = node.invars[0]
+        prod = producers.get(src) if isinstance(src, Var) else None
+        if prod is None or support_reason(prod, producers) is not None:
+            return None
+        return "transpose: of an intermediate value (only region inputs can be transposed)"
+    if name == "dot_general":
+        if dot_general_form(node) is None:
+            return f"dot_general: unsupported dimension_numbers {node.params['dimension_numbers']}"
+        return None
+    if name == "integer_pow":
+        if node.params["y"] in _INTEGER_POWERS:
+            return None
+        return f"integer_pow: y={node.params['y']}"
+    if name == "max":
+        if any(is_neg_inf(v) for v in node.invars):
+            return None  # the softmax stabilizer max(-inf, reduce_max(x))
+        return "max: only max(-inf, x) of a softmax stabilizer is supported"
+    return f"{name}: not a kernel-graph primitive"
+
+
+# -- regions ---------------------------------------------------------------------------
+
+
+@dataclass
+class Region:
+    """A connected, convex set of supported nodes, in topological order."""
+
+    index: int
+    nodes: list
+    inputs: list  # Var, consumed but produced outside; order of first use
+    outputs: list  # Var, produced inside and used outside or by the program outputs
+    sources: list = field(default_factory=list)  # distinct "file:line" of its nodes
+
+    @property
+    def primitives(self) -> list[str]:
+        return [n.name for n in self.nodes]
+
+    def evaluate(self, *inputs):
+        """Runs the region's nodes with jax on values of `inputs`; returns `outputs`' values."""
+        env = dict(zip(self.inputs, inputs))
+        run_nodes(self.nodes, env)
+        return [env[v] for v in self.outputs]
+
+    def __repr__(self):
+        return (
+            f"<region {self.index}: {len(self.nodes)} nodes {self.primitives}, "
+            f"{len(self.inputs)} inputs, {len(self.outputs)} outputs>"
+        )
+
+
+@dataclass
+class Partition:
+    program: FlatProgram
+    regions: list  # Region
+    unsupported: dict  # node index -> reason, for nodes left to plain JAX
+
+
+def _bits(indices) -> int:
+    out = 0
+    for i in indices:
+        out |= 1 << i
+    return out
+
+
+def partition(closed_jaxpr_or_flat) -> Partition:
+    """Finds the regions of `closed_jaxpr_or_flat` (a ClosedJaxpr or a FlatProgram)."""
+    prog = (
+        closed_jaxpr_or_flat
+        if isinstance(closed_jaxpr_or_flat, FlatProgram)
+        else flatten(closed_jaxpr_or_flat)
+    )
+    nodes = prog.nodes
+    producers = {v: n for n in nodes for v in n.outvars}
+    reasons = {n.index: support_reason(n, producers) for n in nodes}
+    supported = {i for i, r in reasons.items() if r is None}
+
+    # anc[i]: bitset of all ancestors of node i.
+    anc = []
+    for n in nodes:
+        a = 0
+        for v in n.invars:
+            p = producers.get(v) if isinstance(v, Var) else None
+            if p is not None:
+                a |= anc[p.index] | (1 << p.index)
+        anc.append(a)
+
+    region_of: dict[int, int] = {}
+    members: dict[int, int] = {}  # region id -> bitset
+    next_id = 0
+
+    def convex(s: int, extra_anc: int) -> bool:
+        cand = extra_anc & ~s
+        while cand:
+            low = cand & -cand
+            u = low.bit_length() - 1
+            cand ^= low
+            if anc[u] & s:
+                return False
+        return True
+
+    def anc_of(s: int) -> int:
+        a = 0
+        t = s
+        while t:
+            low = t & -t
+            a |= anc[low.bit_length() - 1]
+            t ^= low
+        return a
+
+    for n in nodes:
+        if n.index not in supported:
+            continue
+        prod_regions = []
+        for v in n.invars:
+            p = producers.get(v) if isinstance(v, Var) else None
+            if p is not None and p.index in region_of:
+                r = region_of[p.index]
+                if r not in prod_regions:
+                    prod_regions.append(r)
+        me = 1 << n.index
+        choice = None
+        if prod_regions:
+            merged = me
+            for r in prod_regions:
+                merged |= members[r]
+            if convex(merged, anc_of(merged)):
+                choice = prod_regions
+            else:
+                for r in sorted(prod_regions, key=lambda r: -bin(members[r]).count("1")):
+                    s = members[r] | me
+                    if convex(s, anc_of(s)):
+                        choice = [r]
+                        break
+        if choice:
+            keep = choice[0]
+            for r in choice[1:]:
+                members[keep] |= members.pop(r)
+            members[keep] |= me
+            for i in range(len(nodes)):
+                if members[keep] >> i & 1:
+                    region_of[i] = keep
+        else:
+            members[next_id] = me
+            region_of[n.index] = next_id
+            next_id += 1
+
+    # Uses of every var outside each region.
+    prog_outs = {v for v in prog.outvars if isinstance(v, Var)}
+    regions = []
+    for rid in sorted(members, key=lambda r: (members[r] & -members[r]).bit_length()):
+        s = members[rid]
+        rnodes = [n for n in nodes if s >> n.index & 1]
+        if not any(n.name in REDUCTIONS or n.name == "dot_general" for n in rnodes):
+            continue
+        produced = {v for n in rnodes for v in n.outvars}
+        inputs = []
+        for n in rnodes:
+            for v in n.invars:
+                if isinstance(v, Var) and v not in produced and v not in inputs:
+                    inputs.append(v)
+        used_outside = set(prog_outs)
+        for n in nodes:
+            if not s >> n.index & 1:
+                used_outside.update(v for v in n.invars if isinstance(v, Var))
+        outputs = [v for n in rnodes for v in n.outvars if v in used_outside]
+        sources = []
+        for n in rnodes:
+            if n.source and n.source not in sources:
+                sources.append(n.source)
+        regions.append(Region(len(regions), rnodes, inputs, outputs, sources))
+    unsupported = {i: r for i, r in reasons.items() if r is not None}
+    return Partition(prog, regions, unsupported)

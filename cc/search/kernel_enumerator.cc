@@ -70,6 +70,20 @@ bool has_pending_partials(const KernelState& s) {
   return false;
 }
 
+// Per kernel tensor, the bit set of the program inputs it depends on (inputs past the 64th
+// share the last bit, which only weakens the cut below).
+std::vector<uint64_t> input_dependencies(const KernelGraph& g) {
+  std::vector<uint64_t> deps(g.tensors().size(), 0);
+  const auto& ins = g.input_ids();
+  for (size_t i = 0; i < ins.size(); ++i) deps[ins[i]] = uint64_t(1) << std::min<size_t>(i, 63);
+  for (const Op& op : g.ops()) {
+    uint64_t d = 0;
+    for (int t : op.inputs) d |= deps[t];
+    for (int t : op.outputs) deps[t] |= d;
+  }
+  return deps;
+}
+
 }  // namespace
 
 KernelState initial_kernel_state(const SearchShared& shared, Worker& worker) {
@@ -107,6 +121,19 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
   if (s.block_graphs >= cfg.max_block_graphs) return moves;
   // Block graph inputs: every set of up to max_block_inputs kernel tensors, ascending.
   const int n = int(s.graph.tensors().size());
+  // A block graph that ends the candidate (the last kernel op, or under the "attention"
+  // preset one that stores no partial results) must store the target's output itself, so
+  // with a single output its inputs must reach every program input the output reads.
+  const bool single_output = shared.target.output_ids().size() == 1;
+  const std::vector<uint64_t> deps = input_dependencies(s.graph);
+  uint64_t needed = 0;
+  if (single_output) {
+    const std::vector<uint64_t> target_deps = input_dependencies(shared.target);
+    const auto& tins = shared.target.input_ids();
+    const uint64_t all = tins.size() >= 64 ? ~uint64_t(0) : (uint64_t(1) << tins.size()) - 1;
+    needed = target_deps[shared.target.output_ids()[0]] & all;
+  }
+  const bool last_op = s.ops + 1 >= cfg.max_kernel_ops;
   std::vector<int> chosen;
   std::function<void(int)> subsets = [&](int from) {
     if (!chosen.empty()) {
@@ -115,8 +142,15 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
         specs.push_back({s.graph.tensor(t).shape, s.graph.tensor(t).dtype, s.facts[t].classes});
       }
       const bool partials = partials_allowed(cfg, s.ops);
+      uint64_t reached = 0;
+      for (int t : chosen) reached |= deps[t];
+      const bool covers = !single_output || (reached & needed) == needed;
       for (BlockLayout& l : block_layouts(specs, shared.output_classes, s.table, cfg, partials,
                                           shared.classes.combinable)) {
+        // Under "attention" a block graph storing partials is followed only by kernels that
+        // combine them (search.h), which read partials, so it too must reach every input.
+        const bool ends = last_op || preset_splits_reductions(cfg);
+        if (ends && !covers) continue;
         KernelMove m;
         m.opens_block_graph = true;
         m.inputs = chosen;

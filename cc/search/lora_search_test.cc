@@ -51,6 +51,33 @@ TEST(LoraSearch, FindsTheConcatMatmulKernelUnaided) {
   EXPECT_TRUE(verify_equivalent(target, *fused, opts).equivalent);
 }
 
+// The paper's shapes (X[16,256], W[256,4096], rank 16) with the grid sizes derived from the
+// shapes and the CPU target, no override: the fewest-block grids leave W's column tile too
+// large for the block's on-chip budget without a loop over d_in, and the concat kernel
+// cannot loop (X·A has no d_in to cut), so the derivation must also offer the fewest-block
+// grid whose tiles fit without a loop.
+TEST(LoraSearch, FindsTheConcatMatmulKernelAtThePapersShapes) {
+  const KernelGraph target = search_test::lora(16, 256, 4096, 16);
+  SearchConfig c = search_test::small_config();
+  c.preset = "lora";
+  c.max_block_ops = 4;
+  c.time_budget_s = 40;
+  const SearchResult r = search(target, c);
+  std::printf("lora [16,256]x[256,4096] rank 16: %s; %zu candidates\n",
+              r.stats.to_string().c_str(), r.candidates.size());
+  EXPECT_EQ(r.reason, "");
+  const KernelGraph* fused = nullptr;
+  for (const auto& cand : r.candidates) {
+    const BlockGraph* bg = single_block_graph(*cand);
+    if (bg && count_ops(*bg, OpKind::kConcat) == 2 && matmul_of_two_concats(*bg)) {
+      fused = cand.get();
+      break;
+    }
+  }
+  ASSERT_NE(fused, nullptr);
+  std::printf("%s\n", to_string(*fused).c_str());
+}
+
 TEST(LoraSearch, TheMlpPresetProposesNoConcat) {
   const KernelGraph target = search_test::lora(8, 64, 32, 8);
   SearchConfig c = search_test::small_config();

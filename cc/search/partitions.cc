@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 
 namespace mj {
@@ -145,9 +146,22 @@ std::vector<std::vector<GridChoice>> grids_per_split(const std::vector<int>& eli
   return groups;
 }
 
-std::vector<GridChoice> grid_choices(const std::vector<int>& eligible, const ClassTable& table,
+// Whether one block's input tiles fit on chip with no for-loop at all under grid g. Some
+// block graphs cannot loop (a concat of a loop-walked tile with one the loop does not cut,
+// as in LoRA's [X | X·A]), so their grids must make whole tiles fit.
+bool fits_without_loop(const std::vector<BlockInputSpec>& inputs, const GridChoice& g,
+                       const ClassTable& table, double budget) {
+  BlockLayout l;
+  l.grid = g.grid;
+  l.axis_class = g.axis_class;
+  return tile_bytes(inputs, l, table) <= budget;
+}
+
+std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
+                                     const std::vector<int>& eligible, const ClassTable& table,
                                      const SearchConfig& config) {
   const int units = std::max(1, config.target.parallel_units());
+  const double budget = on_chip_budget(config.target);
   auto groups = grids_per_split(eligible, table, config);
   // Keep grids that fill the machine in at most 8 waves when any does: fewer blocks leave
   // units idle, more only add per-block overhead. Overrides are the caller's choice.
@@ -167,11 +181,27 @@ std::vector<GridChoice> grid_choices(const std::vector<int>& eligible, const Cla
   }
   std::vector<GridChoice> all;
   for (auto& group : groups) {
-    std::stable_sort(group.begin(), group.end(), [&](const GridChoice& a, const GridChoice& b) {
+    auto by_fill = [&](const GridChoice& a, const GridChoice& b) {
       return fill_rank(blocks_of(a), units) < fill_rank(blocks_of(b), units);
-    });
+    };
+    std::stable_sort(group.begin(), group.end(), by_fill);
+    // The best-filling grids have the fewest blocks and so the largest tiles, which may fit
+    // on chip only with a for-loop. When none of the kept grids fits without one, also keep
+    // the best-filling grid that does (within the waves kept above).
+    std::optional<GridChoice> loopless;
+    if (config.grid_sizes_override.empty()) {
+      const size_t kept = std::min(group.size(), size_t(std::max(config.max_grids, 0)));
+      bool kept_fits = false;
+      for (size_t i = 0; i < kept; ++i) kept_fits |= fits_without_loop(inputs, group[i], table, budget);
+      if (!kept_fits) {
+        for (size_t i = kept; i < group.size() && !loopless; ++i) {
+          if (fits_without_loop(inputs, group[i], table, budget)) loopless = group[i];
+        }
+      }
+    }
     if (int(group.size()) > config.max_grids) group.resize(config.max_grids);
     all.insert(all.end(), group.begin(), group.end());
+    if (loopless) all.push_back(*loopless);
   }
   if (all.empty()) all.push_back(GridChoice{});  // nothing to split: one block
   return all;
@@ -220,7 +250,7 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
   }
   const double budget = on_chip_budget(config.target);
   std::vector<BlockLayout> layouts;
-  for (const GridChoice& g : grid_choices(grid_eligible, table, config)) {
+  for (const GridChoice& g : grid_choices(inputs, grid_eligible, table, config)) {
     BlockLayout base;
     base.grid = g.grid;
     base.axis_class = g.axis_class;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -131,12 +132,34 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
   std::string error;
   bool stopped_by_caller = false;
   const Clock::time_point enumerate_start = Clock::now();
+  // MJ_SEARCH_PROFILE=1 prints each root task's wall time and states (approximate with
+  // more than one thread) to stderr.
+  const char* profile_env = std::getenv("MJ_SEARCH_PROFILE");
+  const bool profile = profile_env && *profile_env && std::string(profile_env) != "0";
   run_tasks(
       threads, int64_t(moves.size()),
       [&](int64_t i, int w) {
         try {
           Worker& worker = *workers[w];
+          const Clock::time_point t0 = Clock::now();
+          const int64_t explored0 = shared.explored.load();
           run_kernel_move(initial_kernel_state(shared, worker), moves[i], shared, worker);
+          if (profile) {
+            const KernelMove& m = moves[i];
+            std::string what;
+            if (m.opens_block_graph) {
+              what = "block inputs";
+              for (int t : m.inputs) what += " " + std::to_string(t);
+              what += " grid " + std::to_string(m.layout.grid[0]) + "x" +
+                      std::to_string(m.layout.grid[1]) + "x" + std::to_string(m.layout.grid[2]) +
+                      " loop " + std::to_string(m.layout.forloop_range);
+            } else {
+              what = "op " + std::to_string(int(m.op.kind));
+            }
+            std::fprintf(stderr, "[search profile] task %lld/%zu %s: %.3f s, ~%lld states\n",
+                         (long long)i, moves.size(), what.c_str(), seconds_since(t0),
+                         (long long)(shared.explored.load() - explored0));
+          }
         } catch (const std::exception& e) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (error.empty()) error = e.what();

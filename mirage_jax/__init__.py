@@ -9,6 +9,15 @@ from mirage_jax._superoptimize import Superoptimized, superoptimize
 from mirage_jax._verify import VerifyResult, verify_equivalent
 from mirage_jax.graph import BlockGraph, KernelGraph
 
+
+def optimize(fun=None, *, config=None, backend="auto", cache_dir=None):
+    """`@mirage_jax.optimize`: run a function's fusible regions as superoptimized kernels.
+    See mirage_jax._optimize (imported on first use, so `import mirage_jax` stays light)."""
+    from mirage_jax._optimize import optimize as _optimize
+
+    return _optimize(fun, config=config, backend=backend, cache_dir=cache_dir)
+
+
 __all__ = [
     "BlockGraph",
     "IRError",
@@ -23,6 +32,7 @@ __all__ = [
     "VerifyResult",
     "compile",
     "generate_code",
+    "optimize",
     "search",
     "superoptimize",
     "verify_equivalent",

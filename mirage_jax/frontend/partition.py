@@ -94,16 +94,17 @@ class FlatProgram:
         env = dict(self.consts)
         env.update(zip(self.invars, args))
         run_nodes(self.nodes, env)
-        return [_read(env, v) for v in self.outvars]
+        return [read_value(env, v) for v in self.outvars]
 
 
-def _read(env, v):
+def read_value(env, v):
+    """The value of a Var or a Lit in `env`."""
     return v.value if isinstance(v, Lit) else env[v]
 
 
 def run_nodes(nodes, env) -> None:
     for node in nodes:
-        outs = node.primitive.bind(*[_read(env, v) for v in node.invars], **node.params)
+        outs = node.primitive.bind(*[read_value(env, v) for v in node.invars], **node.params)
         if not node.primitive.multiple_results:
             outs = [outs]
         env.update(zip(node.outvars, outs))

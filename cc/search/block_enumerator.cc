@@ -7,6 +7,7 @@
 #include "cc/absexpr/derive.h"
 #include "cc/search/block_op_rules.h"
 #include "cc/search/loose_ends.h"
+#include "cc/search/op_admission.h"
 #include "cc/search/op_proposals.h"
 #include "cc/search/recomputation.h"
 #include "cc/search/stabilizers.h"
@@ -72,33 +73,10 @@ void BlockSearch::expand(const BlockState& s) {
     if (s.last_key && !(*s.last_key < key)) return;
     const auto phase = result_phase(g, op);
     if (!phase) return;
-    if (!reads_stabilizers_only_to_subtract(op, s.facts, worker.pruner)) return;
-    if (op.kind == OpKind::kConcat &&
-        g.tensor(op.inputs[0]).shape.size() != g.tensor(op.inputs[1]).shape.size()) {
-      return;
-    }
-    ExprId expr = 0;
-    if (worker.pruner.enabled()) {
-      expr = abstract_expression_of_op(g, op, exprs, layout.forloop_range, worker.pruner.pool());
-      if (!worker.pruner.admits(expr)) {
-        shared.pruned.fetch_add(1, std::memory_order_relaxed);
-        return;
-      }
-    }
-    const auto shape = proposal_shape(g, op);
-    if (!shape) return;
-    std::vector<DimClasses> in_classes;
-    for (int t : op.inputs) in_classes.push_back(s.facts[t].classes);
-    // Only concat adds classes, so only concat pays for a copy of the table.
-    std::optional<ClassTable> concat_table;
-    if (op.kind == OpKind::kConcat) concat_table = s.table;
-    auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
-    if (!classes) return;
-    if (!max_over_stabilized_index(op, in_classes[0], shared.classes.max_reduced)) return;
-    if (dedupes_values(shared.config) && !subtracts_stabilizer(op, s.facts) &&
-        recomputes_existing(s.facts, expr, *classes, worker.pruner)) {
-      return;
-    }
+    auto admitted =
+        admit_op(g, op, s.facts, s.table, exprs, layout.forloop_range, shared, worker);
+    if (!admitted) return;
+    const std::vector<DimClasses>& in_classes = admitted->in_classes;
     if (!accumulates_loop_index_only(op, in_classes[0], layout.loop_class)) return;
     if (!allow_partials && reduces_split_index(op, in_classes[0], layout)) return;
     if (rescales_by_block_max(op, in_classes[0], layout)) return;
@@ -110,9 +88,9 @@ void BlockSearch::expand(const BlockState& s) {
       return;  // a rule the quick checks above do not model
     }
     child.facts = s.facts;
-    child.table = concat_table ? std::move(*concat_table) : s.table;
+    child.table = admitted->concat_table ? std::move(*admitted->concat_table) : s.table;
     for (int t : op.inputs) ++child.facts[t].consumers;
-    child.facts.push_back(new_tensor_facts(op, expr, *classes, s.facts));
+    child.facts.push_back(new_tensor_facts(op, admitted->expr, admitted->classes, s.facts));
     child.last_key = std::move(key);
     child.ops = s.ops + 1;
     expand(child);

@@ -8,6 +8,7 @@
 #include "cc/search/candidates.h"
 #include "cc/absexpr/derive.h"
 #include "cc/search/loose_ends.h"
+#include "cc/search/op_admission.h"
 #include "cc/search/op_proposals.h"
 #include "cc/search/recomputation.h"
 #include "cc/search/stabilizers.h"
@@ -17,43 +18,21 @@ namespace mj {
 namespace {
 
 void append_predefined(const KernelState& s, const Op& op, SearchShared& shared, Worker& worker) {
-  if (!reads_stabilizers_only_to_subtract(op, s.facts, worker.pruner)) return;
-  if (op.kind == OpKind::kConcat &&
-      s.graph.tensor(op.inputs[0]).shape.size() != s.graph.tensor(op.inputs[1]).shape.size()) {
-    return;
-  }
-  ExprId expr = 0;
+  std::vector<ExprId> exprs;
   if (worker.pruner.enabled()) {
-    std::vector<ExprId> exprs;
     for (const TensorFacts& f : s.facts) exprs.push_back(f.expr);
-    expr = abstract_expression_of_op(s.graph, op, exprs, 1, worker.pruner.pool());
-    if (!worker.pruner.admits(expr)) {
-      shared.pruned.fetch_add(1, std::memory_order_relaxed);
-      return;
-    }
   }
-  const auto shape = proposal_shape(s.graph, op);
-  if (!shape) return;
-  std::vector<DimClasses> in_classes;
-  for (int t : op.inputs) in_classes.push_back(s.facts[t].classes);
-  std::optional<ClassTable> concat_table;
-  if (op.kind == OpKind::kConcat) concat_table = s.table;
-  auto classes = propagate_classes(op, in_classes, *shape, concat_table ? &*concat_table : nullptr);
-  if (!classes) return;
-  if (!max_over_stabilized_index(op, in_classes[0], shared.classes.max_reduced)) return;
-  if (dedupes_values(shared.config) && !subtracts_stabilizer(op, s.facts) &&
-      recomputes_existing(s.facts, expr, *classes, worker.pruner)) {
-    return;
-  }
+  auto admitted = admit_op(s.graph, op, s.facts, s.table, exprs, 1, shared, worker);
+  if (!admitted) return;
   KernelState child = s;
   try {
     append_op(child.graph, op);
   } catch (const IrError&) {
     return;
   }
-  if (concat_table) child.table = std::move(*concat_table);
+  if (admitted->concat_table) child.table = std::move(*admitted->concat_table);
   for (int t : op.inputs) ++child.facts[t].consumers;
-  child.facts.push_back(new_tensor_facts(op, expr, *classes, s.facts));
+  child.facts.push_back(new_tensor_facts(op, admitted->expr, admitted->classes, s.facts));
   child.last_key = OpKey::of(op);
   child.ops = s.ops + 1;
   expand_kernel(child, shared, worker);

@@ -255,9 +255,9 @@ def test_the_float_check_is_normwise_and_matches_non_finite_values_exactly():
 # ------------------------------------------------------------------------- warm cache
 
 
-@pytest.fixture
-def counters(monkeypatch):
-    """Counts calls of the C++ search and of the kernel compiler."""
+def install_counters(set_attribute) -> dict:
+    """Counts calls of the C++ search and of the kernel compiler; `set_attribute` is
+    monkeypatch.setattr here and the builtin setattr in the second process."""
     counts = {"search": 0, "compile": 0}
     real_search, real_compile = _core.search, compiler.compile_shared_library
 
@@ -269,9 +269,14 @@ def counters(monkeypatch):
         counts["compile"] += 1
         return real_compile(source, library)
 
-    monkeypatch.setattr(_core, "search", search)
-    monkeypatch.setattr(compiler, "compile_shared_library", compile_library)
+    set_attribute(_core, "search", search)
+    set_attribute(compiler, "compile_shared_library", compile_library)
     return counts
+
+
+@pytest.fixture
+def counters(monkeypatch):
+    return install_counters(monkeypatch.setattr)
 
 
 # The same counting in a fresh process that shares only the cache directory.
@@ -284,19 +289,7 @@ WARM_PROCESS = textwrap.dedent("""
     import test_superoptimize as t
 
     _profile.BUDGET_S = 0.1
-    counts = {"search": 0, "compile": 0}
-    real_search, real_compile = _core.search, compiler.compile_shared_library
-
-    def search(*args):
-        counts["search"] += 1
-        return real_search(*args)
-
-    def compile_library(source, library):
-        counts["compile"] += 1
-        return real_compile(source, library)
-
-    _core.search = search
-    compiler.compile_shared_library = compile_library
+    counts = t.install_counters(setattr)
     f = t.superoptimize()
     counts["timed"] = sorted(f.timings)
     counts["core"] = search_cache._core_digest()

@@ -1,0 +1,20 @@
+"""`python -m benchmarks`: the same as `python benchmarks/run.py`.
+
+`-m` puts the current directory first on sys.path. From the repository root that makes the
+source folder mirage_jax/ shadow the installed package, whose compiled extension the source
+folder lacks (unless installed editable). Dropping the repository root from sys.path before
+mirage_jax is imported gives what `python -P` would, and the benchmark modules import each
+other from their own folder, as when run.py runs as a script.
+"""
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_ROOT = os.path.dirname(_HERE)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
+sys.path.insert(0, _HERE)
+
+from run import main  # noqa: E402
+
+sys.exit(main())

@@ -1,0 +1,44 @@
+"""Timing two functions side by side: warm-up, then alternating calls, medians.
+
+The machines here are shared, so only times measured side by side, in one process, mean
+anything: each round calls both functions, and which goes first alternates from round to
+round so that neither always inherits the other's cache state.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+
+
+def timed_call(fn: Callable, args: Sequence) -> float:
+    """Seconds for one call of fn(*args), until its outputs are ready."""
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
+
+
+def median_seconds(fn: Callable, args: Sequence, runs: int, warmup: int = 2) -> float:
+    """The median time of `runs` calls after `warmup` untimed ones."""
+    for _ in range(warmup):
+        jax.block_until_ready(fn(*args))
+    return statistics.median(timed_call(fn, args) for _ in range(runs))
+
+
+def alternating_medians(first: Callable, second: Callable, args: Sequence, runs: int,
+                        warmup: int = 3) -> tuple[float, float]:
+    """(median seconds of `first`, of `second`) over `runs` alternating rounds."""
+    if runs < 1:
+        raise ValueError(f"alternating_medians: runs must be >= 1, got {runs}")
+    for _ in range(warmup):
+        jax.block_until_ready(first(*args))
+        jax.block_until_ready(second(*args))
+    a, b = [], []
+    for i in range(runs):
+        order = ((first, a), (second, b)) if i % 2 == 0 else ((second, b), (first, a))
+        for fn, into in order:
+            into.append(timed_call(fn, args))
+    return statistics.median(a), statistics.median(b)

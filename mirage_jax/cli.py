@@ -7,8 +7,9 @@ compile, time against XLA: what it found, how it was checked, the speedup), and 
 broken variants of the fused graph are rejected. The exit status is 0 exactly when every
 check came out as it should (the speedup is reported, not checked: it depends on the machine).
 
-cache {list,verify,clear}: the on-disk caches of search results and compiled kernels, under
-$MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax (see mirage_jax/runtime/cache_admin.py).
+cache {list,verify,clear,export,import}: the on-disk caches of search results and compiled
+kernels, under $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax (see
+mirage_jax/runtime/cache_admin.py); export/import move them to another machine as one archive.
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     clear = actions.add_parser("clear", help="remove every entry (only with --yes; without "
                                              "it, print what would be removed)")
     clear.add_argument("--yes", action="store_true", help="really remove them")
+    export = actions.add_parser("export", help="write every sound entry to a .tar.gz archive "
+                                               "(to deploy on another machine)")
+    export.add_argument("path", help="the archive to write")
+    import_ = actions.add_parser("import", help="add the entries of an exported archive, "
+                                                "refusing any that fail their checksums")
+    import_.add_argument("path", help="the archive to read")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed,
@@ -63,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "cache":
         from mirage_jax.cli_cache import run_cache
 
-        return run_cache(args.action, yes=getattr(args, "yes", False))
+        return run_cache(args.action, yes=getattr(args, "yes", False),
+                         path=getattr(args, "path", None))
     parser.error(f"unknown command {args.command!r}")
     return 2
 

@@ -1,4 +1,5 @@
-"""python -m mirage_jax cache {list,verify,clear}: the printing side of runtime/cache_admin."""
+"""python -m mirage_jax cache {list,verify,clear,export,import}: the printing side of
+runtime/cache_admin."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import shutil
 from mirage_jax.runtime import cache, cache_admin
 
 
-def run_cache(action: str, yes: bool = False) -> int:
+def run_cache(action: str, yes: bool = False, path: str | None = None) -> int:
     root = cache.cache_root()
     if action == "list":
         return _list(root)
@@ -15,7 +16,11 @@ def run_cache(action: str, yes: bool = False) -> int:
         return _verify(root)
     if action == "clear":
         return _clear(root, yes)
-    raise ValueError(f"cache: unknown action {action!r} (list, verify, clear)")
+    if action in ("export", "import"):
+        if not path:
+            raise ValueError(f"cache {action}: an archive path is required")
+        return (_export if action == "export" else _import)(root, path)
+    raise ValueError(f"cache: unknown action {action!r} (list, verify, clear, export, import)")
 
 
 def _list(root) -> int:
@@ -64,3 +69,40 @@ def _clear(root, yes: bool) -> int:
         shutil.rmtree(d)
     print(f"cache {root}: removed {len(found)} entries ({total})")
     return 0
+
+
+def _export(root, path) -> int:
+    try:
+        done = cache_admin.export_cache(path, root)
+    except cache_admin.CacheArchiveError as e:
+        print(f"cache export: {e}")
+        return 1
+    for kind, key, problem in done.skipped:
+        print(f"  skipped  {kind:<7} {key}: corrupt ({problem})")
+    for kind, key in done.done:
+        print(f"  exported {kind:<7} {key}")
+    print(f"cache {root}: exported {len(done.done)} entries to {done.archive} "
+          f"({cache_admin.human_size(done.size)})"
+          + (f"; {len(done.skipped)} corrupt entries left out" if done.skipped else ""))
+    return 0
+
+
+def _import(root, path) -> int:
+    try:
+        done = cache_admin.import_cache(path, root)
+    except (cache_admin.CacheArchiveError, FileNotFoundError) as e:
+        print(f"cache import: {e}")
+        return 1
+    for kind, key in done.done:
+        print(f"  imported {kind:<7} {key}")
+    for kind, key in done.present:
+        print(f"  present  {kind:<7} {key}")
+    for kind, key, why in done.refused:
+        print(f"  REFUSED  {kind:<7} {key}: {why}")
+    for note in done.notes:
+        print(f"warning: {note}")
+    print(f"cache {root}: imported {len(done.done)} entries from {done.archive} "
+          f"({cache_admin.human_size(done.size)}), {len(done.present)} already present, "
+          f"{len(done.refused)} refused"
+          + (" (nothing of a refused entry was written)" if done.refused else ""))
+    return 1 if done.refused else 0

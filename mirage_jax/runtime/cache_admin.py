@@ -3,11 +3,21 @@
 Both caches live under cache_root(): compiled kernels in kernels/ (cache.py) and search
 results in searches/ (search_cache.py). Each entry is a directory named by its key whose
 meta.json records a checksum; each cache knows how to check its own entries.
+
+export_cache / import_cache move sound entries between machines as one gzipped tar with a
+manifest of every file's sha256 (deployment: search and compile once, serve elsewhere).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -73,3 +83,195 @@ def human_age(seconds: float) -> str:
         if seconds >= length:
             return f"{seconds / length:.0f}{unit}"
     return f"{seconds:.0f}s"
+
+
+# -- export and import (python -m mirage_jax cache export|import PATH) -------------------
+
+ARCHIVE_FORMAT = 1
+MANIFEST = "mirage_jax_cache_manifest.json"
+_KEY = re.compile(r"[0-9a-f]{32}")
+_FILE_PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
+
+
+class CacheArchiveError(Exception):
+    """The archive as a whole cannot be used (unreadable, not a mirage_jax cache archive)."""
+
+
+@dataclasses.dataclass
+class Transfer:
+    """What an export or import did, entry by entry: (kind, key) pairs, and (kind, key, why)
+    for those it left out."""
+
+    archive: Path
+    root: Path
+    done: list = dataclasses.field(default_factory=list)
+    present: list = dataclasses.field(default_factory=list)  # import: already sound here
+    skipped: list = dataclasses.field(default_factory=list)  # export: corrupt here
+    refused: list = dataclasses.field(default_factory=list)  # import: corrupt in the archive
+    notes: list = dataclasses.field(default_factory=list)
+    size: int = 0  # bytes of the archive (export) or of the entries written (import)
+
+
+def _entry_files(path: Path) -> list[str]:
+    return sorted(str(f.relative_to(path)) for f in path.rglob("*") if f.is_file())
+
+
+def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transfer:
+    """Writes every sound entry of the cache at `root` into the gzipped tar `archive`, with a
+    manifest of each file's sha256. Corrupt entries are left out (Transfer.skipped)."""
+    root = cache.cache_root() if root is None else Path(root)
+    archive = Path(archive)
+    result = Transfer(archive=archive, root=root)
+    manifest = {"format": ARCHIVE_FORMAT, "versions": cache.versions(),
+                "core": search_cache._core_digest(), "entries": []}
+    chosen = []
+    for e in entries(root):
+        problem = e.problem()
+        if problem is not None:
+            result.skipped.append((e.kind, e.key, problem))
+            continue
+        files = {name: cache.sha256_of(e.path / name) for name in _entry_files(e.path)}
+        manifest["entries"].append({"kind": e.kind, "key": e.key, "files": files})
+        chosen.append(e)
+        result.done.append((e.kind, e.key))
+    if not chosen:
+        raise CacheArchiveError(
+            f"cache {root} holds no sound entry to export"
+            + (f" ({len(result.skipped)} corrupt)" if result.skipped else "")
+            + "; run the program once with this cache to fill it")
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(f".{archive.name}.partial")
+    try:
+        with tarfile.open(partial, "w:gz") as tar:
+            data = json.dumps(manifest, indent=1).encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+            tar.addfile(info, io.BytesIO(data))
+            for e in chosen:
+                directory = KINDS[e.kind][0]
+                for name in _entry_files(e.path):
+                    tar.add(e.path / name, arcname=f"{directory}/{e.key}/{name}",
+                            recursive=False)
+        os.replace(partial, archive)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    result.size = archive.stat().st_size
+    return result
+
+
+class _Refused(Exception):
+    pass
+
+
+def _read_manifest(tar: tarfile.TarFile, archive: Path) -> dict:
+    try:
+        member = tar.getmember(MANIFEST)
+        manifest = json.loads(tar.extractfile(member).read())
+    except KeyError:
+        raise CacheArchiveError(f"{archive} is not a mirage_jax cache archive (it has no "
+                                f"{MANIFEST}; make one with `cache export`)") from None
+    except (ValueError, AttributeError, tarfile.TarError, OSError, EOFError) as e:
+        raise CacheArchiveError(f"{archive}: its manifest is unreadable ({e})") from None
+    found = manifest.get("format") if isinstance(manifest, dict) else None
+    if found != ARCHIVE_FORMAT:
+        raise CacheArchiveError(f"{archive}: archive format {found!r} is not the one this "
+                                f"version reads ({ARCHIVE_FORMAT})")
+    if not isinstance(manifest.get("entries"), list):
+        raise CacheArchiveError(f"{archive}: its manifest lists no entries")
+    return manifest
+
+
+def _checked_files(tar: tarfile.TarFile, entry: dict, members: dict) -> dict[str, bytes]:
+    """The entry's files, each read from the archive and matched against the manifest's
+    sha256; _Refused names the first problem."""
+    kind, key, files = entry.get("kind"), entry.get("key"), entry.get("files")
+    if kind not in KINDS:
+        raise _Refused(f"unknown kind {kind!r}")
+    if not isinstance(key, str) or not _KEY.fullmatch(key):
+        raise _Refused(f"malformed key {key!r}")
+    if not isinstance(files, dict) or not files:
+        raise _Refused("the manifest lists no files for it")
+    prefix = f"{KINDS[kind][0]}/{key}/"
+    in_archive = {name[len(prefix):] for name in members if name.startswith(prefix)}
+    if in_archive != set(files):
+        missing = sorted(set(files) - in_archive)
+        extra = sorted(in_archive - set(files))
+        raise _Refused("files differ from the manifest"
+                       + (f"; missing {', '.join(missing)}" if missing else "")
+                       + (f"; unlisted {', '.join(extra)}" if extra else ""))
+    contents = {}
+    for name, digest in files.items():
+        if not all(_FILE_PART.fullmatch(part) for part in name.split("/")):
+            raise _Refused(f"unsafe file name {name!r}")
+        member = members[prefix + name]
+        if not member.isfile():
+            raise _Refused(f"{name} is not a regular file")
+        data = tar.extractfile(member).read()
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise _Refused(f"{name} does not match its checksum (the archive is damaged or "
+                           f"was altered)")
+        contents[name] = data
+    return contents
+
+
+def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transfer:
+    """Adds the entries of a `cache export` archive to the cache at `root`. Every file is
+    checked against the manifest's sha256 and every entry by its own cache's check before it
+    is published (atomically, under the key's lock); an entry that fails either is refused
+    (Transfer.refused) and nothing of it is written. Entries already sound here are kept."""
+    root = cache.cache_root() if root is None else Path(root)
+    archive = Path(archive)
+    result = Transfer(archive=archive, root=root)
+    try:
+        tar = tarfile.open(archive, "r:*")
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise CacheArchiveError(f"{archive} is not a readable cache archive ({e})") from None
+    with tar:
+        manifest = _read_manifest(tar, archive)
+        try:
+            members = {m.name: m for m in tar.getmembers()}
+        except (tarfile.TarError, OSError, EOFError) as e:
+            raise CacheArchiveError(f"{archive} is truncated or damaged ({e})") from None
+        theirs, ours = manifest.get("versions"), cache.versions()
+        if theirs != ours or manifest.get("core") != search_cache._core_digest():
+            result.notes.append(
+                f"the archive was made by {theirs} (core {str(manifest.get('core'))[:12]}), "
+                f"this installation is {ours} (core {search_cache._core_digest()[:12]}): cache "
+                f"keys include these, so this installation will not find its entries")
+        for entry in manifest["entries"]:
+            kind, key = (entry.get("kind"), entry.get("key")) if isinstance(entry, dict) \
+                else (None, None)
+            try:
+                contents = _checked_files(tar, entry, members)
+                if _publish(root, kind, key, contents):
+                    result.done.append((kind, key))
+                    result.size += sum(len(d) for d in contents.values())
+                else:
+                    result.present.append((kind, key))
+            except _Refused as e:
+                result.refused.append((str(kind), str(key), str(e)))
+            except (tarfile.TarError, OSError, EOFError) as e:
+                result.refused.append((str(kind), str(key),
+                                       f"unreadable in the archive ({type(e).__name__}: {e})"))
+    return result
+
+
+def _publish(root: Path, kind: str, key: str, contents: dict[str, bytes]) -> bool:
+    """Writes one checked entry; False when a sound one is already there."""
+    directory, check = KINDS[kind]
+    parent = root / directory
+    entry = parent / key
+    with cache.locked(parent / ".locks" / f"{key}.lock"):
+        if entry.exists():
+            if check(entry) is None:
+                return False
+            shutil.rmtree(entry)  # corrupt here, sound in the archive: replace it
+        with cache.staged_entry(parent, key) as staging:
+            for name, data in contents.items():
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                (staging / name).write_bytes(data)
+            problem = check(staging)
+            if problem is not None:
+                raise _Refused(f"the entry fails its cache's check: {problem}")
+    return True

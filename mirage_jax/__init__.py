@@ -10,12 +10,14 @@ from mirage_jax._verify import VerifyResult, verify_equivalent
 from mirage_jax.graph import BlockGraph, KernelGraph
 
 
-def optimize(fun=None, *, config=None, backend="auto", cache_dir=None):
+def optimize(fun=None, **options):
     """`@mirage_jax.optimize`: run a function's fusible regions as superoptimized kernels.
-    See mirage_jax._optimize (imported on first use, so `import mirage_jax` stays light)."""
+    Options: config, backend, cache_dir, min_region_flops, static_argnums, static_argnames;
+    see mirage_jax._optimize.optimize (imported on first use, so `import mirage_jax` stays
+    light)."""
     from mirage_jax._optimize import optimize as _optimize
 
-    return _optimize(fun, config=config, backend=backend, cache_dir=cache_dir)
+    return _optimize(fun, **options)
 
 
 __all__ = [

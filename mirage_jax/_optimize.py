@@ -1,90 +1,144 @@
 """`@mirage_jax.optimize` (DESIGN.md §5.1): specialize a function per input signature, run
 its fusible regions as superoptimized kernels and everything else as plain JAX.
 
-Per signature (pytree structure, shapes, dtypes) the function is traced once, flattened,
-partitioned into regions (mirage_jax.frontend), and each region becomes a KernelGraph that
-`superoptimize` searches (or loads from the cache), compiles, times against XLA and checks.
-A region whose winner is XLA, or that fails at any step, runs as the original jax code, with
-one warning naming the region and the reason (never wrong, never stuck). The rewritten
-program is evaluated inside `jax.jit`, so later calls with the same signature cost what a
-jitted call costs.
+Per signature (pytree structure, shapes, dtypes, static arguments) the function is traced
+once, flattened, partitioned into regions (mirage_jax.frontend), and each region becomes a
+KernelGraph that `superoptimize` searches (or loads from the cache), compiles, times against
+XLA and checks. A region whose winner is XLA, or that fails at any step, runs as the
+original jax code, with one warning naming the region and the reason (never wrong, never
+stuck). The rewritten program is evaluated inside `jax.jit`, so later calls with the same
+signature cost what a jitted call costs. Each kernel region is transparent to jax.grad,
+jax.vmap and sharding (mirage_jax._optimize_region).
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from mirage_jax import _search
-from mirage_jax._superoptimize import superoptimize
+from mirage_jax._optimize_region import (
+    RegionReport,  # noqa: F401 (re-exported: reports are what explain() prints)
+    Settings,
+    region_function,
+    region_kernel,
+)
 from mirage_jax.frontend.partition import Region, Var, partition, read_value, run_nodes
-from mirage_jax.frontend import region_to_graph, RegionNotSupported
 
 # Regions are small programs: one graph-defined op of up to five block ops covers the fused
 # forms of DESIGN §9 that the search finds in seconds.
 DEFAULT_CONFIG = _search.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=60)
-
-
-@dataclass
-class RegionReport:
-    """What happened to one region: `chosen` is "kernel" or "xla"; `reason` says why."""
-
-    sources: list
-    primitives: list
-    chosen: str
-    reason: str
-    report: str  # superoptimize's report, "" when it did not run
-
-    def __str__(self):
-        where = ", ".join(s for s in self.sources if s) or "(no source info)"
-        text = f"region at {where}: {self.chosen} ({self.reason})\n  primitives: " \
-               f"{' '.join(self.primitives)}"
-        if self.report:
-            text += "\n" + "\n".join("  " + line for line in self.report.splitlines())
-        return text
+BACKENDS = ("auto", "cpu", "cuda", "xla")
 
 
 def optimize(fun: Callable | None = None, *, config=None, backend: str = "auto",
-             cache_dir=None):
-    """Decorator: `@optimize` or `@optimize(config=..., backend=..., cache_dir=...)`.
+             cache_dir=None, min_region_flops: float = 0, static_argnums=(),
+             static_argnames=()):
+    """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
-    backend: "auto" (the CPU kernels when jax runs on the CPU, else plain XLA until the CUDA
-    backend lands), "cpu", or "xla" (no rewriting at all).
+    config: the search's SearchConfig per region (default DEFAULT_CONFIG).
+    backend: "auto" ("cuda" when jax's default backend is the GPU, "cpu" on the CPU, plain
+      XLA elsewhere), "cpu", "cuda", or "xla" (no rewriting at all).
+    cache_dir: the search and kernel cache (default $MIRAGE_JAX_CACHE, else
+      ~/.cache/mirage_jax).
+    min_region_flops: regions that do fewer floating-point operations run as plain JAX (no
+      search, no warning; explain() reports them).
+    static_argnums, static_argnames: as for jax.jit: those arguments are not traced, must be
+      hashable, and each value gets its own specialization.
     """
     if fun is None:
-        return functools.partial(optimize, config=config, backend=backend, cache_dir=cache_dir)
-    if backend not in ("auto", "cpu", "xla", "cuda"):
-        raise ValueError(f"optimize: unknown backend {backend!r}; expected 'auto', 'cpu', "
-                         f"'cuda' or 'xla'")
-    return Optimized(fun, config or DEFAULT_CONFIG, backend, cache_dir)
+        return functools.partial(optimize, config=config, backend=backend, cache_dir=cache_dir,
+                                 min_region_flops=min_region_flops,
+                                 static_argnums=static_argnums, static_argnames=static_argnames)
+    return Optimized(fun, config=config, backend=backend, cache_dir=cache_dir,
+                     min_region_flops=min_region_flops, static_argnums=static_argnums,
+                     static_argnames=static_argnames)
+
+
+def _as_tuple(x, what, kind):
+    items = (x,) if isinstance(x, kind) else tuple(x)
+    if not all(isinstance(i, kind) for i in items):
+        raise TypeError(f"optimize: {what} must be {kind.__name__}s, got {x!r}")
+    return items
 
 
 class Optimized:
     """The wrapped function; specializations are kept per input signature."""
 
-    def __init__(self, fun, config, backend, cache_dir):
+    def __init__(self, fun, *, config=None, backend="auto", cache_dir=None, min_region_flops=0,
+                 static_argnums=(), static_argnames=(), settings: Settings | None = None):
+        if not callable(fun):
+            raise TypeError(f"optimize: expected a function, got {type(fun).__name__}")
+        if backend not in BACKENDS:
+            raise ValueError(f"optimize: unknown backend {backend!r}; expected 'auto', 'cpu', "
+                             f"'cuda' or 'xla'")
+        if config is not None and not isinstance(config, _search.SearchConfig):
+            raise TypeError(f"optimize: config must be a mirage_jax SearchConfig, got "
+                            f"{type(config).__name__}")
+        if not isinstance(min_region_flops, numbers.Real) or min_region_flops < 0:
+            raise ValueError(f"optimize: min_region_flops must be a number >= 0, got "
+                             f"{min_region_flops!r}")
         functools.update_wrapper(self, fun)
-        self._fun, self._config, self._backend, self._cache_dir = fun, config, backend, cache_dir
+        self._fun = fun
+        self._config = config or DEFAULT_CONFIG
+        self._backend = backend
+        self._cache_dir = cache_dir
+        self._min_region_flops = float(min_region_flops)
+        self._static_argnums = _as_tuple(static_argnums, "static_argnums", int)
+        self._static_argnames = _as_tuple(static_argnames, "static_argnames", str)
+        self._settings = settings
         self._specializations: dict = {}
 
     def __call__(self, *args, **kwargs):
-        return self._specialization(args, kwargs).call(_array_leaves(args, kwargs))
+        spec, dynamic = self._specialization(args, kwargs)
+        return spec.call(dynamic)
 
-    def _specialization(self, args, kwargs) -> "_Specialization":
-        key = _signature(args, kwargs)
-        spec = self._specializations.get(key)
+    def __get__(self, obj, objtype=None):  # decorating a method
+        return self if obj is None else functools.partial(self, obj)
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            return Settings(self._config, _backend(self._backend), self._cache_dir,
+                            self._min_region_flops)
+        return self._settings
+
+    def _specialization(self, args, kwargs):
+        sig = _Signature(self, args, kwargs)
+        spec = self._specializations.get(sig.key)
         if spec is None:
-            spec = self._specializations[key] = _specialize(self, args, kwargs)
-        return spec
+            spec = self._specializations[sig.key] = _specialize(self, sig)
+        return spec, sig.dynamic
+
+    def regions(self, *args, **kwargs) -> list:
+        """The RegionReport of every region found for this signature (specializing first)."""
+        return list(self._specialization(args, kwargs)[0].reports)
 
     def explain(self, *args, **kwargs) -> str:
-        """The regions found for this signature, what was chosen for each, and why."""
-        reports = self._specialization(args, kwargs).reports
-        if not reports:
-            return "no region with a matmul or a reduction: the function runs as plain JAX"
-        return "\n\n".join(str(r) for r in reports)
+        """Prints and returns, for this signature, each region with its source lines, the
+        μGraph chosen, how it was verified and the measured speedup (or why it runs as
+        plain JAX)."""
+        text = _explain(self._specialization(args, kwargs)[0])
+        print(text)
+        return text
+
+    def explain_all(self) -> str:
+        """The explanation of every specialization made so far."""
+        if not self._specializations:
+            return "(not specialized yet)"
+        return "\n\n".join(_explain(s) for s in self._specializations.values())
+
+
+def _explain(spec: "_Specialization") -> str:
+    if spec.backend == "xla":
+        return "backend 'xla': the function runs as plain JAX (no rewriting)"
+    if not spec.reports:
+        return "no region with a matmul or a reduction: the function runs as plain JAX"
+    kernels = sum(r.chosen == "kernel" for r in spec.reports)
+    head = (f"{len(spec.reports)} region(s), {kernels} run as generated kernels "
+            f"(backend {spec.backend}), {len(spec.reports) - kernels} as plain JAX")
+    return "\n\n".join([head] + [str(r) for r in spec.reports])
 
 
 @dataclass
@@ -92,6 +146,7 @@ class _Specialization:
     jitted: Callable
     out_tree: object
     reports: list
+    backend: str
 
     def call(self, leaves):
         import jax
@@ -104,71 +159,98 @@ def _backend(requested: str) -> str:
 
     if requested != "auto":
         return requested
-    return "cpu" if jax.default_backend() == "cpu" else "xla"
+    platform = jax.default_backend()
+    return {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda"}.get(platform, "xla")
 
 
-def _is_array(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype")
+class _Signature:
+    """Like jax.jit's cache key: the pytree structure of the traced arguments, each leaf's
+    shape, dtype and weak type, and the value of every static argument. `dynamic` holds the
+    traced leaves, `avals` their abstract values."""
 
+    def __init__(self, opt: Optimized, args, kwargs):
+        import jax
 
-def _array_leaves(args, kwargs) -> list:
-    import jax
-
-    return [x for x in jax.tree_util.tree_leaves((args, kwargs)) if _is_array(x)]
-
-
-def _signature(args, kwargs):
-    """Like jax.jit's cache key: the pytree structure, each array's shape and dtype, and the
-    value of every other leaf (Python scalars, strings), which is treated as static."""
-    import jax
-
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-    described = []
-    for x in leaves:
-        if _is_array(x):
-            described.append(("array", tuple(x.shape), str(x.dtype)))
-        else:
+        name = getattr(opt._fun, "__name__", repr(opt._fun))
+        nargs = len(args)
+        static_nums = set()
+        for i in opt._static_argnums:
+            j = i + nargs if i < 0 else i
+            if not 0 <= j < nargs:
+                raise ValueError(f"jitted function {name} has static_argnums={i} but was "
+                                 f"called with only {nargs} positional arguments")
+            static_nums.add(j)
+        static = [(("arg", i), args[i]) for i in sorted(static_nums)]
+        static += [(("kwarg", k), kwargs[k]) for k in sorted(kwargs)
+                   if k in opt._static_argnames]
+        for where, value in static:
             try:
-                hash(x)
+                hash(value)
             except TypeError:
-                raise TypeError(f"optimize: argument leaf {x!r} of type {type(x).__name__} is "
-                                f"neither an array nor hashable (static values must be "
-                                f"hashable, as with jax.jit's static_argnums)") from None
-            described.append(("static", type(x).__name__, x))
-    return tree, tuple(described)
+                raise ValueError(f"Non-hashable static arguments are not supported. An error "
+                                 f"occurred while trying to hash an object of type "
+                                 f"{type(value)}, {value!r}. The error was: not hashable "
+                                 f"(static {where[0]} {where[1]!r} of {name})") from None
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in opt._static_argnames}
+        paths, tree = jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))
+        self.dynamic, self.avals, described = [], [], []
+        for path, x in paths:
+            try:
+                aval = jax.typeof(x)
+                shape, dtype = aval.shape, aval.dtype
+            except (TypeError, AttributeError):
+                raise TypeError(
+                    f"Error interpreting argument to {name} as an abstract array. The "
+                    f"problematic value is of type {type(x)} and was passed to the function "
+                    f"at path {jax.tree_util.keystr(path)}. This typically means that a "
+                    f"mirage_jax.optimize-wrapped function (like a jax.jit-wrapped one) was "
+                    f"called with a non-array argument, and this argument was not marked as "
+                    f"static using the static_argnums or static_argnames parameters of "
+                    f"mirage_jax.optimize.") from None
+            weak = bool(getattr(aval, "weak_type", False))
+            self.dynamic.append(x)
+            self.avals.append(jax.ShapeDtypeStruct(shape, dtype, weak_type=weak))
+            described.append((tuple(shape), str(dtype), weak))
+        self.tree = tree
+        self.static = static
+        self.args, self.kwargs, self.static_nums = args, kwargs, static_nums
+        self.key = (tree, tuple(described), tuple(static))
+
+    def rebuild(self, dynamic_values):
+        """The call's (args, kwargs) with the traced leaves replaced by `dynamic_values`."""
+        import jax
+
+        dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(self.tree, dynamic_values)
+        it = iter(dyn_args)
+        args = [self.args[i] if i in self.static_nums else next(it)
+                for i in range(len(self.args))]
+        kwargs = dict(dyn_kwargs)
+        kwargs.update({k: self.kwargs[k] for (kind, k), _ in self.static if kind == "kwarg"})
+        return args, kwargs
 
 
-def _specialize(opt: Optimized, args, kwargs) -> _Specialization:
+def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     import jax
-
-    leaves, tree = jax.tree_util.tree_flatten((args, kwargs))
-    is_array = [_is_array(x) for x in leaves]
 
     def flat_fun(*arrays):
-        it = iter(arrays)
-        full = [next(it) if a else x for x, a in zip(leaves, is_array)]
-        call_args, call_kwargs = jax.tree_util.tree_unflatten(tree, full)
+        call_args, call_kwargs = sig.rebuild(list(arrays))
         return opt._fun(*call_args, **call_kwargs)
 
-    specs = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x, a in zip(leaves, is_array) if a]
-    closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*specs)
+    closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
     out_tree = jax.tree_util.tree_structure(out_shapes)
-    backend = _backend(opt._backend)
-    plain = jax.jit(lambda *arrays: jax.tree_util.tree_leaves(flat_fun(*arrays)))
-    if backend == "xla":
-        return _Specialization(plain, out_tree, [])
-    if backend == "cuda":
-        warnings.warn("mirage_jax.optimize: the CUDA backend is not implemented yet; running "
-                      "plain XLA", RuntimeWarning, stacklevel=3)
-        return _Specialization(plain, out_tree, [])
+    settings = opt.settings()
+    if settings.backend == "xla":
+        plain = jax.jit(lambda *arrays: jax.tree_util.tree_leaves(flat_fun(*arrays)))
+        return _Specialization(plain, out_tree, [], "xla")
 
     part = partition(closed)
     kernels, reports = {}, []
     for region in part.regions:
-        run, report = _region_kernel(region, opt, backend)
+        kernel, report = region_kernel(region, settings)
         reports.append(report)
-        if run is not None:
-            kernels[id(region)] = run
+        if kernel is not None:
+            kernels[id(region)] = region_function(region, kernel, report, settings)
     program = part.program
     units = _schedule(program, [r for r in part.regions if id(r) in kernels])
 
@@ -183,42 +265,7 @@ def _specialize(opt: Optimized, args, kwargs) -> _Specialization:
                 run_nodes([unit], env)
         return [read_value(env, v) for v in program.outvars]
 
-    return _Specialization(jax.jit(rewritten), out_tree, reports)
-
-
-def _region_kernel(region, opt: Optimized, backend: str):
-    """(a function of the region's input values returning its outputs, the report), or
-    (None, the report) when the region stays plain JAX."""
-    import jax.numpy as jnp
-
-    def report(chosen, reason, text=""):
-        return RegionReport(list(dict.fromkeys(region.sources)), region.primitives, chosen,
-                            reason, text)
-
-    try:
-        rg = region_to_graph(region)
-    except RegionNotSupported as e:
-        return None, _fallback(report("xla", f"not expressible as a μGraph: {e.reason}"))
-    try:
-        fast = superoptimize(rg.graph, opt._config, backend=backend, cache_dir=opt._cache_dir,
-                             progress=False)
-    except Exception as e:  # noqa: BLE001 (any failure runs the region as plain JAX, named)
-        return None, _fallback(report("xla", f"superoptimize failed: {type(e).__name__}: {e}"))
-    if fast.graph is rg.graph or not any(op.kind == "customized" for op in fast.graph.ops):
-        return None, report("xla", "no candidate beat XLA", fast.report())
-
-    def run(*values):
-        outs = fast(*rg.prepare_inputs(values, xp=jnp))
-        return rg.finish_outputs(outs, xp=jnp)
-
-    return run, report("kernel", f"{fast.speedup:.2f}x over XLA in its own timing",
-                       fast.report())
-
-
-def _fallback(r: RegionReport) -> RegionReport:
-    warnings.warn(f"mirage_jax.optimize: {str(r).splitlines()[0]}", RuntimeWarning,
-                  stacklevel=5)
-    return r
+    return _Specialization(jax.jit(rewritten), out_tree, reports, settings.backend)
 
 
 def _schedule(program, regions) -> list:

@@ -1,0 +1,145 @@
+// What the CUDA generator decides before writing code: where tiles live, the shared-memory
+// layout and its limit, cp.async widths, and the code that follows from them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cc/codegen/cuda/cuda_plan.h"
+#include "cc/codegen/cuda/generate.h"
+#include "cc/ir/error.h"
+
+namespace mj::codegen::cuda {
+namespace {
+
+constexpr int64_t kLimit = 163 * 1024;
+
+// rms_norm(X)·g @ W with the norm divided out in the epilogue, as the paper fuses it.
+struct RmsNormLinear {
+  BlockGraph bg;
+  int x, g, w, mm, acc, out;
+  explicit RmsNormLinear(DType dtype, int64_t k = 64, int64_t n = 48, int forloop = 4)
+      : bg({3, 1, 1}, forloop) {
+    x = bg.new_input({16, k}, dtype, {-1, -1, -1}, 1);
+    g = bg.new_input({k}, dtype, {-1, -1, -1}, 0);
+    w = bg.new_input({k, n}, dtype, {1, -1, -1}, 0);
+    mm = bg.matmul(bg.binary(OpKind::kMul, x, g), w);
+    acc = bg.accum(OpKind::kAccumSum, mm);
+    const int mean_sq = bg.accum(OpKind::kAccumMeanLast, bg.unary(OpKind::kSquare, x));
+    const int rms = bg.unary(OpKind::kSqrt, bg.unary(OpKind::kAddScalar, mean_sq, 1e-6));
+    out = bg.binary(OpKind::kDiv, acc, rms);
+    bg.new_output(out, {1, -1, -1}, dtype);
+  }
+};
+
+TEST(CudaPlan, BodyInputTilesAreDoubleBufferedInTheirStorageDtype) {
+  RmsNormLinear f(DType::kBF16);
+  const CudaPlan plan = plan_cuda_kernel(f.bg, kLimit);
+  for (int t : {f.x, f.g, f.w}) {
+    EXPECT_EQ(plan.tiles[t].storage, Storage::kShared) << "t" << t;
+    EXPECT_EQ(plan.tiles[t].stages, 2) << "t" << t;
+    EXPECT_EQ(plan.tiles[t].element, DType::kBF16) << "t" << t;
+  }
+  EXPECT_EQ(plan.tiles[f.x].bytes, 16 * 16 * 2);  // k tile 64 / 4 iterations
+  // Computed tiles are f32; the matmul, the accumulator and the pass end each own one.
+  EXPECT_EQ(plan.tiles[f.acc].element, DType::kF32);
+  EXPECT_EQ(plan.tiles[f.acc].bytes, 16 * 16 * 4);  // n 48 over a grid of 3
+  EXPECT_EQ(plan.tiles[f.out].storage, Storage::kShared);
+}
+
+TEST(CudaPlan, SingleIterationTilesAreNotDoubleBuffered) {
+  RmsNormLinear f(DType::kF32, 64, 48, /*forloop=*/1);
+  const CudaPlan plan = plan_cuda_kernel(f.bg, kLimit);
+  EXPECT_EQ(plan.tiles[f.x].stages, 1);
+  EXPECT_EQ(plan.tiles[f.w].stages, 1);
+}
+
+TEST(CudaPlan, SharedTilesAreAlignedDisjointAndCounted) {
+  RmsNormLinear f(DType::kF32);
+  const CudaPlan plan = plan_cuda_kernel(f.bg, kLimit);
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const TilePlan& t : plan.tiles) {
+    if (t.storage != Storage::kShared) continue;
+    EXPECT_EQ(t.offset % 16, 0);
+    spans.emplace_back(t.offset, t.offset + t.bytes * t.stages);
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i) EXPECT_LE(spans[i - 1].second, spans[i].first);
+  EXPECT_GE(plan.smem_bytes, spans.back().second);
+  EXPECT_LE(plan.smem_bytes, kLimit);
+}
+
+TEST(CudaPlan, CopyWidthIsTheWidestEveryRowIsAlignedTo) {
+  // f32 rows of 16 floats whose starts are multiples of 16 floats: 16-byte copies.
+  RmsNormLinear f32(DType::kF32);
+  EXPECT_EQ(plan_cuda_kernel(f32.bg, kLimit).tiles[f32.x].copy_bytes, 16);
+  // bf16 rows of 4 elements (8 bytes): 8-byte copies.
+  RmsNormLinear bf16(DType::kBF16, 16, 48);
+  EXPECT_EQ(plan_cuda_kernel(bf16.bg, kLimit).tiles[bf16.x].copy_bytes, 8);
+  // bf16 rows of 3 elements (6 bytes) cannot use cp.async at all.
+  BlockGraph odd({1, 1, 1}, 1);
+  const int x = odd.new_input({4, 3}, DType::kBF16, {-1, -1, -1}, -1);
+  odd.new_output(odd.unary(OpKind::kExp, x), {-1, -1, -1}, DType::kBF16);
+  EXPECT_EQ(plan_cuda_kernel(odd, kLimit).tiles[x].copy_bytes, 0);
+}
+
+TEST(CudaPlan, InputTilesThatDoNotFitAreReadFromGlobalMemory) {
+  // W's tile, 512x64 f32 = 128 KiB, double-buffered = 256 KiB: over the limit, so it is
+  // read in place; the small tiles stay staged.
+  BlockGraph bg({2, 1, 1}, 2);
+  const int x = bg.new_input({8, 1024}, DType::kF32, {-1, -1, -1}, 1);
+  const int w = bg.new_input({1024, 128}, DType::kF32, {1, -1, -1}, 0);
+  const int acc = bg.accum(OpKind::kAccumSum, bg.matmul(x, w));
+  bg.new_output(acc, {1, -1, -1}, DType::kF32);
+  const CudaPlan plan = plan_cuda_kernel(bg, kLimit);
+  EXPECT_EQ(plan.tiles[w].storage, Storage::kGlobal);
+  EXPECT_EQ(plan.tiles[x].storage, Storage::kShared);
+  EXPECT_LE(plan.smem_bytes, kLimit);
+}
+
+TEST(CudaPlan, ComputedTilesOverTheLimitAreRefusedNamingBytesAndLimit) {
+  // A 256x256 f32 matmul result is 256 KiB of computed tile: no demotion can help.
+  BlockGraph bg({1, 1, 1}, 1);
+  const int a = bg.new_input({256, 8}, DType::kF32, {-1, -1, -1}, -1);
+  const int b = bg.new_input({8, 256}, DType::kF32, {-1, -1, -1}, -1);
+  bg.new_output(bg.matmul(a, b), {-1, -1, -1}, DType::kF32);
+  try {
+    plan_cuda_kernel(bg, kLimit);
+    FAIL() << "expected IrError";
+  } catch (const IrError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("262144 bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::to_string(kLimit) + " bytes"), std::string::npos) << msg;
+  }
+}
+
+TEST(CudaPlan, SharedMemoryLimitsPerArchitecture) {
+  EXPECT_EQ(shared_memory_limit("80"), 163 * 1024);
+  EXPECT_EQ(shared_memory_limit("90a"), 227 * 1024);
+  EXPECT_EQ(shared_memory_limit("86"), 99 * 1024);
+}
+
+TEST(CudaGenerate, Bf16MatmulsUseTensorCoresAndF32MatmulsFma) {
+  RmsNormLinear bf16(DType::kBF16);
+  const std::string symbol = cuda_kernel_symbol(bf16.bg);
+  EXPECT_EQ(symbol.rfind("mj_cuda_", 0), 0u);
+  const std::string src = generate_cuda_kernel(bf16.bg, symbol, kLimit);
+  EXPECT_NE(src.find("mj_cuda::mma_m16n8k16<__nv_bfloat16>"), std::string::npos);
+  EXPECT_NE(src.find("mj_cuda::cp_async<"), std::string::npos);
+  EXPECT_NE(src.find("xla::ffi::PlatformStream<cudaStream_t>"), std::string::npos);
+  EXPECT_NE(src.find("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol), std::string::npos);
+  RmsNormLinear f32(DType::kF32);
+  const std::string f32_src = generate_cuda_kernel(f32.bg, cuda_kernel_symbol(f32.bg), kLimit);
+  EXPECT_EQ(f32_src.find("mj_cuda::mma_m16n8k16<"), std::string::npos);
+  EXPECT_NE(f32_src.find("fmaf("), std::string::npos);
+}
+
+TEST(CudaGenerate, RejectsASymbolThatIsNotAnIdentifier) {
+  RmsNormLinear f(DType::kF32);
+  EXPECT_THROW(generate_cuda_kernel(f.bg, "9bad-name", kLimit), IrError);
+}
+
+}  // namespace
+}  // namespace mj::codegen::cuda

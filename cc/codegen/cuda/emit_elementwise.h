@@ -1,0 +1,23 @@
+#pragma once
+// Fused elementwise passes (DESIGN.md §3.3): one loop over the pass's result, each thread
+// computing its elements through the whole chain in registers and storing only the end.
+// The scalar formulas are those of cc/interp/domain.h, the reference semantics.
+#include <string>
+#include <vector>
+
+#include "cc/codegen/cuda/tile_access.h"
+#include "cc/ir/op_kind.h"
+
+namespace mj::codegen::cuda {
+
+// An exact float32 literal (hex float), so a constant means the same as in the interpreter.
+std::string float_literal(double value);
+std::string unary_expr(OpKind kind, double scalar, const std::string& x);
+std::string binary_expr(OpKind kind, const std::string& a, const std::string& b);
+
+// Emits the pass `pass` (op indices, head first; plan.pass_ending_at). A head that is not
+// elementwise (matmul, reduce, rms_norm, an accumulator) has already written its own tile,
+// or is a view (concat); the chain reads it from there.
+void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass);
+
+}  // namespace mj::codegen::cuda

@@ -1,0 +1,135 @@
+#include "cc/codegen/cuda/emit_matmul.h"
+
+namespace mj::codegen::cuda {
+namespace {
+
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+// Index of a matmul operand: its batch index broadcast from C's, then (row, col).
+std::vector<std::string> operand_index(const Shape& operand, const std::vector<std::string>& c_batch,
+                                       const std::string& row, const std::string& col) {
+  std::vector<std::string> idx = broadcast_index(batch_of(operand), c_batch);
+  idx.push_back(row);
+  idx.push_back(col);
+  return idx;
+}
+
+void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, const std::string& c,
+              const Shape& c_shape, bool accumulate) {
+  const int rank = int(c_shape.size());
+  const int64_t k = a.shape.back();
+  const std::vector<std::string> idx = open_thread_loop(e, c_shape, "c", "flat");
+  const std::vector<std::string> batch(idx.begin(), idx.end() - 2);
+  const std::string i = idx[rank - 2], j = idx[rank - 1];
+  e.w.line(std::string("float acc = ") + (accumulate ? c + "[flat]" : "0.0f") + ";");
+  e.w.open("for (int kk = 0; kk < " + str(k) + "; ++kk)");
+  e.w.line("acc = fmaf(" + a.read(operand_index(a.shape, batch, i, "kk")) + ", " +
+           b.read(operand_index(b.shape, batch, "kk", j)) + ", acc);");
+  e.w.close();
+  e.w.line(c + "[flat] = acc;");
+  e.w.close();
+}
+
+void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, const std::string& c,
+              const Shape& c_shape, bool accumulate) {
+  const int rank = int(c_shape.size());
+  const int64_t m = c_shape[rank - 2], n = c_shape[rank - 1], k = a.shape.back();
+  const int64_t mt = (m + 15) / 16, nt = (n + 7) / 8;
+  const Shape c_batch = batch_of(c_shape);
+  const int64_t batches = element_count(c_batch);
+  const char* type = a.dtype == DType::kBF16 ? "__nv_bfloat16" : "__half";
+  e.w.line("const int g = (threadIdx.x & 31) >> 2, q = threadIdx.x & 3;");
+  e.w.open("for (int tile = threadIdx.x >> 5; tile < " + str(batches * mt * nt) +
+           "; tile += " + str(e.plan.threads / 32) + ")");
+  e.w.line("[[maybe_unused]] const int mb = tile / " + str(mt * nt) + ";");
+  e.w.line("const int ra = tile / " + str(nt) + " % " + str(mt) + " * 16 + g, rb = ra + 8;");
+  e.w.line("const int cn = tile % " + str(nt) + " * 8 + g, cc = cn - g + 2 * q;");
+  // C's batch index from mb.
+  std::vector<std::string> batch;
+  const std::vector<int64_t> bstrides = dense_strides(c_batch);
+  for (size_t d = 0; d < c_batch.size(); ++d) {
+    if (c_batch[d] == 1) {
+      batch.push_back("0");
+      continue;
+    }
+    const std::string v = "mb" + std::to_string(d);
+    e.w.line("const int " + v + " = mb / " + str(bstrides[d]) + " % " + str(c_batch[d]) + ";");
+    batch.push_back(v);
+  }
+  auto guard = [](const std::string& cond, const std::string& value) {
+    return cond.empty() ? value : "(" + cond + " ? " + value + " : 0.0f)";
+  };
+  auto both = [](const std::string& x, const std::string& y) {
+    return x.empty() ? y : y.empty() ? x : x + " && " + y;
+  };
+  auto row_ok = [&](const std::string& r) { return m % 16 ? r + " < " + str(m) : std::string(); };
+  auto col_ok = [&](const std::string& col) { return n % 8 ? col + " < " + str(n) : std::string(); };
+  auto k_ok = [&](const std::string& kk) { return k % 16 ? kk + " < " + str(k) : std::string(); };
+  auto a_at = [&](const std::string& r, const std::string& kk) {
+    return guard(both(row_ok(r), k_ok(kk)), a.read(operand_index(a.shape, batch, r, kk)));
+  };
+  auto b_at = [&](const std::string& kk, const std::string& col) {
+    return guard(both(k_ok(kk), col_ok(col)), b.read(operand_index(b.shape, batch, kk, col)));
+  };
+  const std::string c_flat = "mb * " + str(m * n) + " + ";
+  auto c_at = [&](const std::string& r, const std::string& col) {
+    return c_flat + r + " * " + str(n) + " + " + col;
+  };
+  const std::string cells[4][2] = {{"ra", "cc"}, {"ra", "cc + 1"}, {"rb", "cc"}, {"rb", "cc + 1"}};
+  for (int x = 0; x < 4; ++x) {
+    const std::string& r = cells[x][0];
+    const std::string& col = cells[x][1];
+    e.w.line("float d" + std::to_string(x) + " = " +
+             (accumulate ? guard(both(row_ok(r), col_ok(col)), c + "[" + c_at(r, col) + "]")
+                         : "0.0f") +
+             ";");
+  }
+  e.w.open("for (int k0 = 0; k0 < " + str(k) + "; k0 += 16)");
+  e.w.line("const int ka = k0 + 2 * q, kb = ka + 8;");
+  const std::string pack = std::string("mj_cuda::pack2<") + type + ">";
+  e.w.line("const uint32_t a0 = " + pack + "(" + a_at("ra", "ka") + ", " + a_at("ra", "ka + 1") + ");");
+  e.w.line("const uint32_t a1 = " + pack + "(" + a_at("rb", "ka") + ", " + a_at("rb", "ka + 1") + ");");
+  e.w.line("const uint32_t a2 = " + pack + "(" + a_at("ra", "kb") + ", " + a_at("ra", "kb + 1") + ");");
+  e.w.line("const uint32_t a3 = " + pack + "(" + a_at("rb", "kb") + ", " + a_at("rb", "kb + 1") + ");");
+  e.w.line("const uint32_t b0 = " + pack + "(" + b_at("ka", "cn") + ", " + b_at("ka + 1", "cn") + ");");
+  e.w.line("const uint32_t b1 = " + pack + "(" + b_at("kb", "cn") + ", " + b_at("kb + 1", "cn") + ");");
+  e.w.line(std::string("mj_cuda::mma_m16n8k16<") + type +
+           ">(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1);");
+  e.w.close();
+  for (int x = 0; x < 4; ++x) {
+    const std::string& r = cells[x][0];
+    const std::string& col = cells[x][1];
+    const std::string cond = both(row_ok(r), col_ok(col));
+    const std::string store = c + "[" + c_at(r, col) + "] = d" + std::to_string(x) + ";";
+    e.w.line(cond.empty() ? store : "if (" + cond + ") " + store);
+  }
+  e.w.close();
+}
+
+bool is_16bit(DType d) { return d == DType::kBF16 || d == DType::kF16; }
+
+}  // namespace
+
+MatmulOperand tensor_operand(const Emit& e, int t) {
+  return {e.bg.tensor(t).shape, e.bg.tensor(t).dtype,
+          [&e, t](const std::vector<std::string>& idx) { return read_element(e, t, idx); }};
+}
+
+void emit_matmul(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
+                 const std::string& c, const Shape& c_shape, bool accumulate) {
+  e.w.open("");
+  if (is_16bit(a.dtype) && a.dtype == b.dtype) {
+    // Tensor cores on sm_80+: operands rounded to their 16-bit dtype (exact for input tiles),
+    // products exact, sums in f32.
+    e.w.raw("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n");
+    emit_mma(e, a, b, c, c_shape, accumulate);
+    e.w.raw("#else\n");
+    emit_fma(e, a, b, c, c_shape, accumulate);
+    e.w.raw("#endif\n");
+  } else {
+    emit_fma(e, a, b, c, c_shape, accumulate);
+  }
+  e.w.close();
+}
+
+}  // namespace mj::codegen::cuda

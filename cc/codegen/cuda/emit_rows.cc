@@ -1,0 +1,226 @@
+#include "cc/codegen/cuda/emit_rows.h"
+
+#include "cc/codegen/cuda/emit_elementwise.h"
+#include "cc/codegen/cuda/emit_matmul.h"
+
+namespace mj::codegen::cuda {
+namespace {
+
+const std::string kSync = "__syncthreads();";
+
+std::string smem_floats(int64_t offset) {
+  return "reinterpret_cast<float*>(smem + " + str(offset) + ")";
+}
+
+// Opens a loop giving each row (all dims but the last) of `shape` to one warp; declares the
+// row's index r0, r1, ... and returns them with "j" appended for the element along the row.
+// The caller opens the lane loop over j and closes this loop.
+std::vector<std::string> open_warp_rows(const Emit& e, const Shape& shape) {
+  const Shape rows_shape(shape.begin(), shape.end() - 1);
+  const int64_t rows = element_count(rows_shape);
+  e.w.open("for (int row = threadIdx.x >> 5; row < " + str(rows) + "; row += " +
+           str(e.plan.threads / 32) + ")");
+  e.w.line("[[maybe_unused]] const int lane = threadIdx.x & 31;");
+  const std::vector<int64_t> strides = dense_strides(rows_shape);
+  std::vector<std::string> idx;
+  for (size_t d = 0; d < rows_shape.size(); ++d) {
+    if (rows_shape[d] == 1) {
+      idx.push_back("0");
+      continue;
+    }
+    const std::string v = "r" + std::to_string(d);
+    e.w.line("[[maybe_unused]] const int " + v + " = row / " + str(strides[d]) + " % " + str(rows_shape[d]) + ";");
+    idx.push_back(v);
+  }
+  idx.push_back("j");
+  return idx;
+}
+
+std::string lane_loop(int64_t len) {
+  return "for (int j = lane; j < " + str(len) + "; j += 32)";
+}
+
+bool is_softmax(OpKind k) {
+  return k == OpKind::kAccumMaxLast || k == OpKind::kAccumExpSumLast ||
+         k == OpKind::kAccumExpMatmul;
+}
+
+void emit_row_sum_update(const Emit& e, const Op& acc) {
+  const int x = acc.inputs.at(0);
+  const Shape& shape = e.bg.tensor(x).shape;
+  e.w.open("");
+  const std::vector<std::string> idx = open_warp_rows(e, shape);
+  e.w.line("float s = 0.0f;");
+  e.w.open(lane_loop(shape.back()));
+  e.w.line("const float x = " + read_element(e, x, idx) + ";");
+  e.w.line(acc.kind == OpKind::kAccumRmsLast ? "s = fmaf(x, x, s);" : "s += x;");
+  e.w.close();
+  e.w.line("s = mj_cuda::warp_sum(s);");
+  e.w.line("if (lane == 0) " + tile_name(acc.outputs.at(0)) + "[row] += s;");
+  e.w.close();
+  e.w.close();
+}
+
+void emit_softmax_update(const Emit& e, const SoftmaxGroup& g) {
+  const Shape& s_shape = e.bg.tensor(g.s).shape;
+  const int64_t len = s_shape.back();
+  const std::string max = smem_floats(g.max_offset), scale = smem_floats(g.scale_offset);
+  const std::string probs = smem_floats(g.probs_offset);
+  e.w.open("");
+  std::vector<std::string> idx = open_warp_rows(e, s_shape);
+  e.w.line("const float old = " + max + "[row];");
+  e.w.line("float mx = old;");
+  e.w.line(lane_loop(len) + " mx = mj_cuda::max_of(mx, " + read_element(e, g.s, idx) + ");");
+  e.w.line("mx = mj_cuda::warp_max(mx);");
+  // A row with no finite score yet holds no mass: keep it at zero instead of exp(nan).
+  e.w.line("const bool empty = mx == -INFINITY;");
+  e.w.line(lane_loop(len) + " " + probs + "[row * " + str(len) + " + j] = empty ? 0.0f : expf(" +
+           read_element(e, g.s, idx) + " - mx);");
+  e.w.line("__syncwarp();");
+  e.w.open("if (lane == 0)");
+  e.w.line(scale + "[row] = empty ? 1.0f : expf(old - mx);");
+  e.w.line(max + "[row] = mx;");
+  e.w.close();
+  e.w.close();
+  e.w.close();
+  e.w.line(kSync);
+  for (int o : g.accum_ops) {
+    const Op& acc = e.bg.ops()[o];
+    const std::string out = tile_name(acc.outputs.at(0));
+    if (acc.kind == OpKind::kAccumExpSumLast) {
+      e.w.open("");
+      open_warp_rows(e, s_shape);
+      e.w.line("float s = 0.0f;");
+      e.w.line(lane_loop(len) + " s += " + probs + "[row * " + str(len) + " + j];");
+      e.w.line("s = mj_cuda::warp_sum(s);");
+      e.w.line("if (lane == 0) " + out + "[row] = " + out + "[row] * " + scale + "[row] + s;");
+      e.w.close();
+      e.w.close();
+      e.w.line(kSync);
+    } else if (acc.kind == OpKind::kAccumExpMatmul) {
+      // Rescale each row of the running product by its row's factor; s's batch dims
+      // broadcast onto the product's like the matmul's do.
+      const Shape& c_shape = e.bg.tensor(acc.outputs[0]).shape;
+      e.w.open("");
+      std::vector<std::string> c_idx = open_thread_loop(e, c_shape, "c", "flat");
+      std::vector<std::string> rows(c_idx.begin(), c_idx.end() - 1);
+      const Shape s_rows(s_shape.begin(), s_shape.end() - 1);
+      const std::vector<std::string> s_row = broadcast_index(s_rows, rows);
+      e.w.line(out + "[flat] *= " + scale + "[" +
+               linear_index(s_row, dense_strides(s_rows), s_rows) + "];");
+      e.w.close();
+      e.w.close();
+      e.w.line(kSync);
+      const std::string p = "probs" + std::to_string(o);
+      e.w.open("");
+      e.w.line("const float* const " + p + " = " + probs + ";");
+      const MatmulOperand a{s_shape, e.bg.tensor(g.s).dtype,
+                            [s_shape, p](const std::vector<std::string>& i) {
+                              return p + "[" + linear_index(i, dense_strides(s_shape), s_shape) +
+                                     "]";
+                            }};
+      emit_matmul(e, a, tensor_operand(e, acc.inputs.at(1)), out, c_shape, /*accumulate=*/true);
+      e.w.close();
+      e.w.line(kSync);
+    }
+  }
+}
+
+}  // namespace
+
+void emit_reduce(const Emit& e, const Op& op) {
+  const int x = op.inputs.at(0), out = op.outputs.at(0);
+  const Shape& x_shape = e.bg.tensor(x).shape;
+  const int64_t len = x_shape[op.dim];
+  const bool is_max = op.reduce == ReduceKind::kMax;
+  e.w.open("");
+  std::vector<std::string> idx = open_thread_loop(e, e.bg.tensor(out).shape, "i", "flat");
+  idx[op.dim] = "red";
+  e.w.line(std::string("float r = ") + (is_max ? "-INFINITY" : "0.0f") + ";");
+  e.w.open("for (int red = 0; red < " + str(len) + "; ++red)");
+  const std::string element = read_element(e, x, idx);
+  e.w.line(is_max ? "r = mj_cuda::max_of(r, " + element + ");" : "r += " + element + ";");
+  e.w.close();
+  if (op.reduce == ReduceKind::kMean) e.w.line("r = r / " + float_literal(double(len)) + ";");
+  e.w.line(tile_name(out) + "[flat] = r;");
+  e.w.close();
+  e.w.close();
+}
+
+void emit_rms_norm(const Emit& e, const Op& op) {
+  const int x = op.inputs.at(0);
+  const Shape& shape = e.bg.tensor(x).shape;
+  const int64_t len = shape.back();
+  e.w.open("");
+  const std::vector<std::string> idx = open_warp_rows(e, shape);
+  e.w.line("float ss = 0.0f;");
+  e.w.open(lane_loop(len));
+  e.w.line("const float x = " + read_element(e, x, idx) + ";");
+  e.w.line("ss = fmaf(x, x, ss);");
+  e.w.close();
+  e.w.line("ss = mj_cuda::warp_sum(ss);");
+  e.w.line("const float rms = sqrtf(ss / " + float_literal(double(len)) + " + " +
+           float_literal(op.scalar) + ");");
+  e.w.line(lane_loop(len) + " " + tile_name(op.outputs.at(0)) + "[row * " + str(len) +
+           " + j] = " + read_element(e, x, idx) + " / rms;");
+  e.w.close();
+  e.w.close();
+}
+
+void emit_accumulators_init(const Emit& e) {
+  for (const Op& op : e.bg.ops()) {
+    if (!is_accumulator(op.kind) || op.kind == OpKind::kAccumMaxLast) continue;
+    const int t = op.outputs.at(0);
+    e.w.line("for (int i = threadIdx.x; i < " + str(element_count(e.bg.tensor(t).shape)) +
+             "; i += " + str(e.plan.threads) + ") " + tile_name(t) + "[i] = 0.0f;");
+  }
+  for (const SoftmaxGroup& g : e.plan.softmax_groups) {
+    const Shape& s = e.bg.tensor(g.s).shape;
+    e.w.line("for (int i = threadIdx.x; i < " + str(element_count(s) / s.back()) + "; i += " +
+             str(e.plan.threads) + ") " + smem_floats(g.max_offset) + "[i] = -INFINITY;");
+  }
+}
+
+void emit_accumulators_update(const Emit& e) {
+  for (const Op& op : e.bg.ops()) {
+    if (op.kind == OpKind::kAccumSum) {
+      const int x = op.inputs.at(0);
+      e.w.open("");
+      const std::vector<std::string> idx = open_thread_loop(e, e.bg.tensor(x).shape, "i", "flat");
+      e.w.line(tile_name(op.outputs.at(0)) + "[flat] += " + read_element(e, x, idx) + ";");
+      e.w.close();
+      e.w.close();
+    } else if (is_accumulator(op.kind) && !is_softmax(op.kind)) {
+      emit_row_sum_update(e, op);
+    }
+  }
+  e.w.line(kSync);
+  for (const SoftmaxGroup& g : e.plan.softmax_groups) emit_softmax_update(e, g);
+}
+
+bool emit_accumulator_finish(const Emit& e, size_t op_index) {
+  const Op& op = e.bg.ops()[op_index];
+  const int t = op.outputs.at(0);
+  const std::string out = tile_name(t);
+  const int64_t rows = element_count(e.bg.tensor(t).shape);
+  const std::string loop = "for (int r = threadIdx.x; r < " + str(rows) + "; r += " +
+                           str(e.plan.threads) + ") ";
+  if (op.kind == OpKind::kAccumMeanLast || op.kind == OpKind::kAccumRmsLast) {
+    const int64_t count = int64_t(e.bg.forloop_range()) * e.bg.tensor(op.inputs[0]).shape.back();
+    const std::string mean = out + "[r] / " + float_literal(double(count));
+    e.w.line(loop + out + "[r] = " +
+             (op.kind == OpKind::kAccumMeanLast
+                  ? mean
+                  : "sqrtf(" + mean + " + " + float_literal(op.scalar) + ")") +
+             ";");
+    return true;
+  }
+  if (op.kind == OpKind::kAccumMaxLast) {
+    const SoftmaxGroup& g = e.plan.softmax_groups.at(e.plan.softmax_group_of.at(op_index));
+    e.w.line(loop + out + "[r] = " + smem_floats(g.max_offset) + "[r];");
+    return true;
+  }
+  return false;
+}
+
+}  // namespace mj::codegen::cuda

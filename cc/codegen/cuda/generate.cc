@@ -1,0 +1,193 @@
+#include "cc/codegen/cuda/generate.h"
+
+#include <cctype>
+
+#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/cuda/cuda_plan.h"
+#include "cc/codegen/cuda/emit_elementwise.h"
+#include "cc/codegen/cuda/emit_handler.h"
+#include "cc/codegen/cuda/emit_matmul.h"
+#include "cc/codegen/cuda/emit_rows.h"
+#include "cc/codegen/cuda/emit_tile_io.h"
+#include "cc/codegen/cuda/prelude.h"
+#include "cc/codegen/cuda/tile_access.h"
+#include "cc/ir/error.h"
+#include "cc/ir/hash.h"
+#include "cc/ir/op_kind.h"
+
+namespace mj::codegen {
+namespace {
+
+using cuda::Emit;
+
+const std::string kSync = "__syncthreads();";
+
+void check_symbol(const std::string& symbol) {
+  bool ok = !symbol.empty() && !std::isdigit(static_cast<unsigned char>(symbol[0]));
+  for (char c : symbol) ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  if (!ok) {
+    throw IrError("generate_cuda_kernel: symbol '" + symbol +
+                  "' is not a C identifier (letters, digits and '_', not starting with a "
+                  "digit)");
+  }
+}
+
+Phase phase_of(const BlockGraph& bg, const Op& op) { return bg.tensor(op.outputs.at(0)).phase; }
+
+// The non-elementwise head of a pass, computed into its own shared tile.
+void emit_head(const Emit& e, const Op& op) {
+  switch (op.kind) {
+    case OpKind::kMatmul: {
+      const int c = op.outputs.at(0);
+      cuda::emit_matmul(e, cuda::tensor_operand(e, op.inputs.at(0)),
+                        cuda::tensor_operand(e, op.inputs.at(1)), cuda::tile_name(c),
+                        e.bg.tensor(c).shape, /*accumulate=*/false);
+      return;
+    }
+    case OpKind::kReduce: cuda::emit_reduce(e, op); return;
+    case OpKind::kRmsNorm: cuda::emit_rms_norm(e, op); return;
+    default:
+      throw IrError("cuda codegen: no code for block op " + std::string(op_kind_name(op.kind)));
+  }
+}
+
+// The pass ending at op `o`, if one does: its head (unless it is an accumulator, finished
+// where it stands, or a concat view), then its elementwise chain, each followed by a barrier.
+void emit_pass_at(const Emit& e, size_t o) {
+  const std::vector<int>& pass = e.plan.pass_ending_at[o];
+  if (pass.empty()) return;
+  const Op& head = e.bg.ops()[pass.front()];
+  if (!is_elementwise(head.kind) && !is_accumulator(head.kind) && head.kind != OpKind::kConcat) {
+    emit_head(e, head);
+    e.w.line(kSync);
+  }
+  if (pass.size() > 1 || is_elementwise(head.kind)) {
+    cuda::emit_elementwise_chain(e, pass);
+    e.w.line(kSync);
+  }
+}
+
+// Every computation of `phase` in op order (accumulators excepted).
+void emit_phase_ops(const Emit& e, Phase phase) {
+  const std::vector<Op>& ops = e.bg.ops();
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput || is_accumulator(op.kind) ||
+        phase_of(e.bg, op) != phase) {
+      continue;
+    }
+    emit_pass_at(e, o);
+  }
+}
+
+bool is_body_input(const Op& op) { return op.kind == OpKind::kInput && op.fmap >= 0; }
+
+// Pointers to every tile of the block. Body input tiles move with the loop: when it runs more
+// than once they are named inside it, per iteration and pipeline stage.
+void declare_fixed_pointers(const Emit& e, bool with_body_inputs) {
+  for (const Op& op : e.bg.ops()) {
+    if (op.kind == OpKind::kOutput) continue;
+    if (is_body_input(op) && !with_body_inputs) continue;
+    cuda::declare_tile_pointer(e, op.outputs.at(0), "0", "0");
+  }
+}
+
+void emit_loop(const Emit& e, bool pipelined) {
+  const int f = e.bg.forloop_range();
+  e.w.open("for (int it = 0; it < " + std::to_string(f) + "; ++it)");
+  for (const Op& op : e.bg.ops()) {
+    if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), "it & 1", "it");
+  }
+  if (pipelined) {
+    // Double buffering: iteration it + 1's tiles load into the other stage while this one
+    // computes; that stage was last read in iteration it - 1, which ended with a barrier.
+    e.w.open("if (it + 1 < " + std::to_string(f) + ")");
+    cuda::emit_stage_loads(e, /*body=*/true, "it + 1", "(it + 1) & 1");
+    e.w.line("mj_cuda::cp_async_commit();");
+    e.w.line("mj_cuda::cp_async_wait<1>();");
+    e.w.close();
+    e.w.open("else");
+    e.w.line("mj_cuda::cp_async_wait<0>();");
+    e.w.close();
+    e.w.line(kSync);
+  }
+  emit_phase_ops(e, Phase::kBody);
+  cuda::emit_accumulators_update(e);
+  e.w.close();
+}
+
+void emit_kernel(const Emit& e) {
+  const BlockGraph& bg = e.bg;
+  const bool looped = bg.forloop_range() > 1;
+  const bool pipelined = looped && cuda::has_staged_inputs(e, /*body=*/true);
+  e.w.open("__global__ void __launch_bounds__(" + std::to_string(e.plan.threads) +
+           ") kernel(const Io io)");
+  e.w.line("extern __shared__ __align__(16) unsigned char smem[];");
+  e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
+  declare_fixed_pointers(e, /*with_body_inputs=*/!looped);
+  e.w.line("// loop-invariant tiles, and the first iteration's");
+  cuda::emit_stage_loads(e, /*body=*/false, "0", "0");
+  e.w.line("mj_cuda::cp_async_commit();");
+  if (!looped || pipelined) {
+    cuda::emit_stage_loads(e, /*body=*/true, "0", "0");
+    e.w.line("mj_cuda::cp_async_commit();");
+  }
+  e.w.line(pipelined ? "mj_cuda::cp_async_wait<1>();" : "mj_cuda::cp_async_wait<0>();");
+  cuda::emit_accumulators_init(e);
+  e.w.line(kSync);
+  emit_phase_ops(e, Phase::kInvariant);
+  if (looped) {
+    emit_loop(e, pipelined);
+  } else {
+    emit_phase_ops(e, Phase::kBody);
+    cuda::emit_accumulators_update(e);
+  }
+  e.w.line("// epilogue");
+  const std::vector<Op>& ops = bg.ops();
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (is_accumulator(op.kind)) {
+      if (cuda::emit_accumulator_finish(e, o)) e.w.line(kSync);
+    } else if (op.kind != OpKind::kInput && op.kind != OpKind::kOutput &&
+               phase_of(bg, op) == Phase::kEpilogue) {
+      emit_pass_at(e, o);
+    }
+  }
+  e.w.line("// stores");
+  for (const Op& op : ops) {
+    if (op.kind == OpKind::kOutput) cuda::emit_output_store(e, op);
+  }
+  e.w.close();
+}
+
+}  // namespace
+
+std::string cuda_kernel_symbol(const BlockGraph& bg) { return "mj_cuda_" + block_graph_hash(bg); }
+
+std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
+                                 int64_t smem_limit_bytes) {
+  check_symbol(symbol);
+  const cuda::CudaPlan plan = cuda::plan_cuda_kernel(bg, smem_limit_bytes);
+  const std::string ns = symbol + "_kernel";
+  CodeWriter w;
+  const Emit e{w, bg, plan};
+  w.line("// Generated by mirage_jax (cc/codegen/cuda) for block graph " + block_graph_hash(bg) +
+         ": grid (" + std::to_string(bg.grid()[0]) + ", " + std::to_string(bg.grid()[1]) + ", " +
+         std::to_string(bg.grid()[2]) + "), forloop_range " +
+         std::to_string(bg.forloop_range()) + ", " + std::to_string(plan.threads) +
+         " threads, " + std::to_string(plan.smem_bytes) + " bytes of shared memory.");
+  w.raw(cuda::cuda_prelude());
+  w.line("");
+  w.open("namespace " + ns);
+  cuda::emit_io_struct(e);
+  w.line("");
+  emit_kernel(e);
+  w.line("");
+  cuda::emit_handler_impl(e, symbol);
+  w.close("  // namespace " + ns);
+  w.line("");
+  cuda::emit_handler_symbol(e, symbol, ns);
+  return w.str();
+}
+
+}  // namespace mj::codegen

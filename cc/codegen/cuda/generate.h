@@ -1,0 +1,23 @@
+#pragma once
+// Block graph with concrete shapes -> one self-contained CUDA translation unit (DESIGN.md §6):
+// one __global__ kernel whose grid is the block graph's grid, computing exactly what the
+// reference interpreter defines, behind an XLA FFI handler exported as `symbol` that launches
+// it on XLA's stream. Compile it with nvcc -shared against jax.ffi.include_dir(). Several
+// generated units may be concatenated into one.
+#include <cstdint>
+#include <string>
+
+#include "cc/ir/graph.h"
+
+namespace mj::codegen {
+
+// `symbol` must be a C identifier; it also names the kernel's C++ namespace. The kernel's
+// shared memory is planned for at most `smem_limit_bytes` per block (the smallest limit of
+// the architectures it is built for, cuda::shared_memory_limit); IrError when it cannot fit.
+std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
+                                 int64_t smem_limit_bytes);
+
+// The canonical handler symbol of a block graph: "mj_cuda_" + its content hash.
+std::string cuda_kernel_symbol(const BlockGraph& bg);
+
+}  // namespace mj::codegen

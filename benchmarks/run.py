@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import re
 import shlex
 import sys
 import tempfile
@@ -41,7 +40,6 @@ from timing import alternating_medians, timed_call  # noqa: E402
 
 # float32 throughout; kernels and XLA sum in different orders (normwise, of max |output|).
 TOLERANCE = 1e-4
-_REGION_LINE = re.compile(r"^region at .*?: (kernel|xla) \((.*)\)$")
 
 
 class BackendUnavailable(RuntimeError):
@@ -71,14 +69,9 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def regions_of(explained: str) -> list[tuple[str, str]]:
-    """(chosen, reason) of each region in optimize's explain() text."""
-    found = []
-    for line in explained.splitlines():
-        m = _REGION_LINE.match(line)
-        if m:
-            found.append((m.group(1), m.group(2)))
-    return found
+def regions_of(optimized, inputs) -> list[tuple[str, str]]:
+    """(chosen: "kernel" or "xla", reason) of each region optimize found for these inputs."""
+    return [(r.chosen, r.reason) for r in optimized.regions(*inputs)]
 
 
 def normwise_error(got, want) -> float:
@@ -100,7 +93,6 @@ def bench_program(program, args, machine: roofline.Roofline, quick: bool, backen
         # a fresh object: no in-memory specialization, only the disk cache
         warm = mj.optimize(program.fn, backend=backend, cache_dir=cache_dir)
         warm_s = timed_call(warm, inputs)
-        explained = optimized.explain(*inputs)
     backend_warnings = sorted({str(w.message) for w in caught
                                if "region at" not in str(w.message)})
     want = xla(*inputs)
@@ -109,11 +101,11 @@ def bench_program(program, args, machine: roofline.Roofline, quick: bool, backen
     nbytes = roofline.compulsory_bytes(inputs, want)
     flops = roofline.count_flops(program.fn, inputs)
     bound = machine.time_bound(nbytes, flops)
-    regions = regions_of(explained)
+    regions = regions_of(optimized, inputs)
     notes = [f"region left to XLA: {reason}" for chosen, reason in regions if chosen == "xla"]
     notes += backend_warnings
     if not regions:
-        notes.append(explained.strip())
+        notes.append("no region with a matmul or a reduction: plain JAX")
     return dict(
         name=program.name, description=program.description,
         shapes=[list(s) for s in program.arg_shapes(quick)],

@@ -216,10 +216,15 @@ def is_neg_inf(v) -> bool:
     return isinstance(v, Lit) and v.value.size == 1 and np.isneginf(v.value.reshape(())).item()
 
 
+def is_float(dtype) -> bool:
+    """A floating dtype, numpy's or ml_dtypes' (bfloat16's numpy kind is "V")."""
+    return bool(jax.numpy.issubdtype(dtype, jax.numpy.floating))
+
+
 def support_reason(node: Node, producers: dict) -> str | None:
     """None when `node` may join a region, otherwise why not."""
     name = node.name
-    if any(isinstance(v, Var) and v.dtype.kind not in "f" for v in node.invars + node.outvars):
+    if any(isinstance(v, Var) and not is_float(v.dtype) for v in node.invars + node.outvars):
         if name != "convert_element_type":
             return f"{name}: non-float operand"
     if any(len(v.shape) > 4 for v in node.outvars):
@@ -227,8 +232,17 @@ def support_reason(node: Node, producers: dict) -> str | None:
     if name in ELEMENTWISE or name in REDUCTIONS or name in IDENTITY:
         return None
     if name in ("broadcast_in_dim", "reshape", "squeeze", "convert_element_type"):
-        if name == "convert_element_type" and node.outvars[0].dtype.kind != "f":
+        if name == "convert_element_type" and not is_float(node.outvars[0].dtype):
             return "convert_element_type: to a non-float dtype"
+        if name in ("reshape", "squeeze"):
+            # A kernel graph has no reshape: only size-1 dims may come and go. A reshape
+            # that regroups dims stays outside the regions (plain JAX), so it splits them
+            # rather than making the region around it inexpressible.
+            src, dst = node.invars[0].shape, node.outvars[0].shape
+            if [d for d in src if d != 1] != [d for d in dst if d != 1]:
+                return f"{name}: {tuple(src)} -> {tuple(dst)} regroups dims"
+            if node.params.get("dimensions") not in (None, ()):
+                return f"{name}: with a dimensions permutation"
         return None
     if name == "transpose":
         # Only folded into an input layout: the operand must come from outside any region.

@@ -368,14 +368,17 @@ class _Builder:
                 )
         if form == "nt":
             rv = node.invars[1]
-            if not (isinstance(rv, Var) and b.d.op == "input" and b.d.attr[1] is None
+            if not (isinstance(rv, Var) and b.d.op == "input"
                     and b.axes == tuple(range(len(rv.shape)))):
                 raise RegionNotSupported(
                     "dot_general: rhs contracts its last dim and is not a region input"
                 )
             r = len(rv.shape)
-            perm = tuple(range(r - 2)) + (r - 1, r - 2)
-            bd = self.input(b.d.attr[0], perm)
+            swap = tuple(range(r - 2)) + (r - 1, r - 2)
+            # The rhs is an input, maybe already transposed (a folded transpose): its
+            # layout composed with the swap of its last two dims.
+            base = b.d.attr[1] or tuple(range(r))
+            bd = self.input(b.d.attr[0], tuple(base[i] for i in swap))
         else:
             bd = b.d
         shape = a.d.shape[:-1] + bd.shape[-1:]

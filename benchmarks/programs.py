@@ -35,12 +35,15 @@ def gated_mlp(x, w1, w3):
 def gqa_attention(q, k, v):
     """softmax(Q·Kᵀ/√d)·V where each KV head serves a group of query heads.
 
-    q[..., kv_heads, group·tokens, d]: the queries in grouped layout, the query heads that
-    share a KV head folded into its rows (how GQA kernels take them; no copy of K or V).
-    k and v [..., kv_heads, kv_len, d]; the leading dims (batch) are optional."""
-    d = q.shape[-1]
-    scores = jnp.einsum("...qd,...kd->...qk", q, k) / math.sqrt(d)
-    return jnp.einsum("...qk,...kd->...qd", jax.nn.softmax(scores, axis=-1), v)
+    q[..., query_heads, tokens, d], k and v [..., kv_heads, kv_len, d]; the leading dims
+    (batch) are optional. The query heads of a group are folded into the rows that share
+    one KV head, so K and V are read once per group and never copied."""
+    *lead, heads, tokens, d = q.shape
+    kv_heads = k.shape[-3]
+    rows = q.reshape(*lead, kv_heads, heads // kv_heads * tokens, d)
+    scores = jnp.einsum("...qd,...kd->...qk", rows, k) / math.sqrt(d)
+    out = jnp.einsum("...qk,...kd->...qd", jax.nn.softmax(scores, axis=-1), v)
+    return out.reshape(q.shape)
 
 
 def qknorm_gqa(q, k, v):
@@ -89,16 +92,16 @@ PROGRAMS = [
             ((8, 4096), (4096, 4096), (4096, 4096)), ((8, 256), (256, 256), (256, 256)),
             "silu(X@W1)·(X@W3)"),
     Program("gqa_decode", gqa_attention,
-            ((8, 8, 4, 128), (8, 8, 4096, 128), (8, 8, 4096, 128)),
-            ((2, 2, 4, 32), (2, 2, 256, 32), (2, 2, 256, 32)),
-            "GQA decode: 4 query heads per KV head, 1 token"),
+            ((8, 32, 1, 128), (8, 8, 4096, 128), (8, 8, 4096, 128)),
+            ((2, 8, 1, 32), (2, 2, 256, 32), (2, 2, 256, 32)),
+            "GQA decode: batch 8, 32 query heads on 8 KV heads, 1 token"),
     Program("gqa_prefill", gqa_attention,
-            ((2, 256, 64), (2, 4096, 64), (2, 4096, 64)),
-            ((2, 32, 32), (2, 256, 32), (2, 256, 32)),
-            "GQA prefill: 256 query rows per KV head"),
+            ((8, 64, 64), (2, 4096, 64), (2, 4096, 64)),
+            ((8, 8, 32), (2, 256, 32), (2, 256, 32)),
+            "GQA prefill, batch 1 (no batch dim): 8 query heads × 64 tokens on 2 KV heads"),
     Program("qknorm_gqa", qknorm_gqa,
-            ((2, 256, 64), (2, 4096, 64), (2, 4096, 64)),
-            ((2, 32, 32), (2, 256, 32), (2, 256, 32)),
+            ((8, 64, 64), (2, 4096, 64), (2, 4096, 64)),
+            ((8, 8, 32), (2, 256, 32), (2, 256, 32)),
             "rms_norm on Q and K, then GQA prefill"),
     Program("lora", lora,
             ((16, 256), (256, 4096), (256, 16), (16, 4096)),

@@ -8,18 +8,13 @@ from collections.abc import Callable
 from mirage_jax import _core
 from mirage_jax.graph import KernelGraph
 
-BACKENDS = ("cpu",)
+BACKENDS = ("cpu", "cuda")
 
 
 def _check_backend(backend: str, what: str) -> None:
-    if backend == "cuda":
-        raise NotImplementedError(
-            f"{what}: backend 'cuda' is planned but not implemented yet; use backend='cpu'"
-        )
     if backend not in BACKENDS:
         raise NotImplementedError(
-            f"{what}: backend {backend!r} is not supported (available: 'cpu'; 'cuda' is "
-            f"planned)"
+            f"{what}: backend {backend!r} is not supported (available: 'cpu', 'cuda')"
         )
 
 
@@ -40,12 +35,32 @@ def _cpu_kernels(kg: KernelGraph) -> dict[int, tuple[str, str]]:
     return kernels
 
 
+def _cuda_kernels(kg: KernelGraph) -> dict[int, tuple[str, str]]:
+    """op index -> (handler symbol, CUDA source) for every customized op of kg, with shared
+    memory planned for the smallest limit of the target architectures."""
+    from mirage_jax.runtime import cuda_compiler
+
+    limit = cuda_compiler.shared_memory_limit(cuda_compiler.target_archs())
+    kernels = {}
+    for op in kg.ops:
+        if op.kind != "customized":
+            continue
+        bg = op.block_graph._core
+        symbol = _core.cuda_kernel_symbol(bg)
+        kernels[op.index] = (symbol, _core.generate_cuda_kernel(bg, symbol, limit))
+    return kernels
+
+
+def _kernels(kg: KernelGraph, backend: str) -> dict[int, tuple[str, str]]:
+    return _cuda_kernels(kg) if backend == "cuda" else _cpu_kernels(kg)
+
+
 def generate_code(kg: KernelGraph, backend: str = "cpu") -> str:
     """The generated source of every customized op of `kg`, as one translation unit (each
     kernel once, in op order; empty when kg has no customized op)."""
     _check_graph(kg, "generate_code")
     _check_backend(backend, "generate_code")
-    units = dict(_cpu_kernels(kg).values())  # equal block graphs share a symbol
+    units = dict(_kernels(kg, backend).values())  # equal block graphs share a symbol
     return "\n".join(units.values())
 
 
@@ -67,8 +82,15 @@ def compile(kg: KernelGraph, backend: str = "cpu") -> Callable:  # noqa: A001 (p
     for op in kg.ops:
         if op.kind == "customized":
             result_types[op.index] = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in op.outputs]
-    for index, (symbol, source) in _cpu_kernels(kg).items():
-        targets[index] = register_cpu_target(symbol, shared_library_for(source))
+    if backend == "cuda":
+        from mirage_jax.runtime import cuda_compiler, cuda_library_for, register_cuda_target
+
+        archs = cuda_compiler.target_archs()
+        for index, (symbol, source) in _cuda_kernels(kg).items():
+            targets[index] = register_cuda_target(symbol, cuda_library_for(source, archs))
+    else:
+        for index, (symbol, source) in _cpu_kernels(kg).items():
+            targets[index] = register_cpu_target(symbol, shared_library_for(source))
 
     def lower_customized(index, args):
         call = jax.ffi.ffi_call(targets[index], result_types[index], vmap_method="sequential")

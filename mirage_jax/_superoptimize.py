@@ -85,9 +85,31 @@ def superoptimize(kg: KernelGraph, config: SearchConfig | None = None, backend: 
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
         raise TypeError(f"superoptimize: argument 'cache_dir' must be a path, "
                         f"got {type(cache_dir).__name__}")
+    device = None  # the default device
+    if backend == "cuda":
+        device, config = _cuda_setup(config)
     root = cache.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
     with root:
-        return _Run(kg, config, backend, top_k, progress).choose()
+        return _Run(kg, config, backend, top_k, progress, device).choose()
+
+
+def _cuda_setup(config: SearchConfig):
+    """(the GPU the candidates and XLA are timed on, the config): a config left at the CPU
+    target ranks for the visible GPU's class instead (H100-class for compute capability 9.x,
+    else A100-class). RuntimeError when no GPU is visible."""
+    import dataclasses
+
+    import jax
+
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError as e:
+        raise RuntimeError(f"superoptimize: backend 'cuda' times candidates on a GPU, and none "
+                           f"is visible to jax ({e})") from None
+    if config.target == "cpu":
+        major = str(getattr(gpu, "compute_capability", "8.0")).split(".")[0]
+        config = dataclasses.replace(config, target="h100" if major == "9" else "a100")
+    return gpu, config
 
 
 def _error_head(e: BaseException) -> str:
@@ -100,8 +122,9 @@ def _error_head(e: BaseException) -> str:
 class _Run:
     """One superoptimize call; its fields are what the report tells."""
 
-    def __init__(self, kg, config, backend, top_k, progress):
+    def __init__(self, kg, config, backend, top_k, progress, device=None):
         self.kg, self.config, self.backend = kg, config, backend
+        self.device = device  # where inputs live, so jit runs everything there
         self.top_k, self.progress = top_k, progress
         self.dropped: list[tuple[str, str]] = []  # (candidate hash, why)
         self.search_note = ""
@@ -182,7 +205,8 @@ class _Run:
         self.costs = {c.hash(): cost for c, cost in contenders}
 
         rng = np.random.default_rng(_SEED)
-        inputs = [jax.device_put(jnp.asarray(rng.standard_normal(t.shape), dtype=t.dtype))
+        inputs = [jax.device_put(jnp.asarray(rng.standard_normal(t.shape), dtype=t.dtype),
+                                 self.device)
                   for t in self.kg.inputs]
         # The original is compiled outside the try: it is the fallback, so its failure
         # (a user's customized op that does not compile) is the caller's error to see.

@@ -219,7 +219,6 @@ def test_a_graph_the_search_cannot_take_runs_as_given_with_one_warning(ranked):
 @pytest.mark.parametrize("kwargs, error, message", [
     (dict(top_k=0), ValueError, "'top_k' must be >= 1"),
     (dict(config={}), TypeError, "'config' must be a mirage_jax SearchConfig"),
-    (dict(backend="cuda"), NotImplementedError, "'cuda' is planned"),
     (dict(progress="yes"), TypeError, "'progress' must be a bool"),
     (dict(cache_dir=3), TypeError, "'cache_dir' must be a path"),
 ])

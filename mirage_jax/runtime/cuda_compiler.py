@@ -1,0 +1,153 @@
+"""Compiling generated CUDA kernels with nvcc (DESIGN.md §6).
+
+Architectures come from $MIRAGE_JAX_CUDA_ARCH ("80,90a"), else from the visible GPUs, else
+sm_80 and sm_90a. Every architecture gets its own SASS in one fat library, and the kernels'
+shared memory is planned for the smallest per-block limit among them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from mirage_jax.runtime.compiler import KernelCompileError
+
+COMPILER = "nvcc"
+ARCH_ENV = "MIRAGE_JAX_CUDA_ARCH"
+DEFAULT_ARCHS = ("80", "90a")
+
+# -fvisibility=hidden exports only the handler, which the generated code declares with
+# default visibility. No fast-math: the kernels must keep the interpreter's IEEE division,
+# square root and expf.
+FLAGS = ("-O3", "-std=c++17", "-Xcompiler", "-fPIC,-fvisibility=hidden")
+
+# Generous: a generated kernel compiles in seconds; a hang must not block a program forever.
+_TIMEOUT_S = 600
+
+# Where CUDA toolkits install when their bin directory is not on PATH.
+FALLBACK_ROOTS = ("/usr/local/cuda",)
+
+_ARCH = re.compile(r"^[0-9]{2,3}[af]?$")
+
+
+def find_nvcc() -> str:
+    """The path of nvcc (PATH, then $CUDA_HOME/bin, then /usr/local/cuda/bin), or
+    KernelCompileError naming what is missing."""
+    path = shutil.which(COMPILER)
+    if path is None:
+        for root in (os.environ.get("CUDA_HOME"), *FALLBACK_ROOTS):
+            candidate = Path(root or "") / "bin" / COMPILER
+            if root and candidate.is_file():
+                return str(candidate)
+        raise KernelCompileError(
+            f"{COMPILER} was not found on PATH, in $CUDA_HOME/bin or in /usr/local/cuda/bin; "
+            f"mirage_jax compiles its CUDA kernels with {COMPILER} (install the CUDA toolkit "
+            f"or add its bin directory to PATH)"
+        )
+    return path
+
+
+def parse_archs(text: str) -> tuple[str, ...]:
+    """"80,90a" -> ("80", "90a"); KernelCompileError for anything that is not a list of
+    compute capabilities."""
+    archs = tuple(a.strip().removeprefix("sm_") for a in text.split(",") if a.strip())
+    bad = [a for a in archs if not _ARCH.match(a)]
+    if not archs or bad:
+        raise KernelCompileError(
+            f"{ARCH_ENV}={text!r} is not a comma-separated list of CUDA architectures such as "
+            f"'80,90a' (bad: {', '.join(bad) or 'empty'})"
+        )
+    return archs
+
+
+def _visible_gpu_archs() -> tuple[str, ...]:
+    try:
+        import jax
+
+        devices = jax.devices("gpu")
+    except Exception:  # no GPU backend, or no GPU visible: jax raises RuntimeError
+        return ()
+    archs = []
+    for d in devices:
+        major, _, minor = str(getattr(d, "compute_capability", "")).partition(".")
+        if not major.isdigit():
+            continue
+        arch = f"{major}{minor or '0'}"
+        # sm_90a's SASS runs on exactly 9.0 devices and allows Hopper-only instructions.
+        arch = "90a" if arch == "90" else arch
+        if arch not in archs:
+            archs.append(arch)
+    return tuple(archs)
+
+
+def target_archs() -> tuple[str, ...]:
+    configured = os.environ.get(ARCH_ENV)
+    if configured is not None:
+        return parse_archs(configured)
+    return _visible_gpu_archs() or DEFAULT_ARCHS
+
+
+def shared_memory_limit(archs: Sequence[str]) -> int:
+    """Bytes of dynamic shared memory a block may use on every one of `archs`."""
+    from mirage_jax import _core
+
+    return min(_core.cuda_shared_memory_limit(a) for a in archs)
+
+
+def gencode_flags(archs: Sequence[str]) -> list[str]:
+    flags = []
+    for a in archs:
+        flags += ["-gencode", f"arch=compute_{a},code=sm_{a}"]
+    return flags
+
+
+def ffi_include_dir() -> str:
+    import jax.ffi
+
+    return jax.ffi.include_dir()
+
+
+def _run(command: list[str], what: str) -> None:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise KernelCompileError(
+            f"{COMPILER} did not finish compiling {what} within {_TIMEOUT_S} s"
+        ) from None
+    if done.returncode != 0:
+        raise KernelCompileError(
+            f"{COMPILER} failed (exit {done.returncode}) compiling {what}:\n"
+            f"{(done.stderr + done.stdout)[-4000:]}"
+        )
+
+
+def _base_command(archs: Sequence[str]) -> list[str]:
+    return [find_nvcc(), *FLAGS, *gencode_flags(archs), "-isystem", ffi_include_dir()]
+
+
+def compile_shared_library(source: Path, library: Path, archs: Sequence[str]) -> None:
+    """nvcc `source` into the shared library `library` for `archs`; KernelCompileError with
+    the compiler's diagnostics when it fails."""
+    _run([*_base_command(archs), "-shared", str(source), "-o", str(library)], str(source))
+
+
+def check_compiles(sources: Sequence[str], archs: Sequence[str], jobs: int = 2) -> None:
+    """Compiles each source text to an object file (nvcc -c, every architecture in one call),
+    at most `jobs` at a time, and discards the objects: KernelCompileError naming the first
+    source that fails. For checking generated code on machines without a GPU."""
+    with tempfile.TemporaryDirectory(prefix="mj_nvcc_") as tmp:
+        def one(i: int) -> None:
+            path = Path(tmp) / f"unit{i}.cu"
+            path.write_text(sources[i])
+            _run([*_base_command(archs), "-c", str(path), "-o", str(path.with_suffix(".o"))],
+                 f"{path.name} (source {i} of {len(sources)})")
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            for future in [pool.submit(one, i) for i in range(len(sources))]:
+                future.result()

@@ -1,0 +1,278 @@
+"""Generated CUDA kernels (cc/codegen/cuda) compile with this machine's nvcc for sm_80 and
+sm_90a: every hand-written paper μGraph (small and paper shapes, float32 and bfloat16) and
+every fused result of the searches in test_search_results_run. Errors are clear: a missing
+nvcc, a bad architecture, a broken source, shared memory over the target's limit.
+
+Running the kernels needs a GPU: tests/gpu/ compares them with the interpreter and with XLA.
+nvcc is slow (about 5 s a kernel for both architectures), so kernels are batched into two
+translation units per test and compiled two at a time (nvcc -c, both -gencode in one call).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import subprocess
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
+    assert_close,
+    random_inputs,
+    session_kernel_cache,
+    storage_rtol,
+)
+from test_search_results_run import SEARCHES, fused_candidates
+
+import mirage_jax as mj
+from mirage_jax import _core
+from mirage_jax.paper_graphs import PROGRAMS
+from mirage_jax.runtime import KernelCompileError, cuda_compiler
+
+ARCHS = ("80", "90a")
+
+
+@pytest.fixture(scope="module")
+def nvcc():
+    try:
+        return cuda_compiler.find_nvcc()
+    except KernelCompileError as e:
+        pytest.skip(f"CUDA compile checks need nvcc: {e}")
+
+
+@pytest.fixture(autouse=True)
+def archs(monkeypatch):
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, ",".join(ARCHS))
+
+
+def kernels_of(graph: mj.KernelGraph) -> dict[str, str]:
+    """symbol -> CUDA source of every customized op, planned for ARCHS."""
+    limit = cuda_compiler.shared_memory_limit(ARCHS)
+    out = {}
+    for op in graph.ops:
+        if op.kind == "customized":
+            bg = op.block_graph._core
+            symbol = _core.cuda_kernel_symbol(bg)
+            out[symbol] = _core.generate_cuda_kernel(bg, symbol, limit)
+    return out
+
+
+def two_units(kernels: dict[str, str]) -> list[str]:
+    """The kernels as two translation units of about equal length (generated units may be
+    concatenated), for two parallel nvcc jobs."""
+    units = [[], []]
+    sizes = [0, 0]
+    for source in sorted(kernels.values(), key=len, reverse=True):
+        i = sizes.index(min(sizes))
+        units[i].append(source)
+        sizes[i] += len(source)
+    return ["\n".join(u) for u in units if u]
+
+
+def test_every_paper_graph_compiles_for_sm80_and_sm90a(nvcc):
+    kernels = {}
+    for name, program in sorted(PROGRAMS.items()):
+        for shapes in (program.small, {}):  # {}: the paper's shapes
+            for dtype in ("float32", "bfloat16"):
+                _, fused = program.build(**shapes, dtype=dtype)
+                found = kernels_of(fused)
+                assert found, f"{name}: the fused graph has no customized op"
+                kernels.update(found)
+    assert len(kernels) >= 4 * len(PROGRAMS)
+    cuda_compiler.check_compiles(two_units(kernels), ARCHS, jobs=2)
+
+
+@pytest.fixture(scope="module")
+def search_results() -> dict[str, list[mj.KernelGraph]]:
+    """The fused candidates test_search_results_run checks, per search (about 20 s)."""
+    found = {}
+    for name, (make_reference, config) in sorted(SEARCHES.items()):
+        result = mj.search(make_reference(), config=config, progress=False)
+        found[name] = fused_candidates(result)
+        assert found[name], f"{name}: the search found no fused candidate ({result.reason!r})"
+    return found
+
+
+def test_every_search_result_compiles_for_sm80_and_sm90a(nvcc, search_results):
+    kernels = {}
+    for fused in search_results.values():
+        for graph in fused:
+            kernels.update(kernels_of(graph))
+    cuda_compiler.check_compiles(two_units(kernels), ARCHS, jobs=2)
+
+
+def test_generate_code_names_each_kernel_once():
+    _, fused = PROGRAMS["gqa_decode"].build(**PROGRAMS["gqa_decode"].small)
+    source = mj.generate_code(fused, backend="cuda")
+    symbols = list(kernels_of(fused))
+    assert len(symbols) == 2
+    for symbol in symbols:
+        assert symbol.startswith("mj_cuda_")
+        assert source.count(f"XLA_FFI_DEFINE_HANDLER_SYMBOL({symbol},") == 1
+    assert source.count("__global__") == 2
+
+
+def test_a_broken_source_is_a_compile_error_with_diagnostics(nvcc):
+    with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*unit0\.cu.*error"):
+        cuda_compiler.check_compiles(["this is not CUDA;\n"], ARCHS)
+
+
+def test_a_bad_architecture_is_a_clear_error(nvcc, monkeypatch):
+    _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,sm90x")
+    with pytest.raises(KernelCompileError, match=r"MIRAGE_JAX_CUDA_ARCH='80,sm90x'.*bad: sm90x"):
+        mj.generate_code(fused, backend="cuda")
+    # Well-formed but unknown to nvcc: its own diagnostic names the architecture.
+    source = next(iter(kernels_of(fused).values()))
+    with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*compute_12"):
+        cuda_compiler.check_compiles([source], ("12",))
+
+
+def test_a_missing_nvcc_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(cuda_compiler.shutil, "which", lambda name: None)
+    monkeypatch.setattr(cuda_compiler, "FALLBACK_ROOTS", ())
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    with pytest.raises(KernelCompileError, match="nvcc was not found on PATH"):
+        mj.compile(fused, backend="cuda")
+
+
+def overflowing_graph(rows: int) -> mj.KernelGraph:
+    """One block computing a [rows, rows] f32 matmul tile: rows * rows * 4 bytes of shared
+    memory that no input demotion can save."""
+    g = mj.KernelGraph()
+    a, b = g.new_input((rows, 8)), g.new_input((8, rows))
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=1)
+    ta, tb = bg.new_input(a, (-1, -1, -1), -1), bg.new_input(b, (-1, -1, -1), -1)
+    bg.new_output(bg.matmul(ta, tb), (-1, -1, -1))
+    (out,) = g.customized([a, b], bg)
+    g.mark_output(out)
+    return g
+
+
+def test_shared_memory_over_the_target_limit_is_refused(monkeypatch):
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80")
+    with pytest.raises(ValueError, match=r"needs 262144 bytes .* limit of 166912 bytes"):
+        mj.generate_code(overflowing_graph(256), backend="cuda")
+
+
+def test_the_limit_is_the_smallest_of_the_target_architectures(monkeypatch):
+    graph = overflowing_graph(192)  # 147456 bytes: fits sm_80 and sm_90a, not sm_86
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,90a")
+    assert "__global__" in mj.generate_code(graph, backend="cuda")
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,86")
+    with pytest.raises(ValueError, match=r"limit of 101376 bytes"):
+        mj.generate_code(graph, backend="cuda")
+
+
+def test_superoptimize_for_cuda_needs_a_visible_gpu():
+    import jax
+
+    try:
+        jax.devices("gpu")
+        pytest.skip("a GPU is visible; tests/gpu covers superoptimize on it")
+    except RuntimeError:
+        pass
+    ref, _ = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    with pytest.raises(RuntimeError, match="backend 'cuda' times candidates on a GPU"):
+        mj.superoptimize(ref, backend="cuda", progress=False)
+
+
+# ------------------------------------------------------------------ semantics, emulated
+# Without a GPU the kernels still run: tests/cuda_host_emulation.h maps threads, barriers and
+# shuffles onto std::thread, and g++ builds each generated kernel (its portable FMA and
+# plain-copy paths) into a host library. That checks what the generator computes against the
+# interpreter; only mma.sync and cp.async are left to tests/gpu.
+
+EMULATION_HEADER = Path(__file__).parent / "cuda_host_emulation.h"
+CUDA_INCLUDE = Path("/usr/local/cuda/include")
+
+
+def emulation_unit(source: str) -> str:
+    """A host translation unit from a generated CUDA unit: the device helpers, each kernel
+    namespace up to its FFI handler, the shared memory each kernel declares, and one
+    `extern "C" void run_<symbol>(void** io)` per kernel."""
+    helpers = source[source.index("namespace mj_cuda {"):
+                     source.index("}  // namespace mj_cuda") + len("}  // namespace mj_cuda")]
+    parts = [f'#include "{EMULATION_HEADER}"', helpers]
+    for match in re.finditer(r"namespace (mj_cuda_\w+)_kernel \{", source):
+        symbol = match.group(1)
+        body = source[match.start():source.index("  xla::ffi::Error handler_impl(",
+                                                   match.start())]
+        launch = re.search(r"kernel<<<dim3\((\d+), (\d+), (\d+)\), (\d+), kSmemBytes",
+                           source[match.start():])
+        smem = int(re.search(r"constexpr int kSmemBytes = (\d+);",
+                             source[match.start():]).group(1))
+        gx, gy, gz, threads = launch.groups()
+        parts += [
+            body + "}",
+            f"namespace {symbol}_kernel {{ __attribute__((aligned(16))) unsigned char "
+            f"smem[{max(smem, 16)}]; }}",
+            f'extern "C" void run_{symbol}(void** io) {{\n'
+            f"  {symbol}_kernel::Io args;\n"
+            f"  std::memcpy(&args, io, sizeof args);\n"
+            f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
+            f"[&] {{ {symbol}_kernel::kernel(args); }});\n}}",
+        ]
+    return "\n".join(parts)
+
+
+def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
+    unit = directory / "emulated.cc"
+    unit.write_text(emulation_unit(source))
+    library = directory / "emulated.so"
+    done = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
+                           "-isystem", str(CUDA_INCLUDE), str(unit), "-o", str(library)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, f"g++ failed on the emulated kernels:\n{done.stderr[-3000:]}"
+    return ctypes.CDLL(str(library))
+
+
+def single_kernel(op) -> mj.KernelGraph:
+    """A graph of just one customized op, its inputs and outputs."""
+    g = mj.KernelGraph()
+    inputs = [g.new_input(t.shape, t.dtype) for t in op.inputs]
+    for out in g.customized(inputs, op.block_graph):
+        g.mark_output(out)
+    return g
+
+
+def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str) -> int:
+    """Runs every customized op of `graphs` emulated, on random inputs, against the
+    interpreter (float64); returns how many kernels were checked."""
+    kernels = {}  # symbol -> one-kernel graph
+    for graph in graphs:
+        for op in graph.ops:
+            if op.kind == "customized":
+                kernels.setdefault(_core.cuda_kernel_symbol(op.block_graph._core),
+                                   single_kernel(op))
+    source = "\n".join(mj.generate_code(g, backend="cuda") for g in kernels.values())
+    library = build_emulation(source, tmp_path)
+    for symbol, graph in kernels.items():
+        inputs = [np.asarray(x) for x in random_inputs(graph, seed=3)]
+        outs = [np.zeros(t.shape, dtype=jnp.dtype(t.dtype)) for t in graph.outputs]
+        pointers = (ctypes.c_void_p * (len(inputs) + len(outs)))(
+            *[x.ctypes.data for x in inputs], *[o.ctypes.data for o in outs])
+        getattr(library, f"run_{symbol}")(pointers)
+        want = graph.evaluate(inputs)
+        # Normwise, as in test_search_results_run: the kernel sums in another order than the
+        # interpreter (threads, then a warp's shuffle tree), so elements that cancel to near
+        # zero carry their operands' rounding, not their own.
+        for i, (got, w, t) in enumerate(zip(outs, want, graph.outputs)):
+            assert_close(got, w, storage_rtol(t.dtype), f"{what}: {symbol} output {i}",
+                         floor=1.0)
+    return len(kernels)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_paper_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
+    graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
+    assert check_emulated(graphs, tmp_path, f"paper graphs {dtype}") >= len(PROGRAMS)
+
+
+def test_search_result_kernels_compute_what_the_interpreter_does_emulated(
+        search_results, tmp_path):
+    graphs = [g for fused in search_results.values() for g in fused]
+    assert check_emulated(graphs, tmp_path, "search results") >= len(SEARCHES)

@@ -171,12 +171,13 @@ def test_bad_arguments_get_the_errors_jax_jit_gives(kernels_always_win):
         mj.optimize(rmsnorm_linear, static_argnums=2)(x, g, np.ones(3))
 
 
-def test_static_arguments_and_python_scalars_behave_as_under_jit(kernels_always_win):
+def test_static_arguments_and_python_scalars_behave_as_under_jit():
     def scaled(x, g, w, scale, mode):
         y = rmsnorm_linear(x, g, w) * scale
         return -y if mode == "neg" else y
 
-    f = mj.optimize(scaled, static_argnames=("mode",))
+    # This is about specializations, not kernels: backend "xla" skips the searches.
+    f = mj.optimize(scaled, static_argnames=("mode",), backend="xla")
     x, g, w = inputs()
     for scale in (2.0, 3.0):  # a traced Python float: one specialization for both
         for mode in ("neg", "pos"):

@@ -89,17 +89,9 @@ class Model:
         return time.perf_counter() - start
 
     def decode(self, new_tokens: int):
-        sized = _Sized(self.optimized, self.cfg.max_len)
-        tokens, times = greedy_decode(sized, self.params, self.prompt, new_tokens)
+        tokens, times = greedy_decode(self.optimized, self.params, self.prompt, new_tokens,
+                                      self.cfg.max_len)
         return tokens, float(np.median(times))
-
-
-class _Sized:
-    def __init__(self, fn, max_len):
-        self.fn, self.max_len = fn, max_len
-
-    def __call__(self, params, tokens):
-        return self.fn(params, tokens)
 
 
 def build(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int):

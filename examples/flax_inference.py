@@ -157,11 +157,10 @@ def make_forward(model: Llama):
     return forward, params
 
 
-def greedy_decode(forward, params, prompt, new_tokens: int):
+def greedy_decode(forward, params, prompt, new_tokens: int, max_len: int):
     """Appends `new_tokens` argmax tokens to `prompt` [b, p] in a [b, max_len] buffer.
-    Returns (the generated tokens [b, new_tokens], seconds per step of each step)."""
+    Returns (the generated tokens [b, new_tokens], the seconds of each step)."""
     b, p = prompt.shape
-    max_len = forward.max_len
     if p + new_tokens > max_len:
         raise ValueError(f"prompt {p} + {new_tokens} new tokens exceed max_len {max_len}")
     buffer = jnp.zeros((b, max_len), jnp.int32).at[:, :p].set(prompt)
@@ -176,16 +175,6 @@ def greedy_decode(forward, params, prompt, new_tokens: int):
     return np.asarray(buffer[:, p:p + new_tokens]), step_times
 
 
-class _Sized:
-    """A forward function that knows the buffer length it runs at."""
-
-    def __init__(self, fn, max_len):
-        self.fn, self.max_len = fn, max_len
-
-    def __call__(self, params, tokens):
-        return self.fn(params, tokens)
-
-
 def build(cfg: Config, seed: int = 0, batch: int = 2):
     model = Llama(cfg, nnx.Rngs(seed))
     forward, params = make_forward(model)
@@ -198,9 +187,8 @@ def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: in
         out=print) -> dict:
     """Decodes with jax.jit and with mj.optimize; returns what it measured."""
     forward, params, prompt = build(cfg, seed)
-    jitted = _Sized(jax.jit(forward), cfg.max_len)
-    optimized_fn = mj.optimize(forward, cache_dir=cache_dir)
-    optimized = _Sized(optimized_fn, cfg.max_len)
+    jitted = jax.jit(forward)
+    optimized = mj.optimize(forward, cache_dir=cache_dir)
     out(f"model: {cfg.layers} layers, dim {cfg.dim}, {cfg.heads} query / {cfg.kv_heads} KV "
         f"heads, SwiGLU {cfg.hidden}, vocab {cfg.vocab}, buffer {cfg.max_len}; "
         f"batch {prompt.shape[0]}, prompt {prompt.shape[1]} tokens, {new_tokens} new")
@@ -217,7 +205,7 @@ def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: in
     optimize_first = time.perf_counter() - start
     out(f"first call: jax.jit {jit_first:.1f} s, mj.optimize {optimize_first:.1f} s "
         f"(trace, partition, search or cache, compile, time, check)")
-    regions = optimized_fn.regions(params, buffer)
+    regions = optimized.regions(params, buffer)
     kernels = sum(r.chosen == "kernel" for r in regions)
     out(f"\n== what mirage_jax did with each region: {len(regions)} regions, {kernels} run as "
         f"generated kernels ==")
@@ -233,18 +221,19 @@ def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: in
     scale = float(jnp.max(jnp.abs(want_logits)))
     logit_err = float(jnp.max(jnp.abs(got_logits - want_logits))) / scale
 
-    results = {}
-    for name, fn in (("jax.jit", jitted), ("mj.optimize", optimized)):
-        per_step = []
-        tokens = None
-        for _ in range(repeats):  # alternate the two on the same prompt; keep every step
-            tokens, times = greedy_decode(fn, params, prompt, new_tokens)
-            per_step.extend(times)
-        results[name] = (tokens, statistics.median(per_step))
+    decoders = {"jax.jit": jitted, "mj.optimize": optimized}
+    tokens = {name: None for name in decoders}
+    step_times = {name: [] for name in decoders}
+    for i in range(repeats):  # the two alternate, each decoding the same prompt
+        for name in (list(decoders) if i % 2 == 0 else list(decoders)[::-1]):
+            tokens[name], times = greedy_decode(decoders[name], params, prompt, new_tokens,
+                                                cfg.max_len)
+            step_times[name].extend(times)
+    results = {name: (tokens[name], statistics.median(step_times[name])) for name in decoders}
     same = bool(np.array_equal(results["jax.jit"][0], results["mj.optimize"][0]))
     out("\n== greedy decoding ==")
-    for name, (tokens, per_token) in results.items():
-        out(f"{name:<12} tokens {tokens.tolist()}  {per_token * 1e3:.2f} ms/token")
+    for name, (generated, per_token) in results.items():
+        out(f"{name:<12} tokens {generated.tolist()}  {per_token * 1e3:.2f} ms/token")
     out(f"same tokens: {'yes' if same else 'NO'}; logits normwise difference {logit_err:.1e}")
     jit_t, mj_t = results["jax.jit"][1], results["mj.optimize"][1]
     out(f"time per token: jax.jit {jit_t * 1e3:.2f} ms, mj.optimize {mj_t * 1e3:.2f} ms "

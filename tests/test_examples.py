@@ -87,8 +87,8 @@ def test_flax_decoder_greedy_decoding_is_the_argmax(model_cache):
         sys.path.remove(str(EXAMPLES))
     cfg = flax_inference.SMALL
     forward, params, prompt = flax_inference.build(cfg)
-    sized = flax_inference._Sized(jax.jit(forward), cfg.max_len)
-    tokens, _ = flax_inference.greedy_decode(sized, params, prompt, 3)
+    tokens, _ = flax_inference.greedy_decode(jax.jit(forward), params, prompt, 3,
+                                             cfg.max_len)
     p = prompt.shape[1]
     buffer = jnp.zeros((2, cfg.max_len), jnp.int32).at[:, :p].set(prompt).at[:, p:p + 3] \
         .set(tokens)

@@ -1,14 +1,32 @@
 #include "cc/cost/block_graph_work.h"
 
+#include <algorithm>
+
 #include "cc/cost/block_working_set.h"
 #include "cc/cost/op_flops.h"
 
 namespace mj {
 namespace {
 
+constexpr double kPageBytes = 4096;
+
 std::string grid_label(const BlockGraph& g) {
   return "customized grid(" + std::to_string(g.grid()[0]) + "," + std::to_string(g.grid()[1]) +
          "," + std::to_string(g.grid()[2]) + ") forloop " + std::to_string(g.forloop_range());
+}
+
+// (runs, bytes between run starts) of a tile cut out of a row-major tensor: the run is the
+// tile's innermost dims up to and including the first one it cuts.
+std::pair<double, double> tile_runs(const Shape& tile, const Shape& whole, int bytes) {
+  double run = 1, stride = 1;
+  int d = int(tile.size()) - 1;
+  for (; d >= 0; --d) {
+    run *= double(tile[d]);
+    stride *= double(whole[d]);
+    if (tile[d] != whole[d]) break;
+  }
+  if (d < 0) return {1, 0};  // the whole tensor: one run
+  return {tensor_elements(tile) / run, stride * bytes};
 }
 
 }  // namespace
@@ -30,6 +48,11 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const double tensor_bytes = tensor_elements(whole) * dtype_bytes(tile.dtype);
       w.bytes_read += read;
       if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
+      if (op.fmap >= 0 && iterations > 1) {
+        const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
+        const double pages = runs * std::min(1.0, stride_bytes / kPageBytes);
+        w.paged_loads.push_back({pages, loads * blocks});
+      }
       continue;
     }
     if (op.kind == OpKind::kOutput) {

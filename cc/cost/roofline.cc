@@ -22,6 +22,17 @@ double waves_efficiency(int64_t blocks, int units) {
   return per_unit / std::ceil(per_unit);
 }
 
+// Blocks run on parallel units, each with its own TLB: the walks of all blocks' loads are
+// shared among the units.
+double page_walk_seconds(const KernelWork& w, const Target& t) {
+  if (t.kind != TargetKind::kCpu || t.tlb_entries <= 0) return 0;
+  double walks = 0;
+  for (const auto& [pages, loads] : w.paged_loads) {
+    if (pages > t.tlb_entries) walks += pages * loads;
+  }
+  return walks * t.page_walk_s / t.parallel_units();
+}
+
 }  // namespace
 
 KernelTime kernel_time(const KernelWork& w, const Target& t) {
@@ -31,7 +42,8 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
     if (r.tensor_bytes <= reuse_capacity) k.cached_bytes += r.reread_bytes;
   }
   k.dram_bytes = w.bytes_read + w.bytes_written - k.cached_bytes;
-  k.memory_s = k.dram_bytes / t.dram_bandwidth + k.cached_bytes / t.cache_bandwidth;
+  k.memory_s = k.dram_bytes / t.dram_bandwidth + k.cached_bytes / t.cache_bandwidth +
+               page_walk_seconds(w, t);
   k.compute_s = compute_seconds(w, t);
   const bool customized = w.kind == KernelKind::kCustomized;
   if (customized && w.blocks > 0) {

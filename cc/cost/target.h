@@ -50,6 +50,10 @@ struct Target {
   // outgrow them (a known gap).
   int64_t l1_bytes = 0;
   int64_t l2_bytes = 0;
+  // A tile load whose runs lie on more pages than the data TLB maps pays one page walk per
+  // run (kernel_work.h, paged_loads); 0 entries: not modeled.
+  int tlb_entries = 0;
+  double page_walk_s = 0;
 
   // ---- GPU: blocks are thread blocks spread over the SMs
   int sms = 0;

@@ -74,6 +74,9 @@ class SearchConfig:
     pruning: abstract-expression pruning; turn off only for ablations (it is hours slower).
     max_kernel_ops, max_block_ops, max_block_graphs, max_block_inputs, max_block_outputs,
     max_grid_axes, max_grids, max_forloop_ranges: limits on the enumerated graphs.
+    max_verified: None verifies every complete candidate as it is found; N collects them
+        unverified, ranks them with the cost model and verifies best first until N are
+        accepted (the rest are dropped unverified; every returned candidate is verified).
     grid_sizes, forloop_ranges: when given, replace the sizes derived from the shapes and the
         target (each must still divide the dims it splits).
     seed: the verifier's randomness.
@@ -93,6 +96,7 @@ class SearchConfig:
     max_grid_axes: int = _CORE_DEFAULTS.max_grid_axes
     max_grids: int = _CORE_DEFAULTS.max_grids
     max_forloop_ranges: int = _CORE_DEFAULTS.max_forloop_ranges
+    max_verified: int | None = None
     grid_sizes: tuple[int, ...] | None = None
     forloop_ranges: tuple[int, ...] | None = None
     seed: int = 0
@@ -115,6 +119,8 @@ class SearchConfig:
             "max_grids": _at_least(self.max_grids, 1, "max_grids"),
             # 0 for-loop ranges: no for-loops.
             "max_forloop_ranges": _at_least(self.max_forloop_ranges, 0, "max_forloop_ranges"),
+            "max_verified": (None if self.max_verified is None
+                             else _at_least(self.max_verified, 1, "max_verified")),
             "grid_sizes": _sizes(self.grid_sizes, "grid_sizes"),
             "forloop_ranges": _sizes(self.forloop_ranges, "forloop_ranges"),
             "seed": self._seed(self.seed),
@@ -172,6 +178,7 @@ class SearchConfig:
                      "max_block_graphs", "max_block_inputs", "max_block_outputs",
                      "max_grid_axes", "max_grids", "max_forloop_ranges", "seed"):
             setattr(core, name, getattr(self, name))
+        core.max_verified = self.max_verified or 0
         core.threads = _usable_cores() if self.threads is None else self.threads
         core.grid_sizes_override = list(self.grid_sizes or ())
         core.forloop_ranges_override = list(self.forloop_ranges or ())
@@ -200,12 +207,15 @@ class SearchStats:
     seconds_enumerate: float  # wall time, verification included
     seconds_verify: float  # CPU time over all threads
     seconds_rank: float
+    candidates_unverified: int = 0  # found but never verified (max_verified)
 
     def __str__(self):
+        unverified = (f", {self.candidates_unverified:,} more left unverified"
+                      if self.candidates_unverified else "")
         return (
             f"explored {self.states_explored:,} states ({self.states_pruned:,} pruned); "
             f"verified {self.candidates_verified:,} candidates, accepted "
-            f"{self.candidates_accepted:,}; seconds: saturate {self.seconds_saturate:.3f}, "
+            f"{self.candidates_accepted:,}{unverified}; seconds: saturate {self.seconds_saturate:.3f}, "
             f"enumerate {self.seconds_enumerate:.3f} (verify {self.seconds_verify:.3f} cpu), "
             f"rank {self.seconds_rank:.3f}"
         )
@@ -300,6 +310,7 @@ def search(
             states_pruned=stats.states_pruned,
             candidates_verified=stats.candidates_verified,
             candidates_accepted=stats.candidates_accepted,
+            candidates_unverified=stats.candidates_unverified,
             seconds_saturate=stats.seconds_saturate,
             seconds_enumerate=stats.seconds_enumerate,
             seconds_verify=stats.seconds_verify,

@@ -72,6 +72,8 @@ def block_graphs(graph):
     ("grid_sizes", [4, 0], ValueError, "grid_sizes[1]"),
     ("grid_sizes", "4", TypeError, "list of positive integers"),
     ("forloop_ranges", [2.0], TypeError, "forloop_ranges[0]"),
+    ("max_verified", 0, ValueError, ">= 1"),
+    ("max_verified", 2.5, TypeError, "integer"),
     ("seed", -1, ValueError, "2**64"),
     ("seed", 2**64, ValueError, "2**64"),
     ("target", "tpu", ValueError, "unknown value 'tpu'"),
@@ -164,6 +166,20 @@ def test_config_fields_reach_the_search(ref, result):
     cpu_cost = dict(zip((c.hash() for c in result), result.costs))
     gpu_cost = dict(zip((c.hash() for c in on_gpu), on_gpu.costs))
     assert cpu_cost[ref.hash()] != gpu_cost[ref.hash()]
+
+
+def test_max_verified_verifies_only_the_cost_models_best(ref, result):
+    best = mj.search(ref, mj.SearchConfig(**SMALL, max_verified=2), progress=False)
+    assert best.stats.candidates_verified == best.stats.candidates_accepted == 2
+    # every candidate the full search found, less the two verified and the reference
+    assert best.stats.candidates_unverified == len(result) - 3
+    assert "more left unverified" in str(best.stats)
+    kept = [c.hash() for c in best]
+    assert kept == [c.hash() for c in result if c.hash() in kept]  # the same order
+    assert [h for h in kept if h != ref.hash()] == \
+        [c.hash() for c in result if c.hash() != ref.hash()][:2]
+    for candidate in best:
+        assert mj.verify_equivalent(ref, candidate)
 
 
 def test_a_tiny_time_budget_returns_quickly_with_the_reason():

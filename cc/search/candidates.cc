@@ -19,19 +19,34 @@ bool is_kernel_input(const KernelGraph& g, int t) {
 void verify_and_keep(KernelGraph candidate, SearchShared& shared) {
   std::string hash = graph_hash(candidate);
   if (!shared.results.claim(hash)) return;
+  if (shared.config.max_verified > 0) {
+    shared.results.hold(std::make_shared<const KernelGraph>(std::move(candidate)), std::move(hash));
+    return;
+  }
+  verify_candidate(std::make_shared<const KernelGraph>(std::move(candidate)), std::move(hash),
+                   shared);
+}
+
+}  // namespace
+
+bool verify_candidate(std::shared_ptr<const KernelGraph> candidate, std::string hash,
+                      SearchShared& shared) {
   const auto start = std::chrono::steady_clock::now();
   VerifyOptions opts;
   opts.seed = shared.config.seed;
-  const VerifyResult r = verify_equivalent(shared.target, candidate, opts);
+  const VerifyResult r = verify_equivalent(shared.target, *candidate, opts);
   shared.verify_ns.fetch_add(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count(),
       std::memory_order_relaxed);
   shared.verified.fetch_add(1, std::memory_order_relaxed);
-  if (!r.equivalent) return;
+  if (!r.equivalent) return false;
   shared.accepted.fetch_add(1, std::memory_order_relaxed);
-  shared.results.accept(std::make_shared<const KernelGraph>(std::move(candidate)), std::move(hash));
+  shared.results.accept(std::move(candidate), std::move(hash));
+  return true;
 }
+
+namespace {
 
 // Tries every assignment of the dangling tensors to the target's outputs.
 void assign_outputs(const KernelState& s, const std::vector<int>& dangling,

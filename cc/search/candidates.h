@@ -4,10 +4,18 @@
 // those outputs in every matching order, deduplicated by canonical hash, and proved
 // equivalent with the finite-field verifier (cc/verify) before it is kept. Abstract
 // expressions only choose what to verify; they never accept anything.
+#include <memory>
+#include <string>
+
 #include "cc/search/search_state.h"
 
 namespace mj {
 
 void check_candidate(const KernelState& s, SearchShared& shared, Worker& worker);
+
+// Proves one claimed candidate equivalent to the target and keeps it when it is; whether
+// it was kept.
+bool verify_candidate(std::shared_ptr<const KernelGraph> candidate, std::string hash,
+                      SearchShared& shared);
 
 }  // namespace mj

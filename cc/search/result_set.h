@@ -24,15 +24,20 @@ class ResultSet {
   // True the first time a hash is seen: the caller then verifies it.
   bool claim(const std::string& hash);
   void accept(std::shared_ptr<const KernelGraph> graph, std::string hash);
+  // A claimed candidate kept for verification after the enumeration (max_verified).
+  void hold(std::shared_ptr<const KernelGraph> graph, std::string hash);
   size_t size() const;
   // The accepted graphs, costed and sorted by (cost, hash): the same order whatever the
   // thread count or the order they were found in.
   std::vector<RankedCandidate> ranked(const std::function<double(const KernelGraph&)>& cost) const;
+  // The held candidates, ordered like ranked(); the set forgets them.
+  std::vector<RankedCandidate> take_held(const std::function<double(const KernelGraph&)>& cost);
 
  private:
   mutable std::mutex mu_;
   std::unordered_set<std::string> seen_;
   std::vector<RankedCandidate> accepted_;
+  std::vector<RankedCandidate> held_;
 };
 
 }  // namespace mj

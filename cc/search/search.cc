@@ -12,19 +12,22 @@
 #include "cc/cost/estimate.h"
 #include "cc/ir/hash.h"
 #include "cc/search/kernel_enumerator.h"
+#include "cc/search/candidates.h"
 #include "cc/search/op_key.h"
 #include "cc/search/thread_pool.h"
 
 namespace mj {
 
 std::string SearchStats::to_string() const {
-  char buf[400];
+  char buf[480];
   std::snprintf(buf, sizeof buf,
-                "explored %lld states, pruned %lld, verified %lld candidates, accepted %lld; "
-                "saturate %.3f s, enumerate %.3f s (verify %.3f s cpu), rank %.3f s",
+                "explored %lld states, pruned %lld, verified %lld candidates, accepted %lld, "
+                "left %lld unverified; saturate %.3f s, enumerate %.3f s (verify %.3f s cpu), "
+                "rank %.3f s",
                 (long long)states_explored, (long long)states_pruned,
                 (long long)candidates_verified, (long long)candidates_accepted,
-                seconds_saturate, seconds_enumerate, seconds_verify, seconds_rank);
+                (long long)candidates_unverified, seconds_saturate, seconds_enumerate,
+                seconds_verify, seconds_rank);
   return buf;
 }
 
@@ -57,7 +60,7 @@ std::string bad_config(const SearchConfig& c) {
   if (c.threads < 0) return "threads must be >= 0";
   if (c.max_kernel_ops < 1 || c.max_block_ops < 1 || c.max_block_graphs < 0 ||
       c.max_block_outputs < 1 || c.max_grid_axes < 0 || c.max_grids < 1 ||
-      c.max_forloop_ranges < 0) {
+      c.max_forloop_ranges < 0 || c.max_verified < 0) {
     return "search limits must be positive";
   }
   if (c.max_block_inputs < 1 || c.max_block_inputs > kMaxKeyInputs) {
@@ -80,6 +83,39 @@ std::vector<double> target_scalars(const KernelGraph& target) {
     }
   }
   return {s.begin(), s.end()};
+}
+
+// max_verified: the held candidates, best first, are verified `threads` at a time (never
+// more at once than are still needed, so the accepted set is the first N accepted in rank
+// order whatever the thread count) until N are accepted. Returns how many were left.
+int64_t verify_best_held(SearchShared& shared, const std::function<double(const KernelGraph&)>& cost,
+                         int threads, std::string& error) {
+  std::vector<RankedCandidate> held = shared.results.take_held(cost);
+  size_t next = 0;
+  int64_t accepted = 0;
+  std::mutex error_mu;
+  while (next < held.size() && accepted < shared.config.max_verified && error.empty() &&
+         !shared.stop.load()) {
+    if (!std::isfinite(held[next].cost)) break;  // sorted: the rest cannot run either
+    const size_t n = std::min({held.size() - next, size_t(threads),
+                               size_t(shared.config.max_verified - accepted)});
+    std::vector<char> kept(n, 0);
+    run_tasks(
+        threads, int64_t(n),
+        [&](int64_t i, int) {
+          try {
+            RankedCandidate& c = held[next + size_t(i)];
+            kept[size_t(i)] = verify_candidate(c.graph, c.hash, shared);
+          } catch (const std::exception& e) {
+            std::lock_guard<std::mutex> lock(error_mu);
+            if (error.empty()) error = e.what();
+          }
+        },
+        [](int64_t) {});
+    for (char k : kept) accepted += k;
+    next += n;
+  }
+  return int64_t(held.size() - next);
 }
 
 }  // namespace
@@ -176,6 +212,15 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
         p.seconds = seconds_since(start);
         if (!progress(p) && !shared.stop.exchange(true)) stopped_by_caller = true;
       });
+  std::function<double(const KernelGraph&)> cost = config.cost;
+  if (!cost) cost = [&](const KernelGraph& g) { return estimate(g, config.target).seconds; };
+  if (config.max_verified > 0 && error.empty()) {
+    try {
+      result.stats.candidates_unverified = verify_best_held(shared, cost, threads, error);
+    } catch (const std::exception& e) {
+      error = std::string("cannot rank candidates for verification: ") + e.what();
+    }
+  }
   result.stats.seconds_enumerate = seconds_since(enumerate_start);
 
   // The target itself is always a candidate: the result is never worse than the input.
@@ -184,8 +229,6 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
   if (shared.results.claim(reference_hash)) shared.results.accept(reference, reference_hash);
 
   const Clock::time_point rank_start = Clock::now();
-  std::function<double(const KernelGraph&)> cost = config.cost;
-  if (!cost) cost = [&](const KernelGraph& g) { return estimate(g, config.target).seconds; };
   try {
     for (RankedCandidate& c : shared.results.ranked(cost)) {
       // The cost model says infinite when a block graph cannot run on the target at all

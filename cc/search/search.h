@@ -41,6 +41,11 @@ struct SearchConfig {
   int max_grid_axes = 2;       // grid axes with more than one block
   int max_grids = 3;           // grid sizes tried per choice of split indices
   int max_forloop_ranges = 2;  // for-loop ranges tried per choice of loop index
+  // 0: every complete candidate is verified as soon as it is found. N > 0: candidates are
+  // collected unverified, ranked by the cost model, and verified best first until N are
+  // accepted; the rest are dropped unverified. Wide attention searches find hundreds of
+  // candidates that would each cost a long verification, and only the best few are used.
+  int max_verified = 0;
   // When non-empty, these replace the sizes derived from the shapes and the target: grid
   // sizes per split axis and for-loop ranges (each still has to divide).
   std::vector<int> grid_sizes_override;
@@ -56,6 +61,7 @@ struct SearchStats {
   int64_t states_pruned = 0;     // proposed ops rejected by the abstract-expression check
   int64_t candidates_verified = 0;
   int64_t candidates_accepted = 0;
+  int64_t candidates_unverified = 0;  // found but never verified (max_verified)
   double seconds_enumerate = 0;  // wall time of the enumeration, verification included
   double seconds_verify = 0;     // summed over threads
   double seconds_rank = 0;

@@ -31,8 +31,10 @@ def _seconds(fn: Callable, args: Sequence) -> float:
     return time.perf_counter() - start
 
 
-def median_times(functions: Mapping[str, Callable], args: Sequence) -> tuple[dict[str, float], int]:
-    """({name: median seconds per call}, rounds) for functions all taking `args`."""
+def median_times(functions: Mapping[str, Callable], args: Sequence,
+                 budget_s: float = BUDGET_S) -> tuple[dict[str, float], int]:
+    """({name: median seconds per call}, rounds) for functions all taking `args`, run in
+    rounds for about budget_s seconds."""
     names = list(functions)
     if not names:
         return {}, 0
@@ -41,7 +43,7 @@ def median_times(functions: Mapping[str, Callable], args: Sequence) -> tuple[dic
         for _ in range(WARMUP_CALLS):
             first[name] = _seconds(functions[name], args)
     per_round = sum(first.values())
-    rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, BUDGET_S / max(per_round, 1e-9))))
+    rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget_s / max(per_round, 1e-9))))
     samples: dict[str, list[float]] = {name: [] for name in names}
     for r in range(rounds):
         shift = r % len(names)

@@ -68,7 +68,7 @@ def fixed_times(monkeypatch, times):
     """Makes the timer report `times` (name -> seconds) for whatever it is asked to time."""
     asked = []
 
-    def fake(functions, args):
+    def fake(functions, args, budget_s=None):
         asked.append(sorted(functions))
         return {name: times[name] for name in functions}, 7
 
@@ -135,6 +135,33 @@ def test_a_faster_candidate_is_chosen_and_the_report_tells_how_it_was_verified(
     assert "median of 7 alternating rounds" in report
     inputs = random_inputs(reference(), seed=6)
     assert normwise_error(f(*inputs)[0], xla_outputs(inputs)[0]) < 1e-5
+
+
+def test_a_narrow_winner_is_timed_again_and_dropped_when_it_loses(ranked, monkeypatch):
+    best = ranked[0].hash()
+    rounds = []
+
+    def noisy(functions, args, budget_s=None):
+        rounds.append((sorted(functions), budget_s))
+        # first timing: 5% faster than XLA; timed again alone: 10% slower
+        first = len(rounds) == 1
+        return {name: (1.0e-3 if first else 1.1e-3) if name == best else 1.05e-3
+                for name in functions}, 7
+
+    monkeypatch.setattr(_profile, "median_times", noisy)
+    with pytest.warns(RuntimeWarning, match="slower than XLA when timed again"):
+        f = superoptimize(top_k=1)
+    assert f.graph.hash() == reference().hash() and f.source == ""
+    assert rounds[1] == (sorted(["xla", best]), mj._superoptimize.CONFIRM_BUDGET_S)
+    assert "1.05x in the first timing, 0.95x over 7 more rounds" in f.report()
+
+
+def test_a_narrow_winner_confirmed_by_the_second_timing_is_kept(ranked, monkeypatch):
+    best = ranked[0].hash()
+    asked = fixed_times(monkeypatch, {"xla": 1.1e-3, best: 1.0e-3})
+    f = superoptimize(top_k=1)
+    assert f.graph.hash() == best and len(asked) == 2
+    assert "confirmed against XLA alone: 1.10x in the first timing, 1.10x" in f.report()
 
 
 def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatch, tmp_path):

@@ -181,10 +181,11 @@ def test_superoptimize_for_cuda_needs_a_visible_gpu():
 
 
 # ------------------------------------------------------------------ semantics, emulated
-# Without a GPU the kernels still run: tests/cuda_host_emulation.h maps threads, barriers and
-# shuffles onto std::thread, and g++ builds each generated kernel (its portable FMA and
-# plain-copy paths) into a host library. That checks what the generator computes against the
-# interpreter; only mma.sync and cp.async are left to tests/gpu.
+# Without a GPU the kernels still run: tests/cuda_host_emulation.h maps threads, barriers,
+# shuffles and the warp's mma.sync onto std::thread, and g++ builds each generated kernel into
+# a host library. That checks what the generator computes against the interpreter (bf16
+# kernels through their tensor-core fragments, f32 ones through FMA); the hardware
+# instructions themselves (mma.sync, cp.async) are left to tests/gpu.
 
 EMULATION_HEADER = Path(__file__).parent / "cuda_host_emulation.h"
 CUDA_INCLUDE = Path("/usr/local/cuda/include")
@@ -194,8 +195,9 @@ def emulation_unit(source: str) -> str:
     """A host translation unit from a generated CUDA unit: the device helpers, each kernel
     namespace up to its FFI handler, the shared memory each kernel declares, and one
     `extern "C" void run_<symbol>(void** io)` per kernel."""
-    helpers = source[source.index("namespace mj_cuda {"):
-                     source.index("}  // namespace mj_cuda") + len("}  // namespace mj_cuda")]
+    helpers = source[source.index('#include "xla/ffi/api/ffi.h"') + 1:
+                     source.index("#endif  // MJ_CUDA_PRELUDE")]
+    helpers = helpers[helpers.index("\n"):]
     parts = [f'#include "{EMULATION_HEADER}"', helpers]
     for match in re.finditer(r"namespace (mj_cuda_\w+)_kernel \{", source):
         symbol = match.group(1)
@@ -230,6 +232,15 @@ def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
+def kernel_rtol(dtype: str) -> float:
+    """float32 kernels round once, when they store. 16-bit kernels also round each computed
+    tensor-core operand (a normalized Q, the softmax's exp(s - max)) to their dtype: a few
+    roundings in a chain, the bound test_codegen_cpu allows bf16 chains."""
+    if dtype == "float32":
+        return storage_rtol(dtype)
+    return 4 * float(jnp.finfo(dtype).eps)
+
+
 def single_kernel(op) -> mj.KernelGraph:
     """A graph of just one customized op, its inputs and outputs."""
     g = mj.KernelGraph()
@@ -239,30 +250,55 @@ def single_kernel(op) -> mj.KernelGraph:
     return g
 
 
+def run_kernel(library: ctypes.CDLL, op, args: list) -> list:
+    """Runs customized op `op` emulated on numpy arrays; returns its outputs."""
+    args = [np.ascontiguousarray(a) for a in args]
+    outs = [np.zeros(t.shape, dtype=jnp.dtype(t.dtype)) for t in op.outputs]
+    pointers = (ctypes.c_void_p * (len(args) + len(outs)))(
+        *[a.ctypes.data for a in args], *[o.ctypes.data for o in outs])
+    getattr(library, "run_" + _core.cuda_kernel_symbol(op.block_graph._core))(pointers)
+    return outs
+
+
+def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list:
+    """A graph whose ops are all customized, kernel after kernel, each emulated."""
+    values = {t.id: x for t, x in zip(graph.inputs, inputs)}
+    for op in graph.ops:
+        if op.kind == "customized":
+            for t, out in zip(op.outputs, run_kernel(library, op, [values[t.id] for t in op.inputs])):
+                values[t.id] = out
+    return [values[t.id] for t in graph.outputs]
+
+
 def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str) -> int:
-    """Runs every customized op of `graphs` emulated, on random inputs, against the
-    interpreter (float64); returns how many kernels were checked."""
-    kernels = {}  # symbol -> one-kernel graph
+    """Runs every customized op of `graphs` emulated on random inputs and compares with the
+    interpreter (float64): a graph of customized ops only end to end (so a combine kernel
+    sees the sums its partner produced), any other graph one kernel at a time. Returns how
+    many kernels ran."""
+    runs = []  # (graph, label): what to run end to end
     for graph in graphs:
+        ops = [op for op in graph.ops if op.kind not in ("input", "output")]
+        if all(op.kind == "customized" for op in ops):
+            runs.append((graph, graph.label))
+        else:
+            runs += [(single_kernel(op), f"{graph.label} op {op.index}")
+                     for op in ops if op.kind == "customized"]
+    kernels = {}
+    for graph, _ in runs:
         for op in graph.ops:
             if op.kind == "customized":
-                kernels.setdefault(_core.cuda_kernel_symbol(op.block_graph._core),
-                                   single_kernel(op))
-    source = "\n".join(mj.generate_code(g, backend="cuda") for g in kernels.values())
-    library = build_emulation(source, tmp_path)
-    for symbol, graph in kernels.items():
+                symbol = _core.cuda_kernel_symbol(op.block_graph._core)
+                kernels.setdefault(symbol, mj.generate_code(single_kernel(op), backend="cuda"))
+    library = build_emulation("\n".join(kernels.values()), tmp_path)
+    for graph, label in runs:
         inputs = [np.asarray(x) for x in random_inputs(graph, seed=3)]
-        outs = [np.zeros(t.shape, dtype=jnp.dtype(t.dtype)) for t in graph.outputs]
-        pointers = (ctypes.c_void_p * (len(inputs) + len(outs)))(
-            *[x.ctypes.data for x in inputs], *[o.ctypes.data for o in outs])
-        getattr(library, f"run_{symbol}")(pointers)
+        got = run_graph(library, graph, inputs)
         want = graph.evaluate(inputs)
-        # Normwise, as in test_search_results_run: the kernel sums in another order than the
+        # Normwise, as in test_search_results_run: the kernels sum in another order than the
         # interpreter (threads, then a warp's shuffle tree), so elements that cancel to near
         # zero carry their operands' rounding, not their own.
-        for i, (got, w, t) in enumerate(zip(outs, want, graph.outputs)):
-            assert_close(got, w, storage_rtol(t.dtype), f"{what}: {symbol} output {i}",
-                         floor=1.0)
+        for i, (g, w, t) in enumerate(zip(got, want, graph.outputs)):
+            assert_close(g, w, kernel_rtol(t.dtype), f"{what}: {label} output {i}", floor=1.0)
     return len(kernels)
 
 
@@ -270,6 +306,26 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str) -> i
 def test_paper_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
     graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
     assert check_emulated(graphs, tmp_path, f"paper graphs {dtype}") >= len(PROGRAMS)
+
+
+# Tiles big enough for whole and ragged 16x8x16 tensor-core fragments (m 20, k 40), so every
+# fragment register and every bound check of the mma path is exercised.
+FRAGMENT_SIZED = {
+    "rmsnorm_linear": dict(batch=20, hidden=96, out_features=48, col_tile=24, k_tile=48),
+    "gated_mlp": dict(batch=16, hidden=64, intermediate=32, col_tile=16, k_tile=32),
+    "lora": dict(tokens=16, d_in=32, d_out=48, rank=8, col_tile=24),
+    "flash_attention_online": dict(heads=2, q_len=32, kv_len=64, head_dim=16, q_tiles=2,
+                                   kv_tile=32),
+    "qknorm_gqa": dict(heads=2, q_len=32, kv_len=64, head_dim=16, kv_splits=2, q_tiles=2,
+                       forloop=2),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
+    graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
+              for name, shapes in FRAGMENT_SIZED.items()]
+    assert check_emulated(graphs, tmp_path, f"fragment-sized {dtype}") >= len(FRAGMENT_SIZED)
 
 
 def test_search_result_kernels_compute_what_the_interpreter_does_emulated(

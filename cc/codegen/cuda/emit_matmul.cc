@@ -121,7 +121,7 @@ void emit_matmul(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
   if (is_16bit(a.dtype) && a.dtype == b.dtype) {
     // Tensor cores on sm_80+: operands rounded to their 16-bit dtype (exact for input tiles),
     // products exact, sums in f32.
-    e.w.raw("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800\n");
+    e.w.raw("#if MJ_CUDA_MMA\n");
     emit_mma(e, a, b, c, c_shape, accumulate);
     e.w.raw("#else\n");
     emit_fma(e, a, b, c, c_shape, accumulate);

@@ -16,6 +16,15 @@ const std::string& cuda_prelude() {
 
 #include "xla/ffi/api/ffi.h"
 
+// Tensor-core matmuls on sm_80 and later. MJ_CUDA_EMULATE_MMA (tests/cuda_host_emulation.h)
+// takes the same path on the host, with the warp's mma emulated, so tests without a GPU
+// check the fragment layouts too.
+#if (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800) || defined(MJ_CUDA_EMULATE_MMA)
+#define MJ_CUDA_MMA 1
+#else
+#define MJ_CUDA_MMA 0
+#endif
+
 namespace mj_cuda {
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
@@ -80,8 +89,10 @@ __device__ __forceinline__ void mma_m16n8k16<__nv_bfloat16>(
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#elif defined(MJ_CUDA_EMULATE_MMA)
+  mj_emulation::mma_m16n8k16<__nv_bfloat16>(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1);
 #else
-  __trap();  // generated code calls it only on sm_80 and later
+  __trap();  // generated code calls it only when MJ_CUDA_MMA
 #endif
 }
 template <>
@@ -94,6 +105,8 @@ __device__ __forceinline__ void mma_m16n8k16<__half>(
       "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
       : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3)
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#elif defined(MJ_CUDA_EMULATE_MMA)
+  mj_emulation::mma_m16n8k16<__half>(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1);
 #else
   __trap();
 #endif

@@ -270,11 +270,14 @@ def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list
     return [values[t.id] for t in graph.outputs]
 
 
-def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str) -> int:
+def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
+                   smem_limit=None) -> dict[str, str]:
     """Runs every customized op of `graphs` emulated on random inputs and compares with the
     interpreter (float64): a graph of customized ops only end to end (so a combine kernel
-    sees the sums its partner produced), any other graph one kernel at a time. Returns how
-    many kernels ran."""
+    sees the sums its partner produced), any other graph one kernel at a time. Kernels are
+    planned for `smem_limit(block graph)` bytes (default: ARCHS' limit). Returns the
+    kernels' sources by symbol."""
+    default = cuda_compiler.shared_memory_limit(ARCHS)
     runs = []  # (graph, label): what to run end to end
     for graph in graphs:
         ops = [op for op in graph.ops if op.kind not in ("input", "output")]
@@ -288,7 +291,10 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str) -> i
         for op in graph.ops:
             if op.kind == "customized":
                 symbol = _core.cuda_kernel_symbol(op.block_graph._core)
-                kernels.setdefault(symbol, mj.generate_code(single_kernel(op), backend="cuda"))
+                if symbol not in kernels:
+                    bg = op.block_graph._core
+                    limit = smem_limit(bg) if smem_limit else default
+                    kernels[symbol] = _core.generate_cuda_kernel(bg, symbol, limit)
     library = build_emulation("\n".join(kernels.values()), tmp_path)
     for graph, label in runs:
         inputs = [np.asarray(x) for x in random_inputs(graph, seed=3)]
@@ -299,13 +305,13 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str) -> i
         # zero carry their operands' rounding, not their own.
         for i, (g, w, t) in enumerate(zip(got, want, graph.outputs)):
             assert_close(g, w, kernel_rtol(t.dtype), f"{what}: {label} output {i}", floor=1.0)
-    return len(kernels)
+    return kernels
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_paper_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
     graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
-    assert check_emulated(graphs, tmp_path, f"paper graphs {dtype}") >= len(PROGRAMS)
+    assert len(check_emulated(graphs, tmp_path, f"paper graphs {dtype}")) >= len(PROGRAMS)
 
 
 # Tiles big enough for whole and ragged 16x8x16 tensor-core fragments (m 20, k 40), so every
@@ -325,10 +331,33 @@ FRAGMENT_SIZED = {
 def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
     graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
               for name, shapes in FRAGMENT_SIZED.items()]
-    assert check_emulated(graphs, tmp_path, f"fragment-sized {dtype}") >= len(FRAGMENT_SIZED)
+    assert len(check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")) >= len(FRAGMENT_SIZED)
+
+
+def smallest_limit(bg) -> int:
+    """The least shared memory (in KiB steps) a block graph's kernel can be planned for."""
+    for kib in range(1, 256):
+        try:
+            _core.generate_cuda_kernel(bg, "probe", kib * 1024)
+            return kib * 1024
+        except ValueError:
+            continue
+    raise AssertionError("no limit up to 256 KiB fits")
+
+
+def test_input_tiles_read_from_global_memory_compute_the_same_emulated(tmp_path):
+    """Planned for the least shared memory they can run in, kernels read the input tiles that
+    do not fit in place from the kernel tensors instead of staging them (the plan's fallback
+    for tiles too large for shared memory)."""
+    graphs = [PROGRAMS[name].build(**shapes, dtype="bfloat16")[1]
+              for name, shapes in FRAGMENT_SIZED.items()]
+    kernels = check_emulated(graphs, tmp_path, "inputs in global memory", smallest_limit)
+    in_place = [s for s in kernels.values() if re.search(r"\] const \w+\* const t\d+ = io\.in", s)]
+    assert len(in_place) >= len(FRAGMENT_SIZED), (
+        f"only {len(in_place)} of {len(kernels)} kernels read an input in place")
 
 
 def test_search_result_kernels_compute_what_the_interpreter_does_emulated(
         search_results, tmp_path):
     graphs = [g for fused in search_results.values() for g in fused]
-    assert check_emulated(graphs, tmp_path, "search results") >= len(SEARCHES)
+    assert len(check_emulated(graphs, tmp_path, "search results")) >= len(SEARCHES)

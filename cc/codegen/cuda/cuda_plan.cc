@@ -145,6 +145,13 @@ int64_t shared_memory_limit(const std::string& arch) {
 }
 
 CudaPlan plan_cuda_kernel(const BlockGraph& bg, int64_t smem_limit) {
+  // CUDA grids allow 2^31 - 1 blocks along x but only 65535 along y and z.
+  for (int a = 1; a < 3; ++a) {
+    if (bg.grid()[a] > 65535) {
+      throw IrError("cuda codegen: grid " + std::string(a == 1 ? "y" : "z") + " of " +
+                    std::to_string(bg.grid()[a]) + " blocks is over CUDA's limit of 65535");
+    }
+  }
   CudaPlan plan;
   plan.smem_limit = smem_limit;
   plan_passes(bg, plan);

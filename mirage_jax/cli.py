@@ -1,4 +1,4 @@
-"""python -m mirage_jax <command>. Commands: demo, cache.
+"""python -m mirage_jax <command>. Commands: demo, cache, inspect.
 
 demo: the paper's RMSNorm+Linear μGraph end to end. It builds the reference and the fused
 graph at the paper's shapes, prints both, verifies them with finite-field fingerprints, runs
@@ -10,6 +10,10 @@ check came out as it should (the speedup is reported, not checked: it depends on
 cache {list,verify,clear,export,import}: the on-disk caches of search results and compiled
 kernels, under $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax (see
 mirage_jax/runtime/cache_admin.py); export/import move them to another machine as one archive.
+
+inspect MODULE:FUNCTION: @mj.optimize the function for example arguments and print each
+region, its source lines, the μGraph chosen, how it was verified and the measured speedup
+(see mirage_jax/_inspect.py for where the example arguments come from).
 """
 
 from __future__ import annotations
@@ -63,7 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     import_ = actions.add_parser("import", help="add the entries of an exported archive, "
                                                 "refusing any that fail their checksums")
     import_.add_argument("path", help="the archive to read")
+    _add_inspect(commands)
     args = parser.parse_args(argv)
+    if args.command == "inspect":
+        from mirage_jax._inspect import run_inspect
+
+        return run_inspect(args.target, specs=args.arg, args_from=args.args, seed=args.seed,
+                           backend=args.backend, min_region_flops=args.min_region_flops,
+                           budget=args.budget)
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed,
                         superoptimize=not args.no_superoptimize)
@@ -74,6 +85,30 @@ def main(argv: list[str] | None = None) -> int:
                          path=getattr(args, "path", None))
     parser.error(f"unknown command {args.command!r}")
     return 2
+
+
+def _add_inspect(commands) -> None:
+    from mirage_jax import _inspect
+
+    inspect = commands.add_parser(
+        "inspect", help="optimize MODULE:FUNCTION for example arguments; explain each region",
+        description=_inspect.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    inspect.add_argument("target", metavar="MODULE:FUNCTION",
+                         help="e.g. mypkg.model:forward or path/to/model.py:Block.forward")
+    inspect.add_argument("--arg", action="append", default=[], metavar="DTYPE[SHAPE]",
+                         help="one positional array argument, random normal: f32[8,256], "
+                              "bf16[64], f32[] (repeat in order)")
+    inspect.add_argument("--args", metavar="MODULE:CALLABLE",
+                         help="a callable returning the positional arguments (a tuple) or "
+                              "{'args': ..., 'kwargs': ...}; ':CALLABLE' looks in TARGET's "
+                              "module")
+    inspect.add_argument("--seed", type=int, default=0, help="seed of the --arg values")
+    inspect.add_argument("--backend", choices=["auto", "cpu", "cuda", "xla"],
+                         help="override the function's backend (default: its own, or auto)")
+    inspect.add_argument("--min-region-flops", type=float, dest="min_region_flops",
+                         help="regions below this run as plain JAX")
+    inspect.add_argument("--budget", type=float, metavar="SECONDS",
+                         help="search time budget per region")
 
 
 def run_demo(small: bool, seed: int, superoptimize: bool = True) -> int:

@@ -72,6 +72,24 @@ void plan_softmax_groups(const BlockGraph& bg, CudaPlan& plan) {
   }
 }
 
+void plan_matmuls_into_accumulators(const BlockGraph& bg, CudaPlan& plan) {
+  const std::vector<Op>& ops = bg.ops();
+  std::vector<std::vector<int>> consumers(bg.tensors().size());  // a store counts
+  for (size_t o = 0; o < ops.size(); ++o) {
+    for (int t : ops[o].inputs) {
+      if (consumers[t].empty() || consumers[t].back() != int(o)) consumers[t].push_back(int(o));
+    }
+  }
+  plan.matmul_adds_into.assign(ops.size(), -1);
+  for (size_t o = 0; o < ops.size(); ++o) {
+    if (ops[o].kind != OpKind::kMatmul) continue;
+    const int t = ops[o].outputs.at(0);
+    if (bg.tensor(t).phase != Phase::kBody || consumers[t].size() != 1) continue;
+    const Op& consumer = ops[consumers[t][0]];
+    if (consumer.kind == OpKind::kAccumSum) plan.matmul_adds_into[o] = consumer.outputs.at(0);
+  }
+}
+
 // Where each tensor lives, before any input tile is demoted to global memory.
 void plan_storage(const BlockGraph& bg, CudaPlan& plan) {
   const std::vector<Op>& ops = bg.ops();
@@ -90,7 +108,11 @@ void plan_storage(const BlockGraph& bg, CudaPlan& plan) {
       tile.copy_bytes = copy_bytes_for(bg, op);
     } else if (op.kind == OpKind::kConcat) {
       tile.storage = Storage::kView;
-    } else if (is_elementwise(op.kind) && plan.pass_ending_at[o].empty()) {
+    } else if (((is_elementwise(op.kind) || op.kind == OpKind::kMatmul) &&
+                plan.pass_ending_at[o].empty()) ||
+               plan.matmul_adds_into[o] >= 0) {
+      // Inside a pass (a matmul heading one hands each result to the chain in registers),
+      // or a product added straight into its accumulator.
       tile.storage = Storage::kRegister;
     } else {
       // Pass ends, matmul / reduce / rms_norm results and accumulators (whose running value
@@ -156,6 +178,7 @@ CudaPlan plan_cuda_kernel(const BlockGraph& bg, int64_t smem_limit) {
   plan.smem_limit = smem_limit;
   plan_passes(bg, plan);
   plan_softmax_groups(bg, plan);
+  plan_matmuls_into_accumulators(bg, plan);
   plan_storage(bg, plan);
   int64_t largest = 1;
   for (const Tensor& t : bg.tensors()) largest = std::max(largest, element_count(t.shape));

@@ -46,6 +46,10 @@ struct CudaPlan {
   std::vector<TilePlan> tiles;  // per tensor
   std::vector<SoftmaxGroup> softmax_groups;
   std::vector<int> softmax_group_of;  // per op: index into softmax_groups, else -1
+  // Per op: for a body matmul read only by an accum_sum, that accumulator's tensor: the
+  // matmul adds its product straight into the running sum (no tile of its own, no extra
+  // pass); else -1.
+  std::vector<int> matmul_adds_into;
   int threads = 256;
   int64_t smem_bytes = 0;
   int64_t smem_limit = 0;

@@ -43,10 +43,27 @@ TEST(CudaPlan, BodyInputTilesAreDoubleBufferedInTheirStorageDtype) {
     EXPECT_EQ(plan.tiles[t].element, DType::kBF16) << "t" << t;
   }
   EXPECT_EQ(plan.tiles[f.x].bytes, 16 * 16 * 2);  // k tile 64 / 4 iterations
-  // Computed tiles are f32; the matmul, the accumulator and the pass end each own one.
+  // Computed tiles are f32. The matmul adds into its accumulator and owns no tile.
+  EXPECT_EQ(plan.matmul_adds_into[f.bg.tensor(f.mm).producer], f.acc);
+  EXPECT_EQ(plan.tiles[f.mm].storage, Storage::kRegister);
   EXPECT_EQ(plan.tiles[f.acc].element, DType::kF32);
   EXPECT_EQ(plan.tiles[f.acc].bytes, 16 * 16 * 4);  // n 48 over a grid of 3
   EXPECT_EQ(plan.tiles[f.out].storage, Storage::kShared);
+}
+
+TEST(CudaPlan, AMatmulHeadingAnElementwiseChainKeepsItsProductsInRegisters) {
+  // s = (q @ k) * scale, as attention scales its scores: one pass, the product never stored.
+  BlockGraph bg({1, 1, 1}, 2);
+  const int q = bg.new_input({16, 16}, DType::kBF16, {-1, -1, -1}, -1);
+  const int k = bg.new_input({16, 64}, DType::kBF16, {-1, -1, -1}, 1);
+  const int s = bg.matmul(q, k);
+  const int scaled = bg.unary(OpKind::kMulScalar, s, 0.25);
+  bg.new_output(bg.accum(OpKind::kAccumMaxLast, scaled), {-1, -1, -1}, DType::kF32);
+  const CudaPlan plan = plan_cuda_kernel(bg, kLimit);
+  EXPECT_EQ(plan.tiles[s].storage, Storage::kRegister);
+  EXPECT_EQ(plan.tiles[scaled].storage, Storage::kShared);
+  const std::vector<int> pass{bg.tensor(s).producer, bg.tensor(scaled).producer};
+  EXPECT_EQ(plan.pass_ending_at[bg.tensor(scaled).producer], pass);
 }
 
 TEST(CudaPlan, SingleIterationTilesAreNotDoubleBuffered) {

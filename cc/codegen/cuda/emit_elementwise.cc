@@ -52,30 +52,53 @@ std::string binary_expr(OpKind kind, const std::string& a, const std::string& b)
   return "(" + a + ")" + op + "(" + b + ")";
 }
 
-void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass) {
+namespace {
+
+// `v = op(...)` for each op of pass[first:], `chained` holding the tensor whose value is v.
+void emit_chain_ops(const Emit& e, const std::vector<int>& pass, size_t first, int chained,
+                    const std::vector<std::string>& idx) {
   const std::vector<Op>& ops = e.bg.ops();
-  const Op& head = ops[pass.front()];
-  const size_t first = is_elementwise(head.kind) ? 0 : 1;
-  if (first == pass.size()) return;  // a lone non-elementwise op: nothing to chain
-  const int end = ops[pass.back()].outputs.at(0);
-  const Shape& shape = e.bg.tensor(end).shape;
-  e.w.open("");
-  const std::vector<std::string> idx = open_thread_loop(e, shape, "i", "flat");
-  int chained = first == 1 ? head.outputs.at(0) : -1;
-  e.w.line(chained >= 0 ? "float v = " + read_element(e, chained, idx) + ";" : "float v;");
   for (size_t i = first; i < pass.size(); ++i) {
     const Op& op = ops[pass[i]];
     std::vector<std::string> args;
     for (int t : op.inputs) {
-      args.push_back(t == chained ? "v"
-                                  : read_element(e, t, broadcast_index(e.bg.tensor(t).shape, idx)));
+      args.push_back(t == chained
+                         ? "v"
+                         : read_element(e, t, broadcast_index(e.bg.tensor(t).shape, idx)));
     }
-    e.w.line("v = " + (is_unary_elementwise(op.kind) ? unary_expr(op.kind, op.scalar, args.at(0))
-                                                      : binary_expr(op.kind, args.at(0), args.at(1))) +
+    e.w.line("v = " +
+             (is_unary_elementwise(op.kind) ? unary_expr(op.kind, op.scalar, args.at(0))
+                                            : binary_expr(op.kind, args.at(0), args.at(1))) +
              ";");
     chained = op.outputs.at(0);
   }
-  e.w.line(tile_name(end) + "[flat] = v;");
+}
+
+}  // namespace
+
+void emit_chain_store(const Emit& e, const std::vector<int>& pass, const std::string& value,
+                      const std::vector<std::string>& idx, const std::string& flat) {
+  const std::vector<Op>& ops = e.bg.ops();
+  e.w.line("float v = " + value + ";");
+  emit_chain_ops(e, pass, 1, ops[pass.front()].outputs.at(0), idx);
+  e.w.line(tile_name(ops[pass.back()].outputs.at(0)) + "[" + flat + "] = v;");
+}
+
+void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass) {
+  const std::vector<Op>& ops = e.bg.ops();
+  const Op& head = ops[pass.front()];
+  const bool elementwise_head = is_elementwise(head.kind);
+  if (!elementwise_head && pass.size() == 1) return;  // a lone non-elementwise op
+  const int end = ops[pass.back()].outputs.at(0);
+  e.w.open("");
+  const std::vector<std::string> idx = open_thread_loop(e, e.bg.tensor(end).shape, "i", "flat");
+  if (elementwise_head) {
+    e.w.line("float v;");
+    emit_chain_ops(e, pass, 0, -1, idx);
+    e.w.line(tile_name(end) + "[flat] = v;");
+  } else {
+    emit_chain_store(e, pass, read_element(e, head.outputs.at(0), idx), idx, "flat");
+  }
   e.w.close();
   e.w.close();
 }

@@ -16,8 +16,14 @@ std::string unary_expr(OpKind kind, double scalar, const std::string& x);
 std::string binary_expr(OpKind kind, const std::string& a, const std::string& b);
 
 // Emits the pass `pass` (op indices, head first; plan.pass_ending_at). A head that is not
-// elementwise (matmul, reduce, rms_norm, an accumulator) has already written its own tile,
-// or is a view (concat); the chain reads it from there.
+// elementwise (reduce, rms_norm, an accumulator) has already written its own tile, or is a
+// view (concat); the chain reads it from there. (A matmul head runs the chain itself, on
+// its results in registers: emit_chain_store.)
 void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass);
+
+// Statements applying the chain of `pass` after its non-elementwise head to `value`, the
+// head's element at `idx`, and storing the pass end's element at dense offset `flat`.
+void emit_chain_store(const Emit& e, const std::vector<int>& pass, const std::string& value,
+                      const std::vector<std::string>& idx, const std::string& flat);
 
 }  // namespace mj::codegen::cuda

@@ -15,7 +15,7 @@ std::vector<std::string> operand_index(const Shape& operand, const std::vector<s
 }
 
 void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, const std::string& c,
-              const Shape& c_shape, bool accumulate) {
+              const Shape& c_shape, bool accumulate, const StoreFn& store) {
   const int rank = int(c_shape.size());
   const int64_t k = a.shape.back();
   const std::vector<std::string> idx = open_thread_loop(e, c_shape, "c", "flat");
@@ -26,12 +26,12 @@ void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
   e.w.line("acc = fmaf(" + a.read(operand_index(a.shape, batch, i, "kk")) + ", " +
            b.read(operand_index(b.shape, batch, "kk", j)) + ", acc);");
   e.w.close();
-  e.w.line(c + "[flat] = acc;");
+  store("acc", idx, "flat");
   e.w.close();
 }
 
 void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, const std::string& c,
-              const Shape& c_shape, bool accumulate) {
+              const Shape& c_shape, bool accumulate, const StoreFn& store) {
   const int rank = int(c_shape.size());
   const int64_t m = c_shape[rank - 2], n = c_shape[rank - 1], k = a.shape.back();
   const int64_t mt = (m + 15) / 16, nt = (n + 7) / 8;
@@ -100,8 +100,12 @@ void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
     const std::string& r = cells[x][0];
     const std::string& col = cells[x][1];
     const std::string cond = both(row_ok(r), col_ok(col));
-    const std::string store = c + "[" + c_at(r, col) + "] = d" + std::to_string(x) + ";";
-    e.w.line(cond.empty() ? store : "if (" + cond + ") " + store);
+    e.w.open(cond.empty() ? std::string() : "if (" + cond + ")");
+    std::vector<std::string> idx = batch;
+    idx.push_back(r);
+    idx.push_back(col);
+    store("d" + std::to_string(x), idx, c_at(r, col));
+    e.w.close();
   }
   e.w.close();
 }
@@ -116,18 +120,26 @@ MatmulOperand tensor_operand(const Emit& e, int t) {
 }
 
 void emit_matmul(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
-                 const std::string& c, const Shape& c_shape, bool accumulate) {
+                 const std::string& c, const Shape& c_shape, bool accumulate,
+                 const StoreFn& store_or_null) {
+  const StoreFn store = store_or_null
+                            ? store_or_null
+                            : StoreFn([&e, c](const std::string& value,
+                                              const std::vector<std::string>&,
+                                              const std::string& flat) {
+                                e.w.line(c + "[" + flat + "] = " + value + ";");
+                              });
   e.w.open("");
   if (is_16bit(a.dtype) && a.dtype == b.dtype) {
     // Tensor cores on sm_80+: operands rounded to their 16-bit dtype (exact for input tiles),
     // products exact, sums in f32.
     e.w.raw("#if MJ_CUDA_MMA\n");
-    emit_mma(e, a, b, c, c_shape, accumulate);
+    emit_mma(e, a, b, c, c_shape, accumulate, store);
     e.w.raw("#else\n");
-    emit_fma(e, a, b, c, c_shape, accumulate);
+    emit_fma(e, a, b, c, c_shape, accumulate, store);
     e.w.raw("#endif\n");
   } else {
-    emit_fma(e, a, b, c, c_shape, accumulate);
+    emit_fma(e, a, b, c, c_shape, accumulate, store);
   }
   e.w.close();
 }

@@ -18,9 +18,15 @@ struct MatmulOperand {
   std::function<std::string(const std::vector<std::string>&)> read;  // element -> float expr
 };
 
-// C is the dense f32 shared tile `c` of shape `c_shape`.
+// Emits the statements that store `value`, C's element at index `idx` and dense offset
+// `flat` (an epilogue fused into the matmul); null: `c[flat] = value;`.
+using StoreFn = std::function<void(const std::string& value, const std::vector<std::string>& idx,
+                                   const std::string& flat)>;
+
+// C is the dense f32 shared tile `c` of shape `c_shape` (read when accumulating).
 void emit_matmul(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
-                 const std::string& c, const Shape& c_shape, bool accumulate);
+                 const std::string& c, const Shape& c_shape, bool accumulate,
+                 const StoreFn& store = nullptr);
 
 // The operand reading tensor t through read_element.
 MatmulOperand tensor_operand(const Emit& e, int t);

@@ -182,19 +182,25 @@ void emit_accumulators_init(const Emit& e) {
 }
 
 void emit_accumulators_update(const Emit& e) {
+  bool emitted = false;
   for (const Op& op : e.bg.ops()) {
     if (op.kind == OpKind::kAccumSum) {
       const int x = op.inputs.at(0);
+      const int producer = e.bg.tensor(x).producer;
+      if (e.plan.matmul_adds_into[producer] >= 0) continue;  // the matmul added it already
       e.w.open("");
       const std::vector<std::string> idx = open_thread_loop(e, e.bg.tensor(x).shape, "i", "flat");
       e.w.line(tile_name(op.outputs.at(0)) + "[flat] += " + read_element(e, x, idx) + ";");
       e.w.close();
       e.w.close();
+      emitted = true;
     } else if (is_accumulator(op.kind) && !is_softmax(op.kind)) {
       emit_row_sum_update(e, op);
+      emitted = true;
     }
   }
-  e.w.line(kSync);
+  // The body ended with a barrier; another is needed only after updates made here.
+  if (emitted) e.w.line(kSync);
   for (const SoftmaxGroup& g : e.plan.softmax_groups) emit_softmax_update(e, g);
 }
 

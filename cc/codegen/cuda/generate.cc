@@ -34,14 +34,16 @@ void check_symbol(const std::string& symbol) {
 
 Phase phase_of(const BlockGraph& bg, const Op& op) { return bg.tensor(op.outputs.at(0)).phase; }
 
-// The non-elementwise head of a pass, computed into its own shared tile.
-void emit_head(const Emit& e, const Op& op) {
+// The non-elementwise head of a pass, computed into its own shared tile (or, for a matmul
+// feeding an accum_sum, added into the running sum).
+void emit_head(const Emit& e, const Op& op, size_t op_index) {
   switch (op.kind) {
     case OpKind::kMatmul: {
-      const int c = op.outputs.at(0);
+      const int into = e.plan.matmul_adds_into[op_index];
+      const int c = into >= 0 ? into : op.outputs.at(0);
       cuda::emit_matmul(e, cuda::tensor_operand(e, op.inputs.at(0)),
                         cuda::tensor_operand(e, op.inputs.at(1)), cuda::tile_name(c),
-                        e.bg.tensor(c).shape, /*accumulate=*/false);
+                        e.bg.tensor(c).shape, /*accumulate=*/into >= 0);
       return;
     }
     case OpKind::kReduce: cuda::emit_reduce(e, op); return;
@@ -57,8 +59,21 @@ void emit_pass_at(const Emit& e, size_t o) {
   const std::vector<int>& pass = e.plan.pass_ending_at[o];
   if (pass.empty()) return;
   const Op& head = e.bg.ops()[pass.front()];
+  if (head.kind == OpKind::kMatmul && pass.size() > 1) {
+    // The chain runs on each product in registers as the matmul stores it.
+    const int c = head.outputs.at(0);
+    cuda::emit_matmul(e, cuda::tensor_operand(e, head.inputs.at(0)),
+                      cuda::tensor_operand(e, head.inputs.at(1)), cuda::tile_name(c),
+                      e.bg.tensor(c).shape, /*accumulate=*/false,
+                      [&e, &pass](const std::string& value, const std::vector<std::string>& idx,
+                                  const std::string& flat) {
+                        cuda::emit_chain_store(e, pass, value, idx, flat);
+                      });
+    e.w.line(kSync);
+    return;
+  }
   if (!is_elementwise(head.kind) && !is_accumulator(head.kind) && head.kind != OpKind::kConcat) {
-    emit_head(e, head);
+    emit_head(e, head, size_t(pass.front()));
     e.w.line(kSync);
   }
   if (pass.size() > 1 || is_elementwise(head.kind)) {

@@ -115,3 +115,14 @@ def test_unknown_program_names_are_refused(bench_modules, capsys):
     with pytest.raises(SystemExit):
         run.main(["--only", "lora,no_such_program"])
     assert "unknown program(s) no_such_program" in capsys.readouterr().err
+
+
+def test_python_m_benchmarks_runs_from_the_repository_root(bench_modules, tmp_path):
+    """`python -m benchmarks` from the checkout imports the installed mirage_jax (not the
+    source folder) and reaches run.py's argument parsing."""
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "no_such_program",
+                           "--out", str(tmp_path)], cwd=BENCHMARKS.parent,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "unknown program(s) no_such_program" in done.stderr
+    assert "Traceback" not in done.stderr

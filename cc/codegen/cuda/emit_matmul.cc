@@ -14,19 +14,47 @@ std::vector<std::string> operand_index(const Shape& operand, const std::vector<s
   return idx;
 }
 
+// Each thread owns one column j of up to 8 consecutive rows: B's element is loaded once per
+// k and reused for every row (A's element is the same for the whole warp, a broadcast), so
+// a GEMV-like tile (few rows, the decode and small-batch shapes) costs about one shared-memory
+// load per FMA instead of two.
 void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, const std::string& c,
               const Shape& c_shape, bool accumulate, const StoreFn& store) {
   const int rank = int(c_shape.size());
-  const int64_t k = a.shape.back();
-  const std::vector<std::string> idx = open_thread_loop(e, c_shape, "c", "flat");
+  const int64_t m = c_shape[rank - 2], n = c_shape[rank - 1], k = a.shape.back();
+  int64_t rows = 1;
+  for (int64_t r = 8; r >= 1; --r) {
+    if (m % r == 0) {
+      rows = r;
+      break;
+    }
+  }
+  Shape groups = c_shape;
+  groups[rank - 2] = m / rows;
+  const std::vector<std::string> idx = open_thread_loop(e, groups, "c", "cell");
   const std::vector<std::string> batch(idx.begin(), idx.end() - 2);
-  const std::string i = idx[rank - 2], j = idx[rank - 1];
-  e.w.line(std::string("float acc = ") + (accumulate ? c + "[flat]" : "0.0f") + ";");
+  const Shape c_batch(c_shape.begin(), c_shape.end() - 2);
+  const std::string j = idx[rank - 1];
+  e.w.line("const int i0 = " + idx[rank - 2] + " * " + str(rows) + ";");
+  const std::string flat = "(" + linear_index(batch, dense_strides(c_batch), c_batch) + ") * " +
+                           str(m * n) + " + (i0 + r) * " + str(n) + " + " + j;
+  e.w.line("float acc[" + str(rows) + "];");
+  e.w.line("#pragma unroll");
+  e.w.line("for (int r = 0; r < " + str(rows) + "; ++r) acc[r] = " +
+           (accumulate ? c + "[" + flat + "]" : std::string("0.0f")) + ";");
   e.w.open("for (int kk = 0; kk < " + str(k) + "; ++kk)");
-  e.w.line("acc = fmaf(" + a.read(operand_index(a.shape, batch, i, "kk")) + ", " +
-           b.read(operand_index(b.shape, batch, "kk", j)) + ", acc);");
+  e.w.line("const float bk = " + b.read(operand_index(b.shape, batch, "kk", j)) + ";");
+  e.w.line("#pragma unroll");
+  e.w.line("for (int r = 0; r < " + str(rows) + "; ++r) acc[r] = fmaf(" +
+           a.read(operand_index(a.shape, batch, "i0 + r", "kk")) + ", bk, acc[r]);");
   e.w.close();
-  store("acc", idx, "flat");
+  e.w.line("#pragma unroll");
+  e.w.open("for (int r = 0; r < " + str(rows) + "; ++r)");
+  std::vector<std::string> cell = batch;
+  cell.push_back("i0 + r");
+  cell.push_back(j);
+  store("acc[r]", cell, flat);
+  e.w.close();
   e.w.close();
 }
 

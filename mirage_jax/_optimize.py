@@ -25,7 +25,14 @@ from mirage_jax._optimize_region import (
     region_function,
     region_kernel,
 )
-from mirage_jax.frontend.partition import Region, Var, partition, read_value, run_nodes
+from mirage_jax.frontend.partition import (
+    CustomCall,
+    Region,
+    Var,
+    partition,
+    read_value,
+    run_nodes,
+)
 
 # Regions are small programs: one graph-defined op of up to five block ops covers the fused
 # forms of DESIGN §9 that the search finds in seconds.
@@ -252,7 +259,8 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
         if kernel is not None:
             kernels[id(region)] = region_function(region, kernel, report, settings)
     program = part.program
-    units = _schedule(program, [r for r in part.regions if id(r) in kernels])
+    kernel_regions = [r for r in part.regions if id(r) in kernels]
+    units = _schedule(program, kernel_regions + _whole_calls(program, kernel_regions))
 
     def rewritten(*flat):
         env = dict(program.consts)
@@ -261,6 +269,8 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
             if isinstance(unit, Region):
                 outs = kernels[id(unit)](*[read_value(env, v) for v in unit.inputs])
                 env.update(zip(unit.outputs, outs))
+            elif isinstance(unit, CustomCall):
+                unit.bind(env)
             else:
                 run_nodes([unit], env)
         return [read_value(env, v) for v in program.outvars]
@@ -268,9 +278,34 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     return _Specialization(jax.jit(rewritten), out_tree, reports, settings.backend)
 
 
+def _whole_calls(program, kernel_regions) -> list:
+    """The outermost custom_jvp/custom_vjp calls none of whose nodes runs in a kernel: they
+    run as the original calls, so jax differentiates them with their own rules."""
+    in_kernel = {n.index for r in kernel_regions for n in r.nodes}
+    chosen, ids = [], set()
+    for call in sorted(program.custom_calls, key=lambda c: (c.nodes[0].index, -len(c.nodes))):
+        if call.parent in ids or any(n.index in in_kernel for n in call.nodes):
+            continue
+        chosen.append(call)
+        ids.add(call.index)
+    # a call inside a chosen one is covered by it (its parent chain reaches a chosen call)
+    by_index = {c.index: c for c in program.custom_calls}
+
+    def covered(c):
+        p = c.parent
+        while p is not None:
+            if p in ids:
+                return True
+            p = by_index[p].parent
+        return False
+
+    return [c for c in chosen if not covered(c)]
+
+
 def _schedule(program, regions) -> list:
-    """Nodes and whole regions in an order that respects every data dependence. Regions are
-    convex, so contracting each to one unit leaves the graph acyclic."""
+    """Nodes and whole units (kernel regions, custom derivative calls: anything with
+    `.nodes`) in an order that respects every data dependence. Each unit is convex, so
+    contracting it to one leaves the graph acyclic."""
     unit_of = {}
     for region in regions:
         for node in region.nodes:

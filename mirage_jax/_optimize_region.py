@@ -150,6 +150,8 @@ def region_kernel(region: Region, settings: Settings):
     if flops < settings.min_region_flops:
         return None, new_report("xla", f"{flops} flops < min_region_flops "
                                                f"{settings.min_region_flops:g}")
+    if region.blocked:
+        return None, warn_fallback(new_report("xla", f"kept as plain JAX: {region.blocked}"))
     try:
         rg = region_to_graph(region)
     except RegionNotSupported as e:

@@ -203,3 +203,51 @@ def test_unsupported_max_and_pow():
     part = partition(jax.make_jaxpr(f)(jnp.ones((4, 4)), jnp.ones((4, 4))))
     reasons = " ".join(part.unsupported.values())
     assert "max:" in reasons and "integer_pow: y=5" in reasons
+
+
+def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
+    """A custom_jvp/custom_vjp body is inlined for partitioning and recorded (so it can be
+    run as the original call, keeping its derivative rule); an identity with a custom
+    gradient, whose output its body does not compute, stays one opaque node; a call with an
+    unsupported op in its body keeps all of its body out of the regions."""
+    @jax.custom_vjp
+    def identity(x):
+        return x
+
+    identity.defvjp(lambda x: (x, None), lambda _, ct: (ct * 0.5,))
+
+    @jax.custom_vjp
+    def sin_matmul(x, w):
+        return jnp.sin(x) @ w
+
+    sin_matmul.defvjp(lambda x, w: (sin_matmul(x, w), (x, w)),
+                      lambda res, ct: (ct @ res[1].T, res[0].T @ ct))
+
+    @jax.custom_jvp
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    # a deliberately unusual rule (half the true tangent), so that losing it shows
+    softmax.defjvp(lambda p, t: (softmax(*p), 0.5 * jax.jvp(
+        lambda x: jax.nn.softmax(x, axis=-1), p, t)[1]))
+
+    def f(x, w):
+        return sin_matmul(softmax(identity(x) @ w), w.T)
+
+    rng = np.random.default_rng(0)
+    x, w = _rand(rng, 8, 16), _rand(rng, 16, 16)
+    part = _whole(f, x, w)
+    opaque = [n for n in part.program.nodes if n.opaque]
+    assert [n.name for n in opaque] == ["custom_vjp_call"]  # the identity
+    names = sorted(c.name for c in part.program.custom_calls)
+    assert names == ["custom_jvp_call", "custom_vjp_call"]  # softmax, sin_matmul
+    sin_call = next(c for c in part.program.custom_calls if c.name == "custom_vjp_call")
+    assert all("inside a custom_vjp_call" in part.unsupported[n.index] for n in sin_call.nodes
+               if n.name != "sin")
+    (region,) = part.regions  # the matmul and the softmax, the whole softmax call inside
+    assert "dot_general" in region.primitives and "exp" in region.primitives
+    assert [c.name for c in region.calls] == ["custom_jvp_call"] and not region.blocked
+    # Differentiating the region's evaluation goes through the recorded call.
+    want = jax.grad(lambda x: jnp.sum(softmax(x @ w) ** 2))(x)
+    got = jax.grad(lambda x: jnp.sum(region.evaluate(x, w)[0] ** 2))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -184,3 +184,46 @@ def test_static_arguments_and_python_scalars_behave_as_under_jit():
             want = jax.jit(scaled, static_argnames=("mode",))(x, g, w, scale, mode=mode)
             assert normwise(f(x, g, w, scale, mode=mode), want) < REL
     assert len(f._specializations) == 2  # one per static mode
+
+
+@jax.custom_vjp
+def halve_gradient(x):
+    return x
+
+
+halve_gradient.defvjp(lambda x: (x, None), lambda _, ct: (ct * 0.5,))
+
+
+@jax.custom_vjp
+def straight_through_norm_linear(x, g, w):
+    return rmsnorm_linear(x, g, w)
+
+
+def _straight_through_bwd(res, ct):
+    x, g, w = res  # a deliberately different gradient: as if the norm were the identity
+    return ct @ w.T, jnp.zeros_like(g), x.T @ ct
+
+
+straight_through_norm_linear.defvjp(lambda x, g, w: (rmsnorm_linear(x, g, w), (x, g, w)),
+                                     _straight_through_bwd)
+
+
+def test_custom_derivative_rules_inside_the_function_are_kept(kernels_always_win):
+    """jax inlines nothing of a custom_vjp for grad: neither may optimize. An identity with
+    a custom gradient outside any region, and a custom_vjp around a whole kernel region."""
+    x, g, w = inputs()
+
+    def outer(x, g, w):
+        return rmsnorm_linear(halve_gradient(x), g, w)
+
+    for fn in (outer, straight_through_norm_linear):
+        f = mj.optimize(fn)
+        got = jax.grad(loss(f), argnums=(0, 1, 2))(x, g, w)
+        want = jax.grad(loss(fn), argnums=(0, 1, 2))(x, g, w)
+        for a, b in zip(got, want):
+            if np.any(np.asarray(b)):
+                assert normwise(a, b) < REL
+            else:  # the straight-through rule's zero gradient for g
+                assert not np.any(np.asarray(a))
+        assert normwise(f(x, g, w), fn(x, g, w)) < REL
+        assert [r.chosen for r in f.regions(x, g, w)] == ["kernel"]

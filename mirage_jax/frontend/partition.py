@@ -28,6 +28,10 @@ _INLINE = {
     "remat": ("jaxpr",),
 }
 
+# Calls with their own derivative rules: inlined for partitioning, evaluated whole
+# (CustomCall.bind) wherever they do not feed a kernel.
+CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}
+
 ELEMENTWISE = {"add", "sub", "mul", "div", "exp", "rsqrt", "sqrt", "logistic", "neg", "square"}
 REDUCTIONS = {"reduce_sum", "reduce_max"}
 LAYOUT = {"broadcast_in_dim", "reshape", "squeeze", "convert_element_type", "transpose"}
@@ -73,6 +77,8 @@ class Node:
     invars: list  # Var | Lit
     outvars: list  # Var
     source: str  # "file:line (function)" or ""
+    # A custom_jvp/custom_vjp call kept whole (its params hold its sub-jaxprs and rules).
+    opaque: bool = False
 
     @property
     def name(self) -> str:
@@ -83,11 +89,36 @@ class Node:
 
 
 @dataclass
+class CustomCall:
+    """A custom_jvp/custom_vjp call whose body was inlined as `nodes` (contiguous, nested
+    calls included). Evaluating it by binding the original call (`bind`) keeps its
+    derivative rule, which the inlined primitives would lose."""
+
+    index: int
+    primitive: object
+    params: dict
+    invars: list  # Var | Lit, the call's operands
+    outvars: list  # Var, each produced by one of `nodes`
+    nodes: list  # Node
+    parent: int | None  # the index of the enclosing CustomCall
+
+    @property
+    def name(self) -> str:
+        return self.primitive.name
+
+    def bind(self, env) -> None:
+        args = [read_value(env, v) for v in self.invars]
+        outs = self.primitive.bind(*args, **self.primitive.get_bind_params(self.params))
+        env.update(zip(self.outvars, outs))
+
+
+@dataclass
 class FlatProgram:
     invars: list  # Var, the jaxpr's inputs in order
     outvars: list  # Var | Lit
     consts: dict  # Var -> array, non-scalar closed-over constants
     nodes: list  # Node, topological order
+    custom_calls: list = field(default_factory=list)  # CustomCall, inlined ones
 
     def evaluate(self, *args):
         """Runs the flattened program with jax (each node by `primitive.bind`)."""
@@ -104,7 +135,8 @@ def read_value(env, v):
 
 def run_nodes(nodes, env) -> None:
     for node in nodes:
-        outs = node.primitive.bind(*[read_value(env, v) for v in node.invars], **node.params)
+        params = node.primitive.get_bind_params(node.params) if node.opaque else node.params
+        outs = node.primitive.bind(*[read_value(env, v) for v in node.invars], **params)
         if not node.primitive.multiple_results:
             outs = [outs]
         env.update(zip(node.outvars, outs))
@@ -142,6 +174,8 @@ def flatten(closed_jaxpr) -> FlatProgram:
     counter = [0]
     nodes: list[Node] = []
     consts: dict = {}
+    calls: list[CustomCall] = []
+    open_calls: list[int] = []  # indices into `calls` of the calls being inlined
 
     def fresh(aval):
         counter[0] += 1
@@ -172,23 +206,52 @@ def flatten(closed_jaxpr) -> FlatProgram:
             args = [read(v) for v in eqn.invars]
             sub = _sub_jaxpr(eqn)
             src = _source(eqn) or source_prefix
-            if sub is not None:
+            if sub is not None and eqn.primitive.name in CUSTOM_DERIVATIVES:
+                outs = inline_custom_call(eqn, sub, args, src)
+            elif sub is not None:
                 outs = walk(sub[0], sub[1], args, src)
-                for ov, val in zip(eqn.outvars, outs):
-                    if not isinstance(ov, jcore.DropVar):
-                        env[ov] = val
-                continue
-            outs = [fresh(ov.aval) for ov in eqn.outvars]
+            else:
+                outs = [fresh(ov.aval) for ov in eqn.outvars]
+                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs,
+                                  src))
             for ov, val in zip(eqn.outvars, outs):
                 if not isinstance(ov, jcore.DropVar):
                     env[ov] = val
-            nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src))
         return [read(v) for v in jaxpr.outvars]
+
+    def inline_custom_call(eqn, sub, args, src):
+        """Inlines a custom_jvp/custom_vjp call and records it (CustomCall); a call whose
+        outputs are not all computed by its body (an identity with a custom gradient, a
+        constant) stays one opaque node instead."""
+        start, index = len(nodes), len(calls)
+        calls.append(None)
+        open_calls.append(index)
+        outs = walk(sub[0], sub[1], args, src)
+        open_calls.pop()
+        produced = {v for n in nodes[start:] for v in n.outvars}
+        if (all(isinstance(v, Var) and v in produced for v in outs)
+                and len(set(outs)) == len(outs)):
+            parent = open_calls[-1] if open_calls else None
+            calls[index] = CustomCall(index, eqn.primitive, dict(eqn.params), args, outs,
+                                      nodes[start:], parent)
+            return outs
+        del nodes[start:]
+        for i in range(index, len(calls)):
+            calls[i] = None  # this call and the ones nested in it
+        outs = [fresh(ov.aval) for ov in eqn.outvars]
+        nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src,
+                          opaque=True))
+        return outs
 
     jaxpr = closed_jaxpr.jaxpr
     invars = [fresh(v.aval) for v in jaxpr.invars]
     outvars = walk(jaxpr, list(closed_jaxpr.consts), invars, "")
-    return FlatProgram(invars, outvars, consts, nodes)
+    kept = [c for c in calls if c is not None]
+    renumber = {c.index: i for i, c in enumerate(kept)}
+    for c in kept:
+        c.index = renumber[c.index]
+        c.parent = renumber.get(c.parent)
+    return FlatProgram(invars, outvars, consts, nodes, kept)
 
 
 # -- support ---------------------------------------------------------------------------
@@ -278,15 +341,32 @@ class Region:
     inputs: list  # Var, consumed but produced outside; order of first use
     outputs: list  # Var, produced inside and used outside or by the program outputs
     sources: list = field(default_factory=list)  # distinct "file:line" of its nodes
+    # The outermost custom_jvp/custom_vjp calls wholly inside: `evaluate` binds them whole,
+    # so differentiating it uses their own rules.
+    calls: list = field(default_factory=list)
+    # Why the region may not become a kernel ("" when it may): it holds part of a custom
+    # derivative call, whose rule a kernel's backward pass could not keep.
+    blocked: str = ""
 
     @property
     def primitives(self) -> list[str]:
         return [n.name for n in self.nodes]
 
     def evaluate(self, *inputs):
-        """Runs the region's nodes with jax on values of `inputs`; returns `outputs`' values."""
+        """Runs the region with jax on values of `inputs` (its custom derivative calls bound
+        whole); returns `outputs`' values."""
         env = dict(zip(self.inputs, inputs))
-        run_nodes(self.nodes, env)
+        first = {c.nodes[0].index: c for c in self.calls}
+        skip = set()
+        for node in self.nodes:
+            if node.index in skip:
+                continue
+            call = first.get(node.index)
+            if call is not None:
+                call.bind(env)
+                skip.update(n.index for n in call.nodes)
+            else:
+                run_nodes([node], env)
         return [env[v] for v in self.outputs]
 
     def __repr__(self):
@@ -320,6 +400,15 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     nodes = prog.nodes
     producers = {v: n for n in nodes for v in n.outvars}
     reasons = {n.index: support_reason(n, producers) for n in nodes}
+    # A custom derivative call joins regions whole or not at all: when part of its body is
+    # unsupported, so is the rest (its rule needs the whole call).
+    for call in prog.custom_calls:
+        inside = [reasons[n.index] for n in call.nodes if reasons[n.index]]
+        if inside:
+            for n in call.nodes:
+                if reasons[n.index] is None:
+                    reasons[n.index] = (f"{n.name}: inside a {call.name} whose body also "
+                                        f"holds unsupported ops ({inside[0]})")
     supported = {i for i, r in reasons.items() if r is None}
 
     # anc[i]: bitset of all ancestors of node i.
@@ -415,6 +504,22 @@ def partition(closed_jaxpr_or_flat) -> Partition:
         for n in rnodes:
             if n.source and n.source not in sources:
                 sources.append(n.source)
-        regions.append(Region(len(regions), rnodes, inputs, outputs, sources))
+        calls, blocked = _calls_of(prog.custom_calls, s)
+        regions.append(Region(len(regions), rnodes, inputs, outputs, sources, calls, blocked))
     unsupported = {i: r for i, r in reasons.items() if r is not None}
     return Partition(prog, regions, unsupported)
+
+
+def _calls_of(custom_calls, members: int) -> tuple[list, str]:
+    """(the outermost custom derivative calls wholly inside the node set `members`, why the
+    set may not become a kernel: "" unless it holds part of a call)."""
+    whole, blocked = [], ""
+    for call in custom_calls:
+        inside = sum(members >> n.index & 1 for n in call.nodes)
+        if 0 < inside < len(call.nodes) and not blocked:
+            blocked = (f"it holds part of a {call.name} (the rest of which runs outside it); a "
+                       f"kernel's backward pass would lose the call's derivative rule")
+        elif inside == len(call.nodes):
+            whole.append(call)
+    ids = {c.index for c in whole}
+    return [c for c in whole if c.parent not in ids], blocked

@@ -85,9 +85,16 @@ def compile(kg: KernelGraph, backend: str = "cpu") -> Callable:  # noqa: A001 (p
     if backend == "cuda":
         from mirage_jax.runtime import cuda_compiler, cuda_library_for, register_cuda_target
 
+        from concurrent.futures import ThreadPoolExecutor
+
         archs = cuda_compiler.target_archs()
-        for index, (symbol, source) in _cuda_kernels(kg).items():
-            targets[index] = register_cuda_target(symbol, cuda_library_for(source, archs))
+        kernels = _cuda_kernels(kg)
+        # nvcc takes seconds a kernel: build a graph's kernels side by side.
+        with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), 4))) as pool:
+            libraries = dict(zip(kernels, pool.map(
+                lambda kernel: cuda_library_for(kernel[1], archs), kernels.values())))
+        for index, (symbol, _) in kernels.items():
+            targets[index] = register_cuda_target(symbol, libraries[index])
     else:
         for index, (symbol, source) in _cpu_kernels(kg).items():
             targets[index] = register_cpu_target(symbol, shared_library_for(source))

@@ -135,7 +135,9 @@ def read_value(env, v):
 
 def run_nodes(nodes, env) -> None:
     for node in nodes:
-        params = node.primitive.get_bind_params(node.params) if node.opaque else node.params
+        # as jax.core.eval_jaxpr does: call-like primitives take their sub-jaxprs back as
+        # functions (a plain primitive's params come back unchanged)
+        params = node.primitive.get_bind_params(node.params)
         outs = node.primitive.bind(*[read_value(env, v) for v in node.invars], **params)
         if not node.primitive.multiple_results:
             outs = [outs]

@@ -334,6 +334,49 @@ def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(dtype
     assert len(check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")) >= len(FRAGMENT_SIZED)
 
 
+def every_op_graph(dtype: str) -> mj.KernelGraph:
+    """One kernel using every elementwise op (with a broadcast operand), reduce sum/mean/max
+    along first, middle and last dims, rms_norm and concat along the first and last dims."""
+    g = mj.KernelGraph()
+    X, Y = g.new_input((4, 8, 6), dtype), g.new_input((6,), dtype)
+    bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=1)
+    x, y = bg.new_input(X, (0, -1, -1), -1), bg.new_input(Y, (-1, -1, -1), -1)
+    one = bg.add_scalar(bg.square(x), 1.0)
+    chain = bg.div(bg.sigmoid(bg.add(bg.gelu(x), y)), bg.sqrt(one))
+    chain = bg.sub(bg.mul(chain, bg.rsqrt(one)), bg.recip(one))
+    chain = bg.add(chain, bg.relu(bg.neg(bg.silu(bg.exp(bg.mul_scalar(x, 0.5))))))
+    outs = [chain, bg.reduce(x, 0, "mean"), bg.reduce(x, 1, "sum"), bg.reduce(x, -1, "max"),
+            bg.concat(bg.rms_norm(x, 1e-5), x, -1), bg.concat(x, chain, 0)]
+    for t in outs:
+        bg.new_output(t, (0, -1, -1))
+    for t in g.customized([X, Y], bg):
+        g.mark_output(t)
+    return g
+
+
+def every_accumulator_graph(dtype: str) -> mj.KernelGraph:
+    """Every accumulator over a 3-iteration loop, and a batched matmul whose rank-2 B
+    broadcasts over A's batch."""
+    g = mj.KernelGraph()
+    A, B = g.new_input((3, 4, 12), dtype), g.new_input((12, 5), dtype)
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=3)
+    a, b = bg.new_input(A, (-1, -1, -1), 2), bg.new_input(B, (-1, -1, -1), 0)
+    outs = [bg.accum_sum(bg.matmul(a, b)), bg.accum_sum_last(a), bg.accum_mean_last(a),
+            bg.accum_rms_last(a, 1e-6), bg.accum_max_last(a), bg.accum_exp_sum_last(a),
+            bg.accum_sum(bg.exp(a))]
+    for t in outs:
+        bg.new_output(t, (-1, -1, -1))
+    for t in g.customized([A, B], bg):
+        g.mark_output(t)
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(dtype, tmp_path):
+    graphs = [every_op_graph(dtype), every_accumulator_graph(dtype)]
+    assert len(check_emulated(graphs, tmp_path, f"every op {dtype}")) == 2
+
+
 def smallest_limit(bg) -> int:
     """The least shared memory (in KiB steps) a block graph's kernel can be planned for."""
     for kib in range(1, 256):

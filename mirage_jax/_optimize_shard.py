@@ -106,6 +106,20 @@ def partitioned(region, kernel, report, settings):
             local_kernels[key] = run if run is not None else local.evaluate
         return local_kernels[key]
 
+    def gathered_dims(shardings, chosen):
+        """"input i dim d (mesh axes)" for every operand dim that arrives split but is not
+        split in the chosen partitioning."""
+        out = []
+        for i, (v, sharding) in enumerate(zip(region.inputs, shardings)):
+            spec = tuple(getattr(sharding, "spec", ()) or ())
+            for d, f in enumerate(factors.of(v)):
+                axes = _spec_axes(spec[d] if d < len(spec) else None)
+                if axes and chosen.get(f, ()) != axes:
+                    why = ("reduced over" if not factors.splittable(f)
+                           else "its axes taken by another dim or not dividing it")
+                    out.append(f"input {i} dim {d} ({'+'.join(axes)}, {why})")
+        return out
+
     def infer(mesh, arg_shapes, result_shape):
         chosen = choose_axes(mesh, [a.sharding for a in arg_shapes])
         return shardings_for(mesh, chosen, region.outputs)
@@ -121,6 +135,14 @@ def partitioned(region, kernel, report, settings):
             chosen = {}
         else:
             chosen = choose_axes(mesh, shardings)
+            gathered = gathered_dims(shardings, chosen)
+            if gathered:
+                note = (f"inputs gathered along {', '.join(gathered)} (a dim the region "
+                        f"reduces over must be whole on each device; so must a dim whose "
+                        f"mesh axes another dim took or that they do not divide)")
+                report.variants.append(("sharding", note))
+                warnings.warn(f"mirage_jax.optimize: {report.headline()}: {note}",
+                              RuntimeWarning, stacklevel=2)
         run = local_kernel(mesh, chosen)
 
         def lower(*xs):

@@ -3,7 +3,8 @@ subprocess (XLA_FLAGS must be set before jax starts): under jit each device runs
 specialized for its shard, with no all-gather of the kernel's inputs; inside shard_map the
 kernel runs on the local block. Outputs are compared with jax.jit of the original on the
 same shardings, and a control run without the partitioning rule shows that the HLO check
-does see the all-gather a plain custom call gets."""
+does see the all-gather a plain custom call gets. An input split along a dim the region
+reduces over must be gathered: that is warned, not silent."""
 
 import json
 import os
@@ -53,6 +54,15 @@ SCRIPT = textwrap.dedent("""
                                      out_specs=P("d", None)), xs, g, w)
     out["shard_map_regions"] = [r.chosen for r in f.regions(x[:2], g, w)]
 
+    # Sharded along the dim the norm and the matmul reduce over: gathered, and warned.
+    import warnings
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        check("k_sharded", mj.optimize(rmsnorm_linear),
+              jax.device_put(x, NamedSharding(mesh, P(None, "d"))), g, w)
+    out["k_sharded_warnings"] = [str(r.message) for r in record
+                                 if "mirage_jax.optimize" in str(r.message)]
+
     # Control: the same kernel without its partitioning rule is gathered.
     _optimize_shard.partitioned = lambda region, kernel, report, settings: kernel
     check("control", mj.optimize(rmsnorm_linear), xs, g, w)
@@ -79,5 +89,9 @@ def test_sharded_inputs_run_per_shard_without_gathering(session_kernel_cache):
         assert head in text, text
         assert ": kernel (" in text.split(head, 1)[1].splitlines()[0], text
     assert out["shard_map_regions"] == ["kernel"]
+    k = out["k_sharded"]
+    assert k["error"] < 1e-5 and k["kernel"] and k["all_gather"], k
+    (warning,) = out["k_sharded_warnings"]
+    assert "inputs gathered along input 0 dim 1 (d, reduced over)" in warning, warning
     control = out["control"]
     assert control["error"] < 1e-5 and control["kernel"] and control["all_gather"], control

@@ -170,6 +170,16 @@ def _backend(requested: str) -> str:
     return {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda"}.get(platform, "xla")
 
 
+def _array_type():
+    import jax
+    import jax.numpy as jnp
+
+    return type(jnp.zeros(()))  # jax's concrete array class (ArrayImpl)
+
+
+_ARRAY_TYPE = None
+
+
 class _Signature:
     """Like jax.jit's cache key: the pytree structure of the traced arguments, each leaf's
     shape, dtype and weak type, and the value of every static argument. `dynamic` holds the
@@ -178,6 +188,9 @@ class _Signature:
     def __init__(self, opt: Optimized, args, kwargs):
         import jax
 
+        global _ARRAY_TYPE
+        if _ARRAY_TYPE is None:
+            _ARRAY_TYPE = _array_type()
         name = getattr(opt._fun, "__name__", repr(opt._fun))
         nargs = len(args)
         static_nums = set()
@@ -200,13 +213,16 @@ class _Signature:
                                  f"(static {where[0]} {where[1]!r} of {name})") from None
         dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in opt._static_argnames}
-        paths, tree = jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))
-        self.dynamic, self.avals, described = [], [], []
-        for path, x in paths:
+        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
+        described = []
+        for i, x in enumerate(leaves):
+            if type(x) is _ARRAY_TYPE:  # the common case, without building an aval
+                described.append((x.shape, x.dtype, x.weak_type))
+                continue
             try:
                 aval = jax.typeof(x)
-                shape, dtype = aval.shape, aval.dtype
             except (TypeError, AttributeError):
+                path = jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0][i][0]
                 raise TypeError(
                     f"Error interpreting argument to {name} as an abstract array. The "
                     f"problematic value is of type {type(x)} and was passed to the function "
@@ -215,14 +231,21 @@ class _Signature:
                     f"called with a non-array argument, and this argument was not marked as "
                     f"static using the static_argnums or static_argnames parameters of "
                     f"mirage_jax.optimize.") from None
-            weak = bool(getattr(aval, "weak_type", False))
-            self.dynamic.append(x)
-            self.avals.append(jax.ShapeDtypeStruct(shape, dtype, weak_type=weak))
-            described.append((tuple(shape), str(dtype), weak))
+            described.append((tuple(aval.shape), aval.dtype,
+                              bool(getattr(aval, "weak_type", False))))
+        self.dynamic = leaves
+        self.described = described
         self.tree = tree
         self.static = static
         self.args, self.kwargs, self.static_nums = args, kwargs, static_nums
         self.key = (tree, tuple(described), tuple(static))
+
+    @property
+    def avals(self) -> list:
+        import jax
+
+        return [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+                for shape, dtype, weak in self.described]
 
     def rebuild(self, dynamic_values):
         """The call's (args, kwargs) with the traced leaves replaced by `dynamic_values`."""

@@ -143,23 +143,23 @@ def test_unsupported_op_splits_regions():
 
 
 def test_convexity_through_unsupported_op():
-    # a = x@w feeds both tanh and the add; merging would create a cycle through tanh.
+    # a = x@w feeds both sin and the add; merging would create a cycle through sin.
     def f(x, w):
         a = x @ w
-        return jnp.sum(a + jnp.tanh(a), axis=-1)
+        return jnp.sum(a + jnp.sin(a), axis=-1)
 
     rng = np.random.default_rng(5)
     args = (_rand(rng, 4, 8), _rand(rng, 8, 8))
     part = _whole(f, *args)
     for r in part.regions:
         produced = {v for n in r.nodes for v in n.outvars}
-        tanh = next(n for n in part.program.nodes if n.name == "tanh")
-        assert not (tanh.invars[0] in produced and tanh.outvars[0] in r.inputs)
-    # The matmul alone, then add + reduce_sum after tanh.
+        sin = next(n for n in part.program.nodes if n.name == "sin")
+        assert not (sin.invars[0] in produced and sin.outvars[0] in r.inputs)
+    # The matmul alone, then add + reduce_sum after sin.
     assert [r.primitives for r in part.regions] == [["dot_general"], ["add", "reduce_sum"]]
     _check_region(part.regions[0], args)
     a = np.asarray(part.regions[0].evaluate(*args)[0])
-    _check_region(part.regions[1], [a, np.tanh(a)])
+    _check_region(part.regions[1], [a, np.sin(a)])
 
 
 def test_no_region_without_matmul_or_reduction():
@@ -251,3 +251,29 @@ def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
     want = jax.grad(lambda x: jnp.sum(softmax(x @ w) ** 2))(x)
     got = jax.grad(lambda x: jnp.sum(region.evaluate(x, w)[0] ** 2))(x)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_tanh_and_gelu():
+    """tanh becomes 2·sigmoid(2z) - 1 (a kernel graph has no tanh); jax.nn.gelu's tanh
+    form is recognized as the kernel graph's gelu; the exact (erf) gelu is not a region op."""
+    rng = np.random.default_rng(3)
+    args = (_rand(rng, 8, 32), _rand(rng, 32, 16))
+
+    def tanh_mlp(x, w):
+        return jnp.tanh(x @ w) * 0.5
+
+    (r,) = _whole(tanh_mlp, *args).regions
+    _check_region(r, args, kinds=["sigmoid", "matmul"])
+
+    def gelu_mlp(x, w):
+        return jax.nn.gelu(x @ w, approximate=True)
+
+    (r,) = _whole(gelu_mlp, *args).regions
+    rg = _check_region(r, args, kinds=["gelu", "matmul"])
+    assert "sigmoid" not in str(rg.graph) and "tanh" not in str(rg.graph)
+
+    def erf_gelu(x, w):
+        return jax.nn.gelu(x @ w, approximate=False)
+
+    part = _whole(erf_gelu, *args)
+    assert any(reason.startswith("erf") for reason in part.unsupported.values())

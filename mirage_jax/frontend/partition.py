@@ -32,7 +32,8 @@ _INLINE = {
 # (CustomCall.bind) wherever they do not feed a kernel.
 CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
-ELEMENTWISE = {"add", "sub", "mul", "div", "exp", "rsqrt", "sqrt", "logistic", "neg", "square"}
+ELEMENTWISE = {"add", "sub", "mul", "div", "exp", "rsqrt", "sqrt", "logistic", "neg", "square",
+               "tanh"}
 REDUCTIONS = {"reduce_sum", "reduce_max"}
 LAYOUT = {"broadcast_in_dim", "reshape", "squeeze", "convert_element_type", "transpose"}
 IDENTITY = {"stop_gradient", "copy", "copy_p"}

@@ -134,6 +134,23 @@ def _result_axes(shape, n):
     return tuple(None if shape[j] == 1 else n - k + j for j in range(k))
 
 
+def _scalar_op(d, kind):
+    """(operand, scalar) when d is the unary `kind` (mul_scalar, add_scalar), else None."""
+    if d.op == "unary" and d.attr[0] == kind:
+        return d.args[0], d.attr[1]
+    return None
+
+
+def _is_cube(d, x) -> bool:
+    """d is x·x·x as integer_pow(x, 3) builds it: mul(square(x), x), in either order."""
+    if d.op != "binary" or d.attr != "mul":
+        return False
+    for sq, lin in (d.args, d.args[::-1]):
+        if lin is x and sq.op == "unary" and sq.attr[0] == "square" and sq.args[0] is x:
+            return True
+    return False
+
+
 class _Builder:
     def __init__(self, region: Region):
         self.region = region
@@ -239,6 +256,13 @@ class _Builder:
 
     p_exp = p_sqrt = p_rsqrt = p_logistic = p_neg = p_square = _un
 
+    def p_tanh(self, node, out, x):
+        """tanh(z) = 2·sigmoid(2z) - 1: emitted so (a kernel graph has no tanh); kept as
+        one "tanh" node until then, so that gelu's tanh form can be recognized."""
+        if not isinstance(x, _Val):
+            return float(np.tanh(np.float64(x)))
+        return _Val(_unary("tanh", x.d), x.axes, x.rank)
+
     def p_integer_pow(self, node, out, x):
         y = node.params["y"]
         if not isinstance(x, _Val):
@@ -274,7 +298,7 @@ class _Builder:
                     f"{kind}: operands {node.invars} fold to layouts that do not broadcast"
                 )
             if kind == "mul":
-                fused = self._silu(a, b)
+                fused = self._silu(a, b) or self._gelu(a, b)
                 if fused is not None:
                     return fused
             if kind == "div":
@@ -318,6 +342,32 @@ class _Builder:
             if (s.d.op == "unary" and s.d.attr[0] == "sigmoid" and s.d.args[0] is x.d
                     and s.axes == x.axes):
                 return _Val(_unary("silu", x.d), x.axes, x.rank)
+        return None
+
+    def _gelu(self, a, b):
+        """x · 0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³))), jax.nn.gelu(approximate=True)."""
+        for x, c in ((a, b), (b, a)):
+            if c.axes != x.axes:
+                continue
+            d = c.d
+            half = _scalar_op(d, "mul_scalar")
+            one = half and _scalar_op(half[0], "add_scalar")
+            t = one and one[0]
+            if not (half and np.isclose(half[1], 0.5) and one and np.isclose(one[1], 1.0)
+                    and t.op == "unary" and t.attr[0] == "tanh"):
+                continue
+            scaled = _scalar_op(t.args[0], "mul_scalar")
+            if not (scaled and np.isclose(scaled[1], np.sqrt(2 / np.pi), rtol=1e-6)):
+                continue
+            inner = scaled[0]
+            if inner.op != "binary" or inner.attr != "add" or x.d not in inner.args:
+                continue
+            other = inner.args[1] if inner.args[0] is x.d else inner.args[0]
+            cubed = _scalar_op(other, "mul_scalar")
+            if not (cubed and np.isclose(cubed[1], 0.044715, rtol=1e-6)
+                    and _is_cube(cubed[0], x.d)):
+                continue
+            return _Val(_unary("gelu", x.d), x.axes, x.rank)
         return None
 
     def _mean(self, a, b):
@@ -422,6 +472,9 @@ def region_to_graph(region: Region) -> RegionGraph:
             kind, c = d.attr
             if kind in ("mul_scalar", "add_scalar"):
                 t = getattr(kg, kind)(args[0], c)
+            elif kind == "tanh":
+                t = kg.add_scalar(kg.mul_scalar(kg.sigmoid(kg.mul_scalar(args[0], 2.0)), 2.0),
+                                  -1.0)
             else:
                 t = getattr(kg, kind)(args[0])
         elif d.op == "binary":

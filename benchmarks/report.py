@@ -41,6 +41,11 @@ def markdown(result: dict) -> str:
             f"| {r['warm_s']:.2f} | {r['max_rel_err']:.1e} |")
     lines += ["", f"Geometric mean speedup: {result['geomean_speedup']:.2f}× over "
                   f"{len(result['programs'])} programs."]
+    busiest = max([m["load_before"], m["load_after"]] + [r["load"] for r in result["programs"]])
+    if busiest > m["cores"] / 2:
+        lines += ["", f"**The machine was busy** (load average up to {busiest:.1f} on "
+                      f"{m['cores']} cores): other processes shared the cores, so these ratios "
+                      f"can be off by tens of percent."]
     notes = [(r["name"], n) for r in result["programs"] for n in r["notes"]]
     if notes:
         lines += ["", "Notes (regions left to XLA, and why):", ""]

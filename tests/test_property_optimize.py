@@ -31,6 +31,8 @@ UNARY = {
     "exp_neg_square": lambda h: jnp.exp(-h * h),
     "logistic": jax.nn.sigmoid,
     "silu": jax.nn.silu,
+    "gelu": jax.nn.gelu,  # the tanh form, recognized as one op
+    "tanh": jnp.tanh,
     "square_scaled": lambda h: h * h * 0.25,
     "sqrt_plus": lambda h: jnp.sqrt(h * h + 1.0),
     "rational": lambda h: h / (1.0 + h * h),

@@ -17,7 +17,8 @@ std::vector<std::string> operand_index(const Shape& operand, const std::vector<s
 // Each thread owns one column j of up to 8 consecutive rows: B's element is loaded once per
 // k and reused for every row (A's element is the same for the whole warp, a broadcast), so
 // a GEMV-like tile (few rows, the decode and small-batch shapes) costs about one shared-memory
-// load per FMA instead of two.
+// load per FMA instead of two. When those cells leave threads idle, `split` adjacent lanes
+// share one cell, each summing every split-th k, and a shuffle tree adds their parts.
 void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, const std::string& c,
               const Shape& c_shape, bool accumulate, const StoreFn& store) {
   const int rank = int(c_shape.size());
@@ -31,29 +32,59 @@ void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
   }
   Shape groups = c_shape;
   groups[rank - 2] = m / rows;
-  const std::vector<std::string> idx = open_thread_loop(e, groups, "c", "cell");
+  const int64_t cells = element_count(groups);
+  int64_t split = 1;
+  while (split < 32 && cells * split * 2 <= e.plan.threads && split * 2 <= k) split *= 2;
+  const int64_t slots = (cells * split + e.plan.threads - 1) / e.plan.threads * e.plan.threads;
+  // Every thread runs the same number of rounds, so whole warps meet at the shuffles.
+  e.w.open("for (int slot = threadIdx.x; slot < " + str(slots) + "; slot += " +
+           str(e.plan.threads) + ")");
+  e.w.line("const int part = slot % " + str(split) + ";");
+  e.w.line("const bool live = slot < " + str(cells * split) + ";");
+  e.w.line("const int cell = live ? slot / " + str(split) + " : 0;");
+  std::vector<std::string> idx;
+  const std::vector<int64_t> strides = dense_strides(groups);
+  for (int d = 0; d < rank; ++d) {
+    if (groups[d] == 1) {
+      idx.push_back("0");
+      continue;
+    }
+    const std::string v = "c" + std::to_string(d);
+    e.w.line("[[maybe_unused]] const int " + v + " = cell / " + str(strides[d]) + " % " +
+             str(groups[d]) + ";");
+    idx.push_back(v);
+  }
   const std::vector<std::string> batch(idx.begin(), idx.end() - 2);
   const Shape c_batch(c_shape.begin(), c_shape.end() - 2);
   const std::string j = idx[rank - 1];
   e.w.line("const int i0 = " + idx[rank - 2] + " * " + str(rows) + ";");
   const std::string flat = "(" + linear_index(batch, dense_strides(c_batch), c_batch) + ") * " +
                            str(m * n) + " + (i0 + r) * " + str(n) + " + " + j;
-  e.w.line("float acc[" + str(rows) + "];");
-  e.w.line("#pragma unroll");
-  e.w.line("for (int r = 0; r < " + str(rows) + "; ++r) acc[r] = " +
-           (accumulate ? c + "[" + flat + "]" : std::string("0.0f")) + ";");
-  e.w.open("for (int kk = 0; kk < " + str(k) + "; ++kk)");
+  e.w.line("float acc[" + str(rows) + "] = {};");
+  e.w.open("if (live)");
+  e.w.open("for (int kk = part; kk < " + str(k) + "; kk += " + str(split) + ")");
   e.w.line("const float bk = " + b.read(operand_index(b.shape, batch, "kk", j)) + ";");
   e.w.line("#pragma unroll");
   e.w.line("for (int r = 0; r < " + str(rows) + "; ++r) acc[r] = fmaf(" +
            a.read(operand_index(a.shape, batch, "i0 + r", "kk")) + ", bk, acc[r]);");
   e.w.close();
+  e.w.close();
+  if (split > 1) {
+    e.w.line("#pragma unroll");
+    e.w.open("for (int r = 0; r < " + str(rows) + "; ++r)");
+    e.w.line("for (int o = " + str(split / 2) +
+             "; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);");
+    e.w.close();
+  }
+  e.w.open("if (live && part == 0)");
   e.w.line("#pragma unroll");
   e.w.open("for (int r = 0; r < " + str(rows) + "; ++r)");
+  if (accumulate) e.w.line("acc[r] += " + c + "[" + flat + "];");
   std::vector<std::string> cell = batch;
   cell.push_back("i0 + r");
   cell.push_back(j);
   store("acc[r]", cell, flat);
+  e.w.close();
   e.w.close();
   e.w.close();
 }

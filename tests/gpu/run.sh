@@ -9,8 +9,12 @@ OUT="${OUT:-tests/gpu/out}"
 mkdir -p "$OUT"
 
 python - <<'PY' || { echo "run.sh: jax sees no GPU; nothing to run" >&2; exit 2; }
+import sys
 import jax
-print("GPU:", jax.devices("gpu"))
+try:
+    print("GPU:", jax.devices("gpu"))
+except RuntimeError as e:
+    sys.exit(f"run.sh: {e}")
 PY
 command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
   || { echo "run.sh: nvcc not found (install the CUDA toolkit)" >&2; exit 2; }
@@ -28,7 +32,7 @@ python -c "import pytest" 2>/dev/null || pip install -q pytest || exit 3
 python -P -m pytest -q -rs tests/gpu --durations=15 2>&1 | tee "$OUT/tests_gpu.txt"
 tests=${PIPESTATUS[0]}
 
-python -P benchmarks/run.py --backend cuda --out "$OUT/benchmarks" 2>&1 | tee "$OUT/benchmarks.txt"
+python benchmarks/run.py --backend cuda --out "$OUT/benchmarks" 2>&1 | tee "$OUT/benchmarks.txt"
 bench=${PIPESTATUS[0]}
 
 echo "run.sh: tests/gpu exit $tests, benchmark exit $bench (logs in $OUT)"

@@ -315,10 +315,12 @@ def test_paper_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_pat
 
 
 # Tiles big enough for whole and ragged 16x8x16 tensor-core fragments (m 20, k 40), so every
-# fragment register and every bound check of the mma path is exercised.
+# fragment register and every bound check of the mma path is exercised, in blocks of 128 and
+# of 256 threads.
 FRAGMENT_SIZED = {
     "rmsnorm_linear": dict(batch=20, hidden=96, out_features=48, col_tile=24, k_tile=48),
-    "gated_mlp": dict(batch=16, hidden=64, intermediate=32, col_tile=16, k_tile=32),
+    # 64x64 weight tiles: over 2048 elements, so 256 threads a block
+    "gated_mlp": dict(batch=16, hidden=128, intermediate=128, col_tile=64, k_tile=64),
     "lora": dict(tokens=16, d_in=32, d_out=48, rank=8, col_tile=24),
     "flash_attention_online": dict(heads=2, q_len=32, kv_len=64, head_dim=16, q_tiles=2,
                                    kv_tile=32),
@@ -331,7 +333,10 @@ FRAGMENT_SIZED = {
 def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
     graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
               for name, shapes in FRAGMENT_SIZED.items()]
-    assert len(check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")) >= len(FRAGMENT_SIZED)
+    kernels = check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")
+    assert len(kernels) >= len(FRAGMENT_SIZED)
+    threads = {int(re.search(r"__launch_bounds__\((\d+)\)", s).group(1)) for s in kernels.values()}
+    assert threads == {128, 256}
 
 
 def every_op_graph(dtype: str) -> mj.KernelGraph:

@@ -164,3 +164,17 @@ def test_a_warm_cache_optimizes_the_block_without_searching_or_compiling(
     skip_if_the_core_changed(counts.pop("core"), search_cache._core_digest())
     assert counts.pop("error") < _float_check.tolerance(["float32"])
     assert counts == {"search": 0, "compile": 0, "chosen": chosen}
+
+
+def test_nnx_grad_through_the_optimized_block_matches(kernels_always_win):
+    fn, opt, (model, x) = optimize_block("nnx", "float32")
+
+    def loss(f):
+        return lambda model, x: jnp.sum(f(model, x) ** 2)
+
+    got = jax.tree_util.tree_leaves(nnx.grad(loss(opt), argnums=(0, 1))(model, x))
+    want = jax.tree_util.tree_leaves(nnx.grad(loss(fn), argnums=(0, 1))(model, x))
+    assert len(got) == len(want) == 8  # seven weights and x
+    for a, b in zip(got, want):
+        assert normwise(a, b) < _float_check.tolerance(["float32"])
+    assert opt.regions(model, x)[0].chosen == "kernel"

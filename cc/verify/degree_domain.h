@@ -6,7 +6,7 @@
 //
 // Atoms (degree 1, fresh): the results of exp, sqrt and relu. The fingerprint evaluates them
 // as g^x, x^((p+1)/4) and a keyed hash; treating them as independent indeterminates is the
-// heuristic part of the bound (see verify.cc). max is the constant 0, as in ff_domain.h.
+// heuristic part of the bound (see verify.cc).
 #include <algorithm>
 
 namespace mj {
@@ -48,7 +48,11 @@ class DegreeDomain {
   }
   Value sqrt(Value) const { return atom(); }
   Value relu(Value) const { return atom(); }
-  Value max(Value, Value) const { return {}; }
+  // max is k a b + c (a + b) + const in the fingerprint (ff_domain.h).
+  Value max(Value a, Value b) const {
+    return capped(std::max({a.num + b.num, a.num + b.den, b.num + a.den, a.den + b.den}),
+                  a.den + b.den);
+  }
   Value lowest() const { return {}; }
 
  private:

@@ -16,8 +16,40 @@ const char* ff_poison_name(FFPoison p) {
   return "unknown poison";
 }
 
+namespace {
+
+// A keyed affine map with k != 0 in Z_m, drawn from the key.
+template <typename Affine>
+Affine keyed_affine(uint64_t key, uint64_t m) {
+  Affine a;
+  a.k = 1 + mix64(key) % (m - 1);
+  a.c = mix64(key ^ 0x9e3779b97f4a7c15ULL) % m;
+  a.k_inv = inv_mod(a.k, m);
+  return a;
+}
+
+}  // namespace
+
 FFDomain::FFDomain(const FieldParams& f, uint64_t relu_key)
-    : f_(f), relu_key_(relu_key), sqrt_exp_p_((f.p + 1) / 4), sqrt_exp_q_((f.q + 1) / 4) {}
+    : f_(f), relu_key_(relu_key), sqrt_exp_p_((f.p + 1) / 4), sqrt_exp_q_((f.q + 1) / 4) {
+  // The max keys come from the same per-trial key as relu's: both graphs of a trial share
+  // them, and every trial draws new ones.
+  max_p_ = keyed_affine<Affine>(mix64(relu_key ^ 0x6d61785fULL), f.p);
+  max_q_ = keyed_affine<Affine>(mix64(relu_key ^ 0x6d61785f71ULL), f.q);
+  max_identity_.p = mul_mod(sub_mod(1, max_p_.c, f.p), max_p_.k_inv, f.p);
+  max_identity_.q = mul_mod(sub_mod(1 % f.q, max_q_.c, f.q), max_q_.k_inv, f.q);
+}
+
+// φ⁻¹(φ(a) φ(b)) = k a b + c (a + b) + (c² - c) / k
+uint64_t FFDomain::combine(uint64_t a, uint64_t b, const Affine& phi, uint64_t m) {
+  const uint64_t fa = add_mod(mul_mod(phi.k, a, m), phi.c, m);
+  const uint64_t fb = add_mod(mul_mod(phi.k, b, m), phi.c, m);
+  return mul_mod(sub_mod(mul_mod(fa, fb, m), phi.c, m), phi.k_inv, m);
+}
+
+FFValue FFDomain::max(Value a, Value b) const {
+  return join(a, b, combine(a.p, b.p, max_p_, f_.p), combine(a.q, b.q, max_q_, f_.q));
+}
 
 FFValue FFDomain::constant(double c) const {
   Value v;

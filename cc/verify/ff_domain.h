@@ -70,13 +70,16 @@ class FFDomain {
   Value sqrt(Value a) const;
   // Uninterpreted: a keyed hash of the Z_p part, mapped into both fields (known Z_q part).
   Value relu(Value a) const;
-  // Every max is a softmax stabilizer (docs/ir-semantics.md): 0, whatever its operands.
-  Value max(Value a, Value b) const {
-    Value zero;
-    zero.poison = a.poison != FFPoison::kNone ? a.poison : b.poison;
-    return zero;
-  }
-  Value lowest() const { return Value{}; }
+  // max is uninterpreted, but associative and commutative like the real one, so that every
+  // grouping of the same elements (a reduce, a running max over loop iterations, a max of
+  // partial maxes) gives the same value: a ⊕ b = φ⁻¹(φ(a) φ(b)) with a keyed affine
+  // φ(x) = k x + c in each field, and lowest() = φ⁻¹(1), its identity. A max used as a
+  // softmax stabilizer cancels exactly (exp(s - m) = g^s g^-m in numerator and denominator)
+  // whatever its value; one that does not cancel (an exp(s - m) sum divided by an
+  // unstabilized exp(s) sum) leaves a factor g^-m, a function of the random keys, and is
+  // rejected. Idempotence (max(x, x) = x) is not modeled: it can only reject.
+  Value max(Value a, Value b) const;
+  Value lowest() const { return max_identity_; }
 
  private:
   // The result of a binary operation: poison and an unknown Z_q part are inherited.
@@ -89,8 +92,16 @@ class FFDomain {
     return r;
   }
 
+  // φ's keys per field, and k⁻¹ (the identity is (1 - c) k⁻¹).
+  struct Affine {
+    uint64_t k = 1, c = 0, k_inv = 1;
+  };
+  static uint64_t combine(uint64_t a, uint64_t b, const Affine& phi, uint64_t m);
+
   FieldParams f_;
   uint64_t relu_key_;
+  Affine max_p_, max_q_;
+  Value max_identity_;
   uint64_t sqrt_exp_p_, sqrt_exp_q_;  // (p+1)/4 and (q+1)/4
 };
 

@@ -134,9 +134,31 @@ TEST_F(FFDomainTest, ConstantsMapByTheirExactRationalValue) {
             scaled(1, 74, f.p));
 }
 
-TEST_F(FFDomainTest, MaxIsTheStabilizerZero) {
-  EXPECT_TRUE(ff_same(d.max(random_value(), random_value()), FFValue{}));
-  EXPECT_TRUE(ff_same(d.lowest(), FFValue{}));
+TEST_F(FFDomainTest, MaxIsAssociativeAndCommutativeWithLowestAsItsIdentity) {
+  const FFValue a = random_value(), b = random_value(), c = random_value();
+  EXPECT_TRUE(ff_same(d.max(a, b), d.max(b, a)));
+  EXPECT_TRUE(ff_same(d.max(d.max(a, b), c), d.max(a, d.max(b, c))));
+  EXPECT_TRUE(ff_same(d.max(d.lowest(), a), a));
+  // A keyed function: neither operand, nor the sum, nor a constant.
+  const FFValue m = d.max(a, b);
+  EXPECT_FALSE(ff_same(m, a));
+  EXPECT_FALSE(ff_same(m, d.add(a, b)));
+  EXPECT_FALSE(ff_same(m, FFValue{}));
+  // Another trial key, another function.
+  const FFDomain other(f, 12345);
+  EXPECT_FALSE(ff_same(other.max(a, b), m));
+}
+
+TEST_F(FFDomainTest, AStabilizingMaxCancelsAndAnUncancelledOneDoesNot) {
+  // softmax over {s0, s1}: exp(s - m) / Σ exp(s - m) equals exp(s) / Σ exp(s) exactly.
+  const FFValue s0 = random_value(), s1 = random_value();
+  const FFValue m = d.max(d.max(d.lowest(), s0), s1);
+  const FFValue e0 = d.exp(d.sub(s0, m)), e1 = d.exp(d.sub(s1, m));
+  const FFValue stabilized = d.div(e0, d.add(e0, e1));
+  const FFValue plain = d.div(d.exp(s0), d.add(d.exp(s0), d.exp(s1)));
+  EXPECT_TRUE(ff_same(stabilized, plain));
+  // exp(s0 - m) over the unstabilized sum is off by exp(-m).
+  EXPECT_FALSE(ff_same(d.div(e0, d.add(d.exp(s0), d.exp(s1))), plain));
 }
 
 TEST_F(FFDomainTest, ReluIsAKeyedFunctionOfTheValue) {

@@ -31,9 +31,10 @@
 //  - exp, sqrt and relu results are treated as independent indeterminates. They are not:
 //    sqrt is x^((p+1)/4), relu a keyed hash, exp a homomorphism. The exp-collision term is
 //    charged once per trial, not once per pair of exp atoms.
-//  - Every max is a softmax stabilizer and evaluates to 0: what is verified is equivalence
-//    with every max replaced by 0. The full-size float check catches a max that does not
-//    cancel.
+//  - max is an uninterpreted associative, commutative function (ff_domain.h): a stabilizing
+//    max cancels exactly, one that does not cancel is rejected, and its degree is counted
+//    as a product's (a max over n elements has degree n times theirs). Graphs equal only by
+//    a property of max beyond associativity and commutativity (max(x, x) = x) are rejected.
 //  - A shrunk instance (shrink.h) stands in for the full one: equivalence at a small size of
 //    the same structure is evidence, not proof, of equivalence at full size.
 //  - Constants map by their exact rational value, so the bound is about exact arithmetic;

@@ -206,12 +206,66 @@ TEST(VerifyEquivalent, StructuralDivisionByZeroIsNotVerifiable) {
 
 // Documented limitation (docs/ir-semantics.md): every max is a stabilizer and evaluates to 0,
 // so x - max(x) passes for x. The full-size float check is what rejects it.
-TEST(VerifyEquivalent, MaxIsTreatedAsAStabilizer) {
+TEST(VerifyEquivalent, AMaxThatDoesNotCancelIsNotDroppedAsAStabilizer) {
+  // x - max(x) is not x: a max is only free to vanish where it cancels.
   KernelGraph shifted, plain;
   const int x = shifted.new_input({2, 3}, DType::kF32);
   shifted.mark_output(shifted.binary(OpKind::kSub, x, shifted.reduce(x, 1, ReduceKind::kMax)));
   plain.mark_output(plain.unary(OpKind::kAddScalar, plain.new_input({2, 3}, DType::kF32), 0.0));
-  EXPECT_TRUE(verify_equivalent(shifted, plain).equivalent);
+  EXPECT_FALSE(verify_equivalent(shifted, plain).equivalent);
+}
+
+TEST(VerifyEquivalent, AMaxOverTheSameElementsIsTheSameWhateverTheGrouping) {
+  // max over 4 columns = max of the maxes of the two halves, regrouped by a block graph
+  // whose loop walks the columns two at a time (the running max of accum_max_last).
+  KernelGraph whole, halves;
+  const int x = whole.new_input({2, 4}, DType::kF32);
+  whole.mark_output(whole.reduce(x, 1, ReduceKind::kMax));
+  const int y = halves.new_input({2, 4}, DType::kF32);
+  auto bg = std::make_shared<BlockGraph>(Dim3{2, 1, 1}, 2);
+  const int t = bg->new_input({2, 4}, DType::kF32, {0, -1, -1}, 1);
+  bg->new_output(bg->accum(OpKind::kAccumMaxLast, t), {0, -1, -1}, DType::kF32);
+  halves.mark_output(halves.customized({y}, bg)[0]);
+  EXPECT_TRUE(verify_equivalent(whole, halves).equivalent);
+}
+
+// softmax(Q K) V with the stabilizer, Q[8, 4], K[4, 16], V[16, 4].
+KernelGraph attention_reference() {
+  KernelGraph g;
+  const int q = g.new_input({8, 4}, DType::kF32);
+  const int k = g.new_input({4, 16}, DType::kF32);
+  const int v = g.new_input({16, 4}, DType::kF32);
+  const int s = g.matmul(q, k);
+  const int e = g.unary(OpKind::kExp, g.binary(OpKind::kSub, s, g.reduce(s, 1, ReduceKind::kMax)));
+  g.mark_output(g.matmul(g.binary(OpKind::kDiv, e, g.reduce(e, 1, ReduceKind::kSum)), v));
+  return g;
+}
+
+// One block graph walking the keys 4 at a time: the numerator is always the online
+// accum_exp_matmul (exp(s - M) V with M the max over every iteration); the denominator is
+// its partner accum_exp_sum_last (exp(s - M) summed), or a plain sum of exp(s).
+KernelGraph online_attention(bool matching_denominator) {
+  KernelGraph g;
+  const int q = g.new_input({8, 4}, DType::kF32);
+  const int k = g.new_input({4, 16}, DType::kF32);
+  const int v = g.new_input({16, 4}, DType::kF32);
+  auto bg = std::make_shared<BlockGraph>(Dim3{2, 1, 1}, 4);
+  const int tq = bg->new_input({8, 4}, DType::kF32, {0, -1, -1}, -1);
+  const int tk = bg->new_input({4, 16}, DType::kF32, {-1, -1, -1}, 1);
+  const int tv = bg->new_input({16, 4}, DType::kF32, {-1, -1, -1}, 0);
+  const int s = bg->matmul(tq, tk);
+  const int num = bg->accum_exp_matmul(s, tv);
+  const int den = matching_denominator ? bg->accum(OpKind::kAccumExpSumLast, s)
+                                       : bg->accum(OpKind::kAccumSumLast, bg->unary(OpKind::kExp, s));
+  bg->new_output(bg->binary(OpKind::kDiv, num, den), {0, -1, -1}, DType::kF32);
+  g.mark_output(g.customized({q, k, v}, bg)[0]);
+  return g;
+}
+
+TEST(VerifyEquivalent, OnlineSoftmaxNeedsTheSameMaxAboveAndBelow) {
+  EXPECT_TRUE(verify_equivalent(attention_reference(), online_attention(true)).equivalent);
+  // exp(s - M) V / Σ exp(s) is off by exp(-M): once accepted when every max was 0.
+  EXPECT_FALSE(verify_equivalent(attention_reference(), online_attention(false)).equivalent);
 }
 
 TEST(VerifyEquivalent, SignatureMismatchesAreReportedNotThrown) {

@@ -12,7 +12,7 @@ benchmarks/kernels.py. Prints a markdown table of median milliseconds and speedu
 
 The search configs are sized so that one search takes well under a minute on a 2-core
 machine: one kernel-level op (the whole program fused into one customized op) and at most 5-6
-block ops. `--attention` adds gqa_prefill and gqa_decode with the "attention" preset (two
+block ops. `--attention` adds gqa_prefill, gqa_decode and qknorm_gqa with the "attention"
 kernels: split-KV and combine), which is tried briefly and reported as skipped when the search
 does not finish inside the budget.
 """
@@ -41,11 +41,11 @@ from kernels import _inputs, _max_rel_err, time_pair  # noqa: E402
 MLP = dict(preset="mlp", max_kernel_ops=1, max_block_ops=5, threads=2)
 # Five block ops hold the online-softmax kernel (matmul, scale, two online accumulators,
 # divide); the split-KV kernel needs six, which multiplies the search by ten and, on a CPU,
-# measured no faster. Three grids per split let the cost model see that a few large blocks
-# cut K's tiles into too many short runs; only the best 8 of the ~100 candidates are
-# verified.
+# measured no faster. Two grid axes, two grids per split (the fewest and the most blocks):
+# the cost model then sees that a few large blocks cut K's tiles into many short runs. Only
+# the best 8 of the ~180 candidates are verified.
 ATTENTION = dict(preset="attention", max_kernel_ops=2, max_block_graphs=2, max_block_ops=5,
-                 max_block_outputs=2, max_grid_axes=1, max_block_inputs=3, max_grids=3,
+                 max_block_outputs=2, max_grid_axes=2, max_block_inputs=3, max_grids=2,
                  max_forloop_ranges=1, max_verified=8, threads=2)
 CASES = [
     ("rmsnorm_linear_bs8", lambda: pg.rmsnorm_linear(batch=8)[0], MLP),
@@ -57,6 +57,8 @@ CASES = [
 ATTENTION_CASES = [
     ("gqa_prefill", lambda: pg.gqa_prefill()[0], ATTENTION),
     ("gqa_decode", lambda: pg.gqa_decode()[0], ATTENTION),
+    # The norms come before the attention: kernel-level rms_norm ops, then one fused kernel.
+    ("qknorm_gqa", lambda: pg.qknorm_gqa()[0], dict(ATTENTION, max_kernel_ops=3)),
 ]
 
 
@@ -75,7 +77,7 @@ def main():
     parser.add_argument("--budget", type=float, default=45.0,
                         help="the search's time_budget_s (seconds)")
     parser.add_argument("--attention", action="store_true",
-                        help="also try gqa_prefill and gqa_decode with the attention preset")
+                        help="also try gqa_prefill, gqa_decode and qknorm_gqa with the attention preset")
     parser.add_argument("--report", action="store_true", help="print superoptimize's reports")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()

@@ -48,8 +48,9 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const double tensor_bytes = tensor_elements(whole) * dtype_bytes(tile.dtype);
       w.bytes_read += read;
       if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
+      const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
+      w.runs_loaded += runs * loads * blocks;
       if (op.fmap >= 0 && iterations > 1) {
-        const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
         const double pages = runs * std::min(1.0, stride_bytes / kPageBytes);
         w.paged_loads.push_back({pages, loads * blocks});
       }

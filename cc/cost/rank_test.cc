@@ -30,7 +30,8 @@ TEST(RankByCost, OrdersBySecondsBestFirst) {
     EXPECT_LE(estimate(*graphs[order[i - 1]], t).seconds, estimate(*graphs[order[i]], t).seconds);
   }
   EXPECT_EQ(order.front(), 3);
-  EXPECT_EQ(order.back(), 0);
+  // Reading W twice also loads twice as many runs: slower than even the unfused reference.
+  EXPECT_EQ(order.back(), 2);
 }
 
 TEST(RankByCost, EqualCostsAreOrderedByCanonicalHashWhateverTheInputOrder) {

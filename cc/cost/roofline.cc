@@ -33,6 +33,11 @@ double page_walk_seconds(const KernelWork& w, const Target& t) {
   return walks * t.page_walk_s / t.parallel_units();
 }
 
+double run_seconds(const KernelWork& w, const Target& t) {
+  if (t.kind != TargetKind::kCpu) return 0;
+  return w.runs_loaded * t.run_overhead_s / t.parallel_units();
+}
+
 }  // namespace
 
 KernelTime kernel_time(const KernelWork& w, const Target& t) {
@@ -43,7 +48,7 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
   }
   k.dram_bytes = w.bytes_read + w.bytes_written - k.cached_bytes;
   k.memory_s = k.dram_bytes / t.dram_bandwidth + k.cached_bytes / t.cache_bandwidth +
-               page_walk_seconds(w, t);
+               page_walk_seconds(w, t) + run_seconds(w, t);
   k.compute_s = compute_seconds(w, t);
   const bool customized = w.kind == KernelKind::kCustomized;
   if (customized && w.blocks > 0) {

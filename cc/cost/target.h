@@ -54,6 +54,8 @@ struct Target {
   // run (kernel_work.h, paged_loads); 0 entries: not modeled.
   int tlb_entries = 0;
   double page_walk_s = 0;
+  // The fixed cost of one contiguous run of a loop-walked tile (kernel_work.h, runs_loaded).
+  double run_overhead_s = 0;
 
   // ---- GPU: blocks are thread blocks spread over the SMs
   int sms = 0;

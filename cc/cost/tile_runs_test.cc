@@ -1,5 +1,6 @@
-// Tile loads that cross more pages per iteration than the TLB maps: counted by
-// block_graph_work, priced by the CPU roofline, ignored on a GPU.
+// Tile loads that cross more pages per iteration than the TLB maps, and the contiguous runs
+// loop-walked tiles are cut into: counted by block_graph_work, priced by the CPU roofline,
+// ignored on a GPU.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -22,7 +23,7 @@ std::shared_ptr<BlockGraph> k_walk(Dim3 grid, int forloop) {
   return bg;
 }
 
-TEST(PageWalks, ManyStridedRunsPerIterationAreCounted) {
+TEST(TileRuns, ManyStridedRunsPerIterationAreCounted) {
   // grid (2, 1): a [4, 8, 128, 8] tile: 4096 runs of 32 bytes, each 16 KiB from the next.
   const KernelWork wide = block_graph_work(*k_walk({2, 1, 1}, 512));
   ASSERT_EQ(wide.paged_loads.size(), 1u);
@@ -34,19 +35,44 @@ TEST(PageWalks, ManyStridedRunsPerIterationAreCounted) {
   EXPECT_DOUBLE_EQ(narrow.paged_loads[0].first, 128);
 }
 
-TEST(PageWalks, SameBytesCostMoreWhenThePagesOutgrowTheTlb) {
+TEST(TileRuns, SameBytesCostMoreWhenThePagesOutgrowTheTlb) {
   const KernelWork wide = block_graph_work(*k_walk({2, 1, 1}, 512));
   const KernelWork narrow = block_graph_work(*k_walk({8, 8, 1}, 512));
   ASSERT_DOUBLE_EQ(wide.bytes_read, narrow.bytes_read);
   const Target cpu = Target::cpu_host();
   const double extra = kernel_time(wide, cpu).memory_s - kernel_time(narrow, cpu).memory_s;
-  EXPECT_DOUBLE_EQ(extra, 4096.0 * 512 * 2 * cpu.page_walk_s / cpu.cores);
+  const double runs_each = (4096.0 * 512 * 2 - 128.0 * 512 * 64) * cpu.run_overhead_s / cpu.cores;
+  EXPECT_DOUBLE_EQ(extra, 4096.0 * 512 * 2 * cpu.page_walk_s / cpu.cores + runs_each);
   // A GPU's tiles go through shared memory in coalesced rows; no such term there.
   const Target gpu = Target::h100();
   EXPECT_DOUBLE_EQ(kernel_time(wide, gpu).memory_s, kernel_time(narrow, gpu).memory_s);
 }
 
-TEST(PageWalks, ContiguousTilesCrossNoExtraPages) {
+TEST(TileRuns, ShorterRunsOfTheSameBytesCostMore) {
+  // grid (8, 1): K tiles of [1, 8, 128, kv]: 1024 runs of kv floats per iteration.
+  const KernelWork short_runs = block_graph_work(*k_walk({8, 1, 1}, 128));  // 128-byte runs
+  const KernelWork long_runs = block_graph_work(*k_walk({8, 1, 1}, 32));    // 512-byte runs
+  EXPECT_DOUBLE_EQ(short_runs.runs_loaded, 1024.0 * 128 * 8);
+  EXPECT_DOUBLE_EQ(long_runs.runs_loaded, 1024.0 * 32 * 8);
+  const Target cpu = Target::cpu_host();
+  EXPECT_GT(kernel_time(short_runs, cpu).seconds, kernel_time(long_runs, cpu).seconds);
+  // Neither crosses more pages than the TLB holds.
+  EXPECT_DOUBLE_EQ(kernel_time(short_runs, cpu).memory_s - kernel_time(long_runs, cpu).memory_s,
+                   1024.0 * (128 - 32) * 8 * cpu.run_overhead_s / cpu.cores);
+}
+
+TEST(TileRuns, ALoopInvariantTileIsCountedOncePerBlock) {
+  // W[512, 512] cut into [512, 128] column tiles, read whole by each of 4 blocks: 512 runs
+  // each, and no page walks (nothing comes back to the same pages).
+  auto bg = std::make_shared<BlockGraph>(Dim3{4, 1, 1}, 1);
+  const int w = bg->new_input({512, 512}, DType::kF32, {1, -1, -1}, -1);
+  bg->new_output(bg->unary(OpKind::kExp, w), {1, -1, -1}, DType::kF32);
+  const KernelWork work = block_graph_work(*bg);
+  EXPECT_DOUBLE_EQ(work.runs_loaded, 512.0 * 4);
+  EXPECT_TRUE(work.paged_loads.empty());
+}
+
+TEST(TileRuns, ContiguousTilesCrossNoExtraPages) {
   // V[8,8,4096,128] walked along dim 2 in [1,1,8,128] tiles: one 4 KiB run per iteration.
   auto bg = std::make_shared<BlockGraph>(Dim3{8, 8, 1}, 512);
   const int v = bg->new_input({8, 8, 4096, 128}, DType::kF32, {0, 1, -1}, 2);

@@ -163,11 +163,14 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
   const int units = std::max(1, config.target.parallel_units());
   const double budget = on_chip_budget(config.target);
   auto groups = grids_per_split(eligible, table, config);
-  // Keep grids that fill the machine in at most 8 waves when any does: fewer blocks leave
-  // units idle, more only add per-block overhead. Overrides are the caller's choice.
+  // Keep grids that fill the machine in at most max_waves waves when any does: fewer
+  // blocks leave units idle, more only add per-block overhead. Overrides are the caller's
+  // choice. A CPU block is a task on a thread pool, cheap enough that 32 waves cost little,
+  // and its smaller tiles can be walked in longer runs (see the last-slot rule below).
+  const int64_t max_waves = config.target.kind == TargetKind::kCpu ? 32 : 8;
   if (config.grid_sizes_override.empty()) {
     auto fills = [&](const GridChoice& g) {
-      return blocks_of(g) >= units && blocks_of(g) <= int64_t(units) * 8;
+      return blocks_of(g) >= units && blocks_of(g) <= int64_t(units) * max_waves;
     };
     bool any = false;
     for (const auto& group : groups) any |= std::any_of(group.begin(), group.end(), fills);
@@ -185,6 +188,20 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
       return fill_rank(blocks_of(a), units) < fill_rank(blocks_of(b), units);
     };
     std::stable_sort(group.begin(), group.end(), by_fill);
+    // The fewest blocks move the fewest replicated tiles, but on a CPU their large tiles
+    // may only fit on chip cut into many short runs (decode attention's K walked 8 keys at
+    // a time across 4096 rows); the most blocks give each a slice it can walk in long runs.
+    // With two or more slots, the last goes to the grid with the most blocks, and the cost
+    // model (runs_loaded, paged_loads) decides between them.
+    if (config.target.kind == TargetKind::kCpu && config.max_grids >= 2 &&
+        int(group.size()) > config.max_grids && config.grid_sizes_override.empty()) {
+      const auto most = std::max_element(group.begin(), group.end(), [](const GridChoice& a,
+                                                                        const GridChoice& b) {
+        return blocks_of(a) < blocks_of(b);
+      });
+      const auto slot = group.begin() + config.max_grids - 1;
+      if (most > slot) std::rotate(slot, most, most + 1);
+    }
     // The best-filling grids have the fewest blocks and so the largest tiles, which may fit
     // on chip only with a for-loop. When none of the kept grids fits without one, also keep
     // the best-filling grid that does (within the waves kept above).

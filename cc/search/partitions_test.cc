@@ -74,6 +74,29 @@ TEST(Partitions, GridsFillTheTargetsParallelUnits) {
   }
 }
 
+TEST(Partitions, OnACpuTheLastGridSlotGoesToTheMostBlocks) {
+  // Two indices a grid may split, X's 8 rows and W's 64 columns: 2, 4, ... blocks all fill
+  // 2 cores evenly.
+  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  SearchConfig config;
+  config.max_grid_axes = 1;
+  config.max_grids = 2;
+  std::set<int64_t> totals;
+  for (const BlockLayout& l :
+       block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
+    totals.insert(int64_t(l.grid[0]) * l.grid[1] * l.grid[2]);
+  }
+  // Per index the fewest (2 blocks, the fewest replicated tiles) and the most: 8 and 64.
+  EXPECT_EQ(totals, (std::set<int64_t>{2, 8, 64}));
+  config.max_grids = 1;  // one slot: the fewest blocks only
+  totals.clear();
+  for (const BlockLayout& l :
+       block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
+    totals.insert(int64_t(l.grid[0]) * l.grid[1] * l.grid[2]);
+  }
+  EXPECT_EQ(totals, (std::set<int64_t>{2}));
+}
+
 TEST(Partitions, OverridesReplaceTheDerivedSizes) {
   const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
   SearchConfig config;

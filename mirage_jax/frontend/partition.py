@@ -447,6 +447,23 @@ def partition(closed_jaxpr_or_flat) -> Partition:
             t ^= low
         return a
 
+    # An "nt" matmul reads its rhs transposed, which a kernel graph can only do to a region
+    # input: the node computing that rhs (looking through a transpose of it) stays outside.
+    nt_rhs_bit = {}
+    for n in nodes:
+        if n.name == "dot_general" and n.index in supported and dot_general_form(n) == "nt":
+            p = producers.get(n.invars[1]) if isinstance(n.invars[1], Var) else None
+            if p is not None and p.name == "transpose" and isinstance(p.invars[0], Var):
+                p = producers.get(p.invars[0])
+            if p is not None:
+                nt_rhs_bit[n.index] = 1 << p.index
+
+    def keeps_rhs_outside(s: int) -> bool:
+        return not any(s >> i & 1 and s & bit for i, bit in nt_rhs_bit.items())
+
+    def allowed(s: int) -> bool:
+        return convex(s, anc_of(s)) and keeps_rhs_outside(s)
+
     for n in nodes:
         if n.index not in supported:
             continue
@@ -463,12 +480,12 @@ def partition(closed_jaxpr_or_flat) -> Partition:
             merged = me
             for r in prod_regions:
                 merged |= members[r]
-            if convex(merged, anc_of(merged)):
+            if allowed(merged):
                 choice = prod_regions
             else:
                 for r in sorted(prod_regions, key=lambda r: -bin(members[r]).count("1")):
                     s = members[r] | me
-                    if convex(s, anc_of(s)):
+                    if allowed(s):
                         choice = [r]
                         break
         if choice:

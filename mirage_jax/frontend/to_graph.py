@@ -410,7 +410,10 @@ class _Builder:
             )
         a, b = self.full(a, "dot_general"), self.full(b, "dot_general")
         for name, v, var in (("lhs", a, node.invars[0]), ("rhs", b, node.invars[1])):
-            if v.axes != tuple(range(len(var.shape))) or v.d.shape != var.shape:
+            # each axis in place (a size-1 axis may hold no logical axis), nothing broadcast
+            in_place = len(v.axes) == len(var.shape) and all(
+                ax == j or (ax is None and var.shape[j] == 1) for j, ax in enumerate(v.axes))
+            if not in_place or v.d.shape != var.shape:
                 if name == "rhs" and form == "nt":
                     continue
                 raise RegionNotSupported(

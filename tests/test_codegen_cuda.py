@@ -382,6 +382,30 @@ def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(dt
     assert len(check_emulated(graphs, tmp_path, f"every op {dtype}")) == 2
 
 
+def largest_limit_where(bg, marker: str) -> int:
+    """The most shared memory (in KiB steps below ARCHS' limit) for which the kernel of `bg`
+    contains `marker`."""
+    for kib in range(cuda_compiler.shared_memory_limit(ARCHS) // 1024, 0, -1):
+        try:
+            if marker in _core.generate_cuda_kernel(bg, "probe", kib * 1024):
+                return kib * 1024
+        except ValueError:
+            break
+    raise AssertionError(f"no limit gives a kernel with {marker!r}")
+
+
+def test_single_buffered_tiles_compute_the_same_emulated(tmp_path):
+    """Short of shared memory for two stages, body tiles keep one, loaded at the start of
+    every iteration instead of during the previous one."""
+    marker = "// this iteration's single-buffered tiles"
+    graphs = [PROGRAMS[name].build(**FRAGMENT_SIZED[name], dtype=dtype)[1]
+              for name in ("rmsnorm_linear", "gated_mlp", "flash_attention_online")
+              for dtype in ("float32", "bfloat16")]
+    kernels = check_emulated(graphs, tmp_path, "single-buffered",
+                             lambda bg: largest_limit_where(bg, marker))
+    assert all(marker in s for s in kernels.values())
+
+
 def smallest_limit(bg) -> int:
     """The least shared memory (in KiB steps) a block graph's kernel can be planned for."""
     for kib in range(1, 256):

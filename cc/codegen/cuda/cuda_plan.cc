@@ -198,6 +198,12 @@ CudaPlan plan_cuda_kernel(const BlockGraph& bg, int64_t smem_limit) {
         victim = t;
       }
     }
+    if (victim >= 0 && plan.tiles[victim].stages > 1) {
+      // Give up the overlap of this tile's loads with compute before its staging.
+      plan.tiles[victim].stages = 1;
+      bytes = lay_out(bg, plan);
+      continue;
+    }
     if (victim < 0) {
       throw IrError("cuda codegen: the block graph needs " + kib(bytes) +
                     " of shared memory per block for its computed tiles (with every input "

@@ -61,7 +61,8 @@ int64_t shared_memory_limit(const std::string& arch);
 
 // Plans `bg` for a per-block limit of `smem_limit` bytes. Input tiles are staged in shared
 // memory (body tiles double-buffered when the loop runs more than once); while that does not
-// fit, the largest staged input tile is read in place from global memory instead. Throws
+// fit, the largest staged input tile gives up its second stage, or, with one stage already,
+// is read in place from global memory instead. Throws
 // IrError naming the bytes needed and the limit when the computed tiles alone do not fit.
 CudaPlan plan_cuda_kernel(const BlockGraph& bg, int64_t smem_limit);
 

@@ -103,17 +103,35 @@ TEST(CudaPlan, CopyWidthIsTheWidestEveryRowIsAlignedTo) {
 }
 
 TEST(CudaPlan, InputTilesThatDoNotFitAreReadFromGlobalMemory) {
-  // W's tile, 512x64 f32 = 128 KiB, double-buffered = 256 KiB: over the limit, so it is
-  // read in place; the small tiles stay staged.
+  // W's tile, 1024x64 f32 = 256 KiB even with one stage: over the limit, so it is read in
+  // place; the small tile stays staged.
   BlockGraph bg({2, 1, 1}, 2);
-  const int x = bg.new_input({8, 1024}, DType::kF32, {-1, -1, -1}, 1);
-  const int w = bg.new_input({1024, 128}, DType::kF32, {1, -1, -1}, 0);
+  const int x = bg.new_input({8, 2048}, DType::kF32, {-1, -1, -1}, 1);
+  const int w = bg.new_input({2048, 128}, DType::kF32, {1, -1, -1}, 0);
   const int acc = bg.accum(OpKind::kAccumSum, bg.matmul(x, w));
   bg.new_output(acc, {1, -1, -1}, DType::kF32);
   const CudaPlan plan = plan_cuda_kernel(bg, kLimit);
   EXPECT_EQ(plan.tiles[w].storage, Storage::kGlobal);
   EXPECT_EQ(plan.tiles[x].storage, Storage::kShared);
   EXPECT_LE(plan.smem_bytes, kLimit);
+}
+
+TEST(CudaPlan, DoubleBufferingIsGivenUpBeforeStaging) {
+  // Two 32 KiB body tiles, double-buffered: 128 KiB, plus a 16 KiB accumulator. Under a
+  // 100 KiB limit both keep one stage in shared memory rather than one leaving it.
+  BlockGraph bg({1, 1, 1}, 2);
+  const int a = bg.new_input({64, 256}, DType::kF32, {-1, -1, -1}, 1);
+  const int b = bg.new_input({256, 64}, DType::kF32, {-1, -1, -1}, 0);
+  bg.new_output(bg.accum(OpKind::kAccumSum, bg.matmul(a, b)), {-1, -1, -1}, DType::kF32);
+  const CudaPlan roomy = plan_cuda_kernel(bg, kLimit);
+  EXPECT_EQ(roomy.tiles[a].stages, 2);
+  EXPECT_EQ(roomy.tiles[b].stages, 2);
+  const CudaPlan tight = plan_cuda_kernel(bg, 100 * 1024);
+  for (int t : {a, b}) {
+    EXPECT_EQ(tight.tiles[t].storage, Storage::kShared) << "t" << t;
+    EXPECT_EQ(tight.tiles[t].stages, 1) << "t" << t;
+  }
+  EXPECT_LE(tight.smem_bytes, 100 * 1024);
 }
 
 TEST(CudaPlan, ComputedTilesOverTheLimitAreRefusedNamingBytesAndLimit) {

@@ -8,9 +8,12 @@ const char* block_var(int axis) {
   return kNames[axis];
 }
 
-bool staged(const Emit& e, const Op& op, bool body) {
-  return op.kind == OpKind::kInput && (op.fmap >= 0) == body &&
-         e.plan.tiles[op.outputs.at(0)].storage == Storage::kShared;
+bool staged(const Emit& e, const Op& op, Staged which) {
+  if (op.kind != OpKind::kInput) return false;
+  const TilePlan& tile = e.plan.tiles[op.outputs.at(0)];
+  if (tile.storage != Storage::kShared) return false;
+  if (op.fmap < 0) return which == Staged::kInvariant;
+  return which == (tile.stages > 1 ? Staged::kPipelined : Staged::kPerIteration);
 }
 
 void emit_tile_load(const Emit& e, const Op& input, const std::string& iteration,
@@ -56,17 +59,17 @@ void emit_tile_load(const Emit& e, const Op& input, const std::string& iteration
 
 }  // namespace
 
-bool has_staged_inputs(const Emit& e, bool body) {
+bool has_staged_inputs(const Emit& e, Staged which) {
   for (const Op& op : e.bg.ops()) {
-    if (staged(e, op, body)) return true;
+    if (staged(e, op, which)) return true;
   }
   return false;
 }
 
-void emit_stage_loads(const Emit& e, bool body, const std::string& iteration,
+void emit_stage_loads(const Emit& e, Staged which, const std::string& iteration,
                       const std::string& stage) {
   for (const Op& op : e.bg.ops()) {
-    if (staged(e, op, body)) emit_tile_load(e, op, iteration, stage);
+    if (staged(e, op, which)) emit_tile_load(e, op, iteration, stage);
   }
 }
 

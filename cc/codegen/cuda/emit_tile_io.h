@@ -3,21 +3,29 @@
 // with cp.async (asynchronous, so the next iteration's tiles load while this one computes),
 // and output tiles stored with consecutive threads on consecutive elements (coalesced),
 // converted to the output's dtype once, when they are stored.
+#include <cstdint>
 #include <string>
 
 #include "cc/codegen/cuda/tile_access.h"
 
 namespace mj::codegen::cuda {
 
-// Issues the copies of every staged input tile of one phase (`body`: fmap >= 0, else
-// loop-invariant) for for-loop iteration `iteration` into pipeline stage `stage`. The caller
-// commits and waits (mj_cuda::cp_async_commit / cp_async_wait).
-void emit_stage_loads(const Emit& e, bool body, const std::string& iteration,
+// Which staged input tiles a load covers.
+enum class Staged : uint8_t {
+  kInvariant,   // fmap = -1: loaded once, before the loop
+  kPipelined,   // body tiles with two stages: iteration it + 1 loads while it computes
+  kPerIteration,  // body tiles with one stage: loaded at the start of each iteration
+};
+
+// Issues the copies of every staged input tile of `which` for for-loop iteration `iteration`
+// into pipeline stage `stage`. The caller commits and waits (mj_cuda::cp_async_commit /
+// cp_async_wait).
+void emit_stage_loads(const Emit& e, Staged which, const std::string& iteration,
                       const std::string& stage);
 
-void emit_output_store(const Emit& e, const Op& output);
+// True when some input tile is staged that way.
+bool has_staged_inputs(const Emit& e, Staged which);
 
-// True when some input tile of that phase is staged in shared memory.
-bool has_staged_inputs(const Emit& e, bool body);
+void emit_output_store(const Emit& e, const Op& output);
 
 }  // namespace mj::codegen::cuda

@@ -107,25 +107,38 @@ void declare_fixed_pointers(const Emit& e, bool with_body_inputs) {
   }
 }
 
-void emit_loop(const Emit& e, bool pipelined) {
+void emit_loop(const Emit& e) {
+  using cuda::Staged;
   const int f = e.bg.forloop_range();
+  const bool pipelined = cuda::has_staged_inputs(e, Staged::kPipelined);
+  const bool per_iteration = cuda::has_staged_inputs(e, Staged::kPerIteration);
   e.w.open("for (int it = 0; it < " + std::to_string(f) + "; ++it)");
   for (const Op& op : e.bg.ops()) {
     if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), "it & 1", "it");
   }
+  if (per_iteration) {
+    // Single-buffered tiles: their one stage was last read in iteration it - 1, which ended
+    // with a barrier.
+    e.w.line("// this iteration's single-buffered tiles");
+    cuda::emit_stage_loads(e, Staged::kPerIteration, "it", "0");
+    e.w.line("mj_cuda::cp_async_commit();");
+  }
   if (pipelined) {
     // Double buffering: iteration it + 1's tiles load into the other stage while this one
     // computes; that stage was last read in iteration it - 1, which ended with a barrier.
+    // Waiting for all but the newest group leaves only those loads in flight.
     e.w.open("if (it + 1 < " + std::to_string(f) + ")");
-    cuda::emit_stage_loads(e, /*body=*/true, "it + 1", "(it + 1) & 1");
+    cuda::emit_stage_loads(e, Staged::kPipelined, "it + 1", "(it + 1) & 1");
     e.w.line("mj_cuda::cp_async_commit();");
     e.w.line("mj_cuda::cp_async_wait<1>();");
     e.w.close();
     e.w.open("else");
     e.w.line("mj_cuda::cp_async_wait<0>();");
     e.w.close();
-    e.w.line(kSync);
+  } else if (per_iteration) {
+    e.w.line("mj_cuda::cp_async_wait<0>();");
   }
+  if (pipelined || per_iteration) e.w.line(kSync);
   emit_phase_ops(e, Phase::kBody);
   cuda::emit_accumulators_update(e);
   e.w.close();
@@ -133,18 +146,22 @@ void emit_loop(const Emit& e, bool pipelined) {
 
 void emit_kernel(const Emit& e) {
   const BlockGraph& bg = e.bg;
+  using cuda::Staged;
   const bool looped = bg.forloop_range() > 1;
-  const bool pipelined = looped && cuda::has_staged_inputs(e, /*body=*/true);
+  const bool pipelined = looped && cuda::has_staged_inputs(e, Staged::kPipelined);
   e.w.open("__global__ void __launch_bounds__(" + std::to_string(e.plan.threads) +
            ") kernel(const Io io)");
   e.w.line("extern __shared__ __align__(16) unsigned char smem[];");
   e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
   declare_fixed_pointers(e, /*with_body_inputs=*/!looped);
   e.w.line("// loop-invariant tiles, and the first iteration's");
-  cuda::emit_stage_loads(e, /*body=*/false, "0", "0");
+  cuda::emit_stage_loads(e, Staged::kInvariant, "0", "0");
   e.w.line("mj_cuda::cp_async_commit();");
-  if (!looped || pipelined) {
-    cuda::emit_stage_loads(e, /*body=*/true, "0", "0");
+  if (pipelined) {
+    cuda::emit_stage_loads(e, Staged::kPipelined, "0", "0");
+    e.w.line("mj_cuda::cp_async_commit();");
+  } else if (!looped) {
+    cuda::emit_stage_loads(e, Staged::kPerIteration, "0", "0");
     e.w.line("mj_cuda::cp_async_commit();");
   }
   e.w.line(pipelined ? "mj_cuda::cp_async_wait<1>();" : "mj_cuda::cp_async_wait<0>();");
@@ -152,7 +169,7 @@ void emit_kernel(const Emit& e) {
   e.w.line(kSync);
   emit_phase_ops(e, Phase::kInvariant);
   if (looped) {
-    emit_loop(e, pipelined);
+    emit_loop(e);
   } else {
     emit_phase_ops(e, Phase::kBody);
     cuda::emit_accumulators_update(e);

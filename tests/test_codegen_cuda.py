@@ -11,6 +11,7 @@ translation units per test and compiled two at a time (nvcc -c, both -gencode in
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -188,7 +189,28 @@ def test_superoptimize_for_cuda_needs_a_visible_gpu():
 # instructions themselves (mma.sync, cp.async) are left to tests/gpu.
 
 EMULATION_HEADER = Path(__file__).parent / "cuda_host_emulation.h"
-CUDA_INCLUDE = Path("/usr/local/cuda/include")
+
+
+def cuda_include_dir() -> Path | None:
+    """The CUDA toolkit's include directory (for cuda_bf16.h's host conversions)."""
+    roots = [Path(r) for r in (os.environ.get("CUDA_HOME"), *cuda_compiler.FALLBACK_ROOTS) if r]
+    try:
+        roots.insert(0, Path(cuda_compiler.find_nvcc()).resolve().parent.parent)
+    except KernelCompileError:
+        pass
+    for root in roots:
+        if (root / "include" / "cuda_bf16.h").is_file():
+            return root / "include"
+    return None
+
+
+@pytest.fixture
+def cuda_include():
+    found = cuda_include_dir()
+    if found is None:
+        pytest.skip("emulating CUDA kernels on the host needs the CUDA toolkit's headers "
+                    "(cuda_bf16.h); none found next to nvcc, in $CUDA_HOME or /usr/local/cuda")
+    return found
 
 
 def emulation_unit(source: str) -> str:
@@ -226,7 +248,7 @@ def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
     unit.write_text(emulation_unit(source))
     library = directory / "emulated.so"
     done = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                           "-isystem", str(CUDA_INCLUDE), str(unit), "-o", str(library)],
+                           "-isystem", str(cuda_include_dir()), str(unit), "-o", str(library)],
                           capture_output=True, text=True)
     assert done.returncode == 0, f"g++ failed on the emulated kernels:\n{done.stderr[-3000:]}"
     return ctypes.CDLL(str(library))
@@ -265,8 +287,8 @@ def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list
     values = {t.id: x for t, x in zip(graph.inputs, inputs)}
     for op in graph.ops:
         if op.kind == "customized":
-            for t, out in zip(op.outputs, run_kernel(library, op, [values[t.id] for t in op.inputs])):
-                values[t.id] = out
+            outs = run_kernel(library, op, [values[t.id] for t in op.inputs])
+            values.update((t.id, out) for t, out in zip(op.outputs, outs))
     return [values[t.id] for t in graph.outputs]
 
 
@@ -309,7 +331,8 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_paper_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
+def test_paper_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype,
+                                                                  tmp_path):
     graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
     assert len(check_emulated(graphs, tmp_path, f"paper graphs {dtype}")) >= len(PROGRAMS)
 
@@ -330,7 +353,8 @@ FRAGMENT_SIZED = {
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(dtype, tmp_path):
+def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype,
+                                                                           tmp_path):
     graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
               for name, shapes in FRAGMENT_SIZED.items()]
     kernels = check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")
@@ -377,7 +401,8 @@ def every_accumulator_graph(dtype: str) -> mj.KernelGraph:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(dtype, tmp_path):
+def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(cuda_include, dtype,
+                                                                             tmp_path):
     graphs = [every_op_graph(dtype), every_accumulator_graph(dtype)]
     assert len(check_emulated(graphs, tmp_path, f"every op {dtype}")) == 2
 
@@ -394,7 +419,7 @@ def largest_limit_where(bg, marker: str) -> int:
     raise AssertionError(f"no limit gives a kernel with {marker!r}")
 
 
-def test_single_buffered_tiles_compute_the_same_emulated(tmp_path):
+def test_single_buffered_tiles_compute_the_same_emulated(cuda_include, tmp_path):
     """Short of shared memory for two stages, body tiles keep one, loaded at the start of
     every iteration instead of during the previous one."""
     marker = "// this iteration's single-buffered tiles"
@@ -417,7 +442,7 @@ def smallest_limit(bg) -> int:
     raise AssertionError("no limit up to 256 KiB fits")
 
 
-def test_input_tiles_read_from_global_memory_compute_the_same_emulated(tmp_path):
+def test_input_tiles_read_from_global_memory_compute_the_same_emulated(cuda_include, tmp_path):
     """Planned for the least shared memory they can run in, kernels read the input tiles that
     do not fit in place from the kernel tensors instead of staging them (the plan's fallback
     for tiles too large for shared memory)."""
@@ -430,6 +455,6 @@ def test_input_tiles_read_from_global_memory_compute_the_same_emulated(tmp_path)
 
 
 def test_search_result_kernels_compute_what_the_interpreter_does_emulated(
-        search_results, tmp_path):
+        cuda_include, search_results, tmp_path):
     graphs = [g for fused in search_results.values() for g in fused]
     assert len(check_emulated(graphs, tmp_path, "search results")) >= len(SEARCHES)

@@ -6,7 +6,8 @@ namespace {
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
 // Index of a matmul operand: its batch index broadcast from C's, then (row, col).
-std::vector<std::string> operand_index(const Shape& operand, const std::vector<std::string>& c_batch,
+std::vector<std::string> operand_index(const Shape& operand,
+                                       const std::vector<std::string>& c_batch,
                                        const std::string& row, const std::string& col) {
   std::vector<std::string> idx = broadcast_index(batch_of(operand), c_batch);
   idx.push_back(row);
@@ -122,7 +123,9 @@ void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
     return x.empty() ? y : y.empty() ? x : x + " && " + y;
   };
   auto row_ok = [&](const std::string& r) { return m % 16 ? r + " < " + str(m) : std::string(); };
-  auto col_ok = [&](const std::string& col) { return n % 8 ? col + " < " + str(n) : std::string(); };
+  auto col_ok = [&](const std::string& col) {
+    return n % 8 ? col + " < " + str(n) : std::string();
+  };
   auto k_ok = [&](const std::string& kk) { return k % 16 ? kk + " < " + str(k) : std::string(); };
   auto a_at = [&](const std::string& r, const std::string& kk) {
     return guard(both(row_ok(r), k_ok(kk)), a.read(operand_index(a.shape, batch, r, kk)));
@@ -146,12 +149,16 @@ void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
   e.w.open("for (int k0 = 0; k0 < " + str(k) + "; k0 += 16)");
   e.w.line("const int ka = k0 + 2 * q, kb = ka + 8;");
   const std::string pack = std::string("mj_cuda::pack2<") + type + ">";
-  e.w.line("const uint32_t a0 = " + pack + "(" + a_at("ra", "ka") + ", " + a_at("ra", "ka + 1") + ");");
-  e.w.line("const uint32_t a1 = " + pack + "(" + a_at("rb", "ka") + ", " + a_at("rb", "ka + 1") + ");");
-  e.w.line("const uint32_t a2 = " + pack + "(" + a_at("ra", "kb") + ", " + a_at("ra", "kb + 1") + ");");
-  e.w.line("const uint32_t a3 = " + pack + "(" + a_at("rb", "kb") + ", " + a_at("rb", "kb + 1") + ");");
-  e.w.line("const uint32_t b0 = " + pack + "(" + b_at("ka", "cn") + ", " + b_at("ka + 1", "cn") + ");");
-  e.w.line("const uint32_t b1 = " + pack + "(" + b_at("kb", "cn") + ", " + b_at("kb + 1", "cn") + ");");
+  // Register x holds two elements, the first in its low half (PTX ISA fragment layouts).
+  auto reg = [&](const std::string& name, const std::string& lo, const std::string& hi) {
+    e.w.line("const uint32_t " + name + " = " + pack + "(" + lo + ", " + hi + ");");
+  };
+  reg("a0", a_at("ra", "ka"), a_at("ra", "ka + 1"));
+  reg("a1", a_at("rb", "ka"), a_at("rb", "ka + 1"));
+  reg("a2", a_at("ra", "kb"), a_at("ra", "kb + 1"));
+  reg("a3", a_at("rb", "kb"), a_at("rb", "kb + 1"));
+  reg("b0", b_at("ka", "cn"), b_at("ka + 1", "cn"));
+  reg("b1", b_at("kb", "cn"), b_at("kb + 1", "cn"));
   e.w.line(std::string("mj_cuda::mma_m16n8k16<") + type +
            ">(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1);");
   e.w.close();

@@ -29,7 +29,8 @@ std::vector<std::string> open_warp_rows(const Emit& e, const Shape& shape) {
       continue;
     }
     const std::string v = "r" + std::to_string(d);
-    e.w.line("[[maybe_unused]] const int " + v + " = row / " + str(strides[d]) + " % " + str(rows_shape[d]) + ";");
+    e.w.line("[[maybe_unused]] const int " + v + " = row / " + str(strides[d]) + " % " +
+             str(rows_shape[d]) + ";");
     idx.push_back(v);
   }
   idx.push_back("j");

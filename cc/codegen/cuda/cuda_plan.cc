@@ -103,7 +103,8 @@ void plan_storage(const BlockGraph& bg, CudaPlan& plan) {
     if (op.kind == OpKind::kInput) {
       tile.storage = Storage::kShared;
       tile.element = bg.kernel_input_dtype(op.io_index);
-      tile.bytes = n * dtype_bytes(tile.element);
+      // Padded to 16 bytes, so a second stage starts as aligned as the first.
+      tile.bytes = align_up(n * dtype_bytes(tile.element));
       tile.stages = op.fmap >= 0 && bg.forloop_range() > 1 ? 2 : 1;
       tile.copy_bytes = copy_bytes_for(bg, op);
     } else if (op.kind == OpKind::kConcat) {

@@ -25,7 +25,7 @@ struct TilePlan {
   // copies bytes unchanged and mma.sync reads 16-bit operands directly); computed tiles f32.
   DType element = DType::kF32;
   int64_t offset = -1;  // bytes into dynamic shared memory (kShared)
-  int64_t bytes = 0;    // of one stage
+  int64_t bytes = 0;    // of one stage (input tiles: padded to 16 bytes)
   int stages = 1;       // 2: a body input tile double-buffered across for-loop iterations
   // Input tiles: bytes one cp.async moves (16, 8 or 4), the widest that every row of the tile
   // is aligned to in both memories; 0 when rows are not 4-byte aligned (plain loads).

@@ -21,6 +21,7 @@ from test_codegen_cuda import FRAGMENT_SIZED, kernel_rtol
 from test_search_results_run import SEARCHES, fused_candidates
 
 import mirage_jax as mj
+from mirage_jax import _compile
 from mirage_jax.paper_graphs import PROGRAMS
 from mirage_jax.runtime import cuda_compiler, cuda_library_for
 
@@ -54,10 +55,10 @@ def cache_and_prebuild(tmp_path_factory):
     root = tmp_path_factory.mktemp("gpu_kernel_cache")
     previous = os.environ.get("MIRAGE_JAX_CACHE")
     os.environ["MIRAGE_JAX_CACHE"] = str(root)
-    sources = set()
+    sources = set()  # one per kernel, as mj.compile builds them
     for name, size, dtype in CASES:
         _, fused = PROGRAMS[name].build(**SHAPES[size](PROGRAMS[name]), dtype=dtype)
-        sources.add(mj.generate_code(fused, backend="cuda"))
+        sources.update(source for _, source in _compile._cuda_kernels(fused).values())
     archs = cuda_compiler.target_archs()
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
         list(pool.map(lambda s: cuda_library_for(s, archs), sources))

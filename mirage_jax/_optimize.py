@@ -73,6 +73,27 @@ def _as_tuple(x, what, kind):
     return items
 
 
+def _infer_static(fun, nums: tuple, names: tuple) -> tuple[tuple, tuple]:
+    """As jax.jit does: a static name also marks its positional slot static, and a static
+    position its name, where inspect.signature can tell."""
+    import inspect
+
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return nums, names
+    positional = [p for p in params
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    nums, names = list(nums), list(names)
+    for i, p in enumerate(positional):
+        if p.name in names and i not in nums:
+            nums.append(i)
+        if (i in nums or i - len(positional) in nums) and p.name not in names \
+                and p.kind == p.POSITIONAL_OR_KEYWORD:
+            names.append(p.name)
+    return tuple(nums), tuple(names)
+
+
 class Optimized:
     """The wrapped function; specializations are kept per input signature."""
 
@@ -95,8 +116,9 @@ class Optimized:
         self._backend = backend
         self._cache_dir = cache_dir
         self._min_region_flops = float(min_region_flops)
-        self._static_argnums = _as_tuple(static_argnums, "static_argnums", int)
-        self._static_argnames = _as_tuple(static_argnames, "static_argnames", str)
+        self._static_argnums, self._static_argnames = _infer_static(
+            fun, _as_tuple(static_argnums, "static_argnums", int),
+            _as_tuple(static_argnames, "static_argnames", str))
         self._settings = settings
         self._specializations: dict = {}
 
@@ -196,12 +218,10 @@ class _Signature:
         name = getattr(opt._fun, "__name__", repr(opt._fun))
         nargs = len(args)
         static_nums = set()
-        for i in opt._static_argnums:
+        for i in opt._static_argnums:  # as in jax.jit, those beyond the call's are unused
             j = i + nargs if i < 0 else i
-            if not 0 <= j < nargs:
-                raise ValueError(f"jitted function {name} has static_argnums={i} but was "
-                                 f"called with only {nargs} positional arguments")
-            static_nums.add(j)
+            if 0 <= j < nargs:
+                static_nums.add(j)
         static = [(("arg", i), args[i]) for i in sorted(static_nums)]
         static += [(("kwarg", k), kwargs[k]) for k in sorted(kwargs)
                    if k in opt._static_argnames]

@@ -184,6 +184,9 @@ def test_static_arguments_and_python_scalars_behave_as_under_jit():
             want = jax.jit(scaled, static_argnames=("mode",))(x, g, w, scale, mode=mode)
             assert normwise(f(x, g, w, scale, mode=mode), want) < REL
     assert len(f._specializations) == 2  # one per static mode
+    # a static name passed positionally is static too (jax.jit reads the signature)
+    want = jax.jit(scaled, static_argnames=("mode",))(x, g, w, 2.0, "neg")
+    assert normwise(f(x, g, w, 2.0, "neg"), want) < REL
 
 
 @jax.custom_vjp

@@ -42,6 +42,17 @@ bool is_single_matrix(const Shape& tile) {
   return tile.size() >= 2;
 }
 
+// Matrices whose rows, all but the last dim, are laid out as in the kernel tensor (the
+// batch and row dims after the leading 1s are whole, bar the first): such a tile can be read
+// in place, each row one kernel row apart and each matrix rows x kernel rows apart, as
+// batched matmuls index it. Decode attention's K tile [1, 8, 128, 32] of [8, 8, 128, 4096]
+// is 8 such matrices; copying it would touch every byte twice.
+bool rows_are_contiguous(const Shape& tile, const Shape& kernel) {
+  if (tile.size() < 2) return false;
+  return tile_is_contiguous(Shape(tile.begin(), tile.end() - 1),
+                            Shape(kernel.begin(), kernel.end() - 1));
+}
+
 bool only_matmuls_read(const BlockGraph& bg, const std::vector<int>& consumers) {
   for (int o : consumers) {
     if (bg.ops()[o].kind != OpKind::kMatmul) return false;
@@ -159,7 +170,8 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
     if (tile_is_contiguous(tensors[t].shape, kernel_shape)) {
       plan.read_in_place[t] = true;
-    } else if (is_single_matrix(tensors[t].shape) && only_matmuls_read(bg, consumers[t])) {
+    } else if (rows_are_contiguous(tensors[t].shape, kernel_shape) &&
+               only_matmuls_read(bg, consumers[t])) {
       plan.read_in_place[t] = true;
       plan.row_stride[t] = kernel_shape.back();
     }

@@ -167,8 +167,14 @@ def _explain(spec: "_Specialization") -> str:
     if not spec.reports:
         return "no region with a matmul or a reduction: the function runs as plain JAX"
     kernels = sum(r.chosen == "kernel" for r in spec.reports)
-    head = (f"{len(spec.reports)} region(s), {kernels} run as generated kernels "
-            f"(backend {spec.backend}), {len(spec.reports) - kernels} as plain JAX")
+    if spec.whole_program_kept:
+        head = (f"{len(spec.reports)} region(s), {kernels} run as generated kernels "
+                f"(backend {spec.backend}), {len(spec.reports) - kernels} as plain JAX")
+    else:
+        head = (f"{len(spec.reports)} region(s), {kernels} with a kernel that beat XLA on "
+                f"the region alone (backend {spec.backend}); the function runs as jax.jit")
+    if spec.note:
+        head += "\n" + spec.note
     return "\n\n".join([head] + [str(r) for r in spec.reports])
 
 
@@ -178,6 +184,8 @@ class _Specialization:
     out_tree: object
     reports: list
     backend: str
+    note: str = ""  # the whole-program timing, when there are kernels
+    whole_program_kept: bool = True  # False: slower than jax.jit as a whole, runs as that
 
     def call(self, leaves):
         import jax
@@ -320,7 +328,49 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
                 run_nodes([unit], env)
         return [read_value(env, v) for v in program.outvars]
 
-    return _Specialization(jax.jit(rewritten), out_tree, reports, settings.backend)
+    fast = jax.jit(rewritten)
+    if not kernels:
+        return _Specialization(fast, out_tree, reports, settings.backend)
+    plain = jax.jit(lambda *arrays: jax.tree_util.tree_leaves(flat_fun(*arrays)))
+    keep, note = _whole_program_check(fast, plain, sig.avals)
+    return _Specialization(fast if keep else plain, out_tree, reports, settings.backend, note,
+                           keep)
+
+
+def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
+    """(whether to run the rewritten program, what was measured). Each region's kernel beat
+    XLA on that region alone, but the regions' boundaries also stop XLA fusing across them:
+    the rewritten program is timed against jax.jit of the whole function, on random inputs
+    of the signature, and runs only when it is faster."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from mirage_jax import _profile
+
+    rng = np.random.default_rng(0)
+    try:
+        with jax.ensure_compile_time_eval():
+            inputs = []
+            for a in avals:
+                dtype = jnp.dtype(a.dtype)
+                if jnp.issubdtype(dtype, jnp.floating):
+                    x = jnp.asarray(rng.standard_normal(a.shape), dtype)
+                elif jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_:
+                    x = jnp.zeros(a.shape, dtype)
+                else:
+                    return True, f"whole program not timed (an argument of dtype {dtype})"
+                inputs.append(jax.device_put(x))
+            times, rounds = _profile.median_times({"xla": plain, "rewritten": fast}, inputs)
+    except Exception as e:  # noqa: BLE001 (timing is advice: keep the checked regions)
+        return True, f"whole program not timed ({type(e).__name__}: {e})"
+    x, r = times["xla"] * 1e3, times["rewritten"] * 1e3
+    if times["rewritten"] < times["xla"]:
+        return True, (f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit "
+                      f"({x / r:.2f}x, median of {rounds} rounds on random inputs)")
+    return False, (f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit (median of "
+                   f"{rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
+                   f"regions' kernels stay cached")
 
 
 def _whole_calls(program, kernel_regions) -> list:

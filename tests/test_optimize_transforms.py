@@ -230,3 +230,22 @@ def test_custom_derivative_rules_inside_the_function_are_kept(kernels_always_win
                 assert not np.any(np.asarray(a))
         assert normwise(f(x, g, w), fn(x, g, w)) < REL
         assert [r.chosen for r in f.regions(x, g, w)] == ["kernel"]
+
+
+def test_a_rewritten_program_slower_than_jit_as_a_whole_runs_as_jit(monkeypatch):
+    """Each region's kernel beats XLA on the region, but the whole rewritten program is
+    timed against jax.jit of the function too, and loses here: the function runs as jit."""
+    from mirage_jax import _profile
+
+    def times(functions, args):  # kernels win their regions; the rewritten program loses
+        return {n: {"xla": 1.0, "rewritten": 2.0}.get(n, 0.5) for n in functions}, 1
+
+    monkeypatch.setattr(_profile, "median_times", times)
+    f = mj.optimize(rmsnorm_linear)
+    x, g, w = inputs()
+    assert normwise(f(x, g, w), jax.jit(rmsnorm_linear)(x, g, w)) < 1e-6
+    assert [r.chosen for r in f.regions(x, g, w)] == ["kernel"]
+    assert "custom_call" not in jax.jit(f).lower(x, g, w).as_text()
+    text = f.explain(x, g, w)
+    assert "the function runs as jax.jit" in text
+    assert "2000.000 ms rewritten vs 1000.000 ms with jax.jit" in text

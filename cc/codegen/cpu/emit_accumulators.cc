@@ -34,13 +34,11 @@ void emit_sum_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
     return;
   }
   const int64_t len = shape.back();
-  const std::string term = acc.kind == OpKind::kAccumRmsLast ? "x[j] * x[j]" : "x[j]";
-  // Added one by one onto the running value, in the interpreter's order.
+  const std::string sum = acc.kind == OpKind::kAccumRmsLast ? "row_sum_squares" : "row_sum";
+  // This iteration's row total (vectorized partial sums), then onto the running value.
   w.open("for (int64_t r = 0; r < " + str(element_count(shape) / len) + "; ++r)");
-  w.line("const float* x = " + in + " + r * " + str(len) + ";");
-  w.line("float a = " + out + "[r];");
-  w.line("for (int64_t j = 0; j < " + str(len) + "; ++j) a += " + term + ";");
-  w.line(out + "[r] = a;");
+  w.line(out + "[r] += mj_cpu::" + sum + "(" + in + " + r * " + str(len) + ", " + str(len) +
+         ");");
   w.close();
 }
 
@@ -53,8 +51,7 @@ void emit_softmax_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& 
   const std::string probs = arena_at(g.probs_offset);
   w.open("for (int64_t r = 0; r < " + str(rows) + "; ++r)");
   w.line("const float* srow = " + s + " + r * " + str(len) + ";");
-  w.line("float m = " + max + "[r];");
-  w.line("for (int64_t j = 0; j < " + str(len) + "; ++j) m = mj_cpu::max_of(m, srow[j]);");
+  w.line("const float m = mj_cpu::row_max(srow, " + str(len) + ", " + max + "[r]);");
   // Rows with no finite score yet hold no mass: keep them at zero instead of exp(nan).
   w.line("const bool empty = m == -std::numeric_limits<float>::infinity();");
   w.line(scale + "[r] = empty ? 1.0f : mj_cpu::exp_f32(" + max + "[r] - m);");
@@ -68,10 +65,8 @@ void emit_softmax_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& 
     const std::string out = buffer_name(plan, acc.outputs.at(0));
     if (acc.kind == OpKind::kAccumExpSumLast) {
       w.open("for (int64_t r = 0; r < " + str(rows) + "; ++r)");
-      w.line("float a = " + out + "[r] * " + scale + "[r];");
-      w.line("for (int64_t j = 0; j < " + str(len) + "; ++j) a += " + probs + "[r * " +
-             str(len) + " + j];");
-      w.line(out + "[r] = a;");
+      w.line(out + "[r] = " + out + "[r] * " + scale + "[r] + mj_cpu::row_sum(" + probs +
+             " + r * " + str(len) + ", " + str(len) + ");");
       w.close();
     } else if (acc.kind == OpKind::kAccumExpMatmul) {
       const Shape& c_shape = bg.tensor(acc.outputs[0]).shape;

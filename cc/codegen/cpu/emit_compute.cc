@@ -34,6 +34,16 @@ void emit_reduce(CodeWriter& w, const Shape& x_shape, const std::string& x, cons
   w.open("for (int64_t o = 0; o < " + str(outer) + "; ++o)");
   w.line("const float* src = " + x + " + o * " + str(len * inner) + ";");
   w.line("float* dst = " + out + " + o * " + str(inner) + ";");
+  if (inner == 1) {
+    // Over the last dim: one contiguous row, reduced with vectorized partial results.
+    w.line(is_max ? "dst[0] = mj_cpu::row_max(src, " + str(len) + ", " + init + ");"
+                  : "dst[0] = mj_cpu::row_sum(src, " + str(len) + ");");
+    if (op.reduce == ReduceKind::kMean) {
+      w.line("dst[0] = dst[0] / " + float_literal(double(len)) + ";");
+    }
+    w.close();
+    return;
+  }
   w.line("for (int64_t i = 0; i < " + str(inner) + "; ++i) dst[i] = " + init + ";");
   w.open("for (int64_t r = 0; r < " + str(len) + "; ++r)");
   w.open("for (int64_t i = 0; i < " + str(inner) + "; ++i)");

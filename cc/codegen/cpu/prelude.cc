@@ -3,8 +3,8 @@
 namespace mj::codegen {
 
 const std::string& cpu_prelude() {
-  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V1
-#define MIRAGE_JAX_CPU_PRELUDE_V1
+  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V2
+#define MIRAGE_JAX_CPU_PRELUDE_V2
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -143,6 +143,63 @@ inline Vec load_vec(const float* p) {
   return v;
 }
 inline void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
+
+// ---- row reductions: a float sum or max over one contiguous row ---------------------------
+// Written one element at a time, a row reduction is a chain of dependent adds (one per 3-4
+// cycles: GCC may not reassociate float adds to vectorize it). These keep kRowLanes vectors
+// of independent partial results and combine them at the end: a different summation order
+// from the interpreter's, within float32 rounding of it.
+constexpr int kRowLanes = 4;
+
+template <bool kSquares>
+inline float row_sum_impl(const float* __restrict x, int64_t n) {
+  Vec acc[kRowLanes] = {};
+  int64_t j = 0;
+  for (; j + kRowLanes * kVecFloats <= n; j += kRowLanes * kVecFloats) {
+#pragma GCC unroll 4
+    for (int l = 0; l < kRowLanes; ++l) {
+      const Vec v = load_vec(x + j + l * kVecFloats);
+      acc[l] += kSquares ? v * v : v;
+    }
+  }
+  for (; j + kVecFloats <= n; j += kVecFloats) {
+    const Vec v = load_vec(x + j);
+    acc[0] += kSquares ? v * v : v;
+  }
+  for (int l = 1; l < kRowLanes; ++l) acc[0] += acc[l];
+  float s = 0.0f;
+  for (int i = 0; i < kVecFloats; ++i) s += acc[0][i];
+  for (; j < n; ++j) s += kSquares ? x[j] * x[j] : x[j];
+  return s;
+}
+inline float row_sum(const float* __restrict x, int64_t n) { return row_sum_impl<false>(x, n); }
+inline float row_sum_squares(const float* __restrict x, int64_t n) {
+  return row_sum_impl<true>(x, n);
+}
+
+// max(init, x[0], ..., x[n-1]) with max_of's rule (a NaN operand on the right wins).
+inline float row_max(const float* __restrict x, int64_t n, float init) {
+  Vec acc[kRowLanes];
+  for (int l = 0; l < kRowLanes; ++l) acc[l] = Vec{} + init;
+  int64_t j = 0;
+  for (; j + kRowLanes * kVecFloats <= n; j += kRowLanes * kVecFloats) {
+#pragma GCC unroll 4
+    for (int l = 0; l < kRowLanes; ++l) {
+      const Vec v = load_vec(x + j + l * kVecFloats);
+      acc[l] = acc[l] > v ? acc[l] : v;
+    }
+  }
+  for (; j + kVecFloats <= n; j += kVecFloats) {
+    const Vec v = load_vec(x + j);
+    acc[0] = acc[0] > v ? acc[0] : v;
+  }
+  float m = init;
+  for (int l = 0; l < kRowLanes; ++l) {
+    for (int i = 0; i < kVecFloats; ++i) m = max_of(m, acc[l][i]);
+  }
+  for (; j < n; ++j) m = max_of(m, x[j]);
+  return m;
+}
 
 constexpr int kKChunk = 8;
 constexpr int kMaxPanelRows = 8;
@@ -349,7 +406,7 @@ void run_grid(xla::ffi::ThreadPool& pool, const Io& io, BlockFn<Io> fn, int64_t 
 
 }  // namespace
 }  // namespace mj_cpu
-#endif  // MIRAGE_JAX_CPU_PRELUDE_V1
+#endif  // MIRAGE_JAX_CPU_PRELUDE_V2
 )PRELUDE";
   return text;
 }

@@ -121,8 +121,24 @@ class Optimized:
             _as_tuple(static_argnames, "static_argnames", str))
         self._settings = settings
         self._specializations: dict = {}
+        self._jitted = None
 
     def __call__(self, *args, **kwargs):
+        # jax.jit does the per-call work (argument checking and errors, the signature, the
+        # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
+        jitted = self._jitted
+        if jitted is None:
+            import jax
+
+            @functools.wraps(self._fun)  # jax.jit's errors name the user's function
+            def traced(*args, **kwargs):
+                return self._trace(*args, **kwargs)
+
+            jitted = self._jitted = jax.jit(traced, static_argnums=self._static_argnums,
+                                            static_argnames=self._static_argnames)
+        return jitted(*args, **kwargs)
+
+    def _trace(self, *args, **kwargs):
         spec, dynamic = self._specialization(args, kwargs)
         return spec.call(dynamic)
 
@@ -180,7 +196,7 @@ def _explain(spec: "_Specialization") -> str:
 
 @dataclass
 class _Specialization:
-    jitted: Callable
+    run: Callable  # of the traced leaves, returning the output leaves; traced inside jit
     out_tree: object
     reports: list
     backend: str
@@ -190,7 +206,7 @@ class _Specialization:
     def call(self, leaves):
         import jax
 
-        return jax.tree_util.tree_unflatten(self.out_tree, self.jitted(*leaves))
+        return jax.tree_util.tree_unflatten(self.out_tree, self.run(*leaves))
 
 
 def _backend(requested: str) -> str:
@@ -297,11 +313,13 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
         call_args, call_kwargs = sig.rebuild(list(arrays))
         return opt._fun(*call_args, **call_kwargs)
 
+    def plain(*arrays):
+        return jax.tree_util.tree_leaves(flat_fun(*arrays))
+
     closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
     out_tree = jax.tree_util.tree_structure(out_shapes)
     settings = opt.settings()
     if settings.backend == "xla":
-        plain = jax.jit(lambda *arrays: jax.tree_util.tree_leaves(flat_fun(*arrays)))
         return _Specialization(plain, out_tree, [], "xla")
 
     part = partition(closed)
@@ -328,13 +346,11 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
                 run_nodes([unit], env)
         return [read_value(env, v) for v in program.outvars]
 
-    fast = jax.jit(rewritten)
-    if not kernels:
-        return _Specialization(fast, out_tree, reports, settings.backend)
-    plain = jax.jit(lambda *arrays: jax.tree_util.tree_leaves(flat_fun(*arrays)))
-    keep, note = _whole_program_check(fast, plain, sig.avals)
-    return _Specialization(fast if keep else plain, out_tree, reports, settings.backend, note,
-                           keep)
+    if not kernels:  # the function itself, exactly as jax.jit would run it
+        return _Specialization(plain, out_tree, reports, settings.backend)
+    keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
+    return _Specialization(rewritten if keep else plain, out_tree, reports, settings.backend,
+                           note, keep)
 
 
 def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:

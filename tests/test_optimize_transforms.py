@@ -3,6 +3,7 @@ through kernel regions (backward by XLA), vmap (the batched region optimized aga
 jit over a first call, min_region_flops, backend selection and its fallback, explain(), and
 jax.jit's errors for bad arguments. Every result is compared with plain jax."""
 
+import re
 import warnings
 
 import jax
@@ -157,13 +158,18 @@ def test_bad_arguments_get_the_errors_jax_jit_gives(kernels_always_win):
         with pytest.raises(type(want.value)) as got:
             mj.optimize(fn)(*args)
         assert str(got.value).splitlines()[0] == str(want.value).splitlines()[0]
-    # a non-array argument: TypeError, as with jax.jit, naming its type and what to do
+    # a non-array argument: jax.jit's TypeError, naming the function, the argument's path
+    # and type, and static_argnums
     with pytest.raises(TypeError) as want:
         jax.jit(rmsnorm_linear)("x", g, w)
     with pytest.raises(TypeError) as got:
         mj.optimize(rmsnorm_linear)("x", g, w)
-    for phrase in ("as an abstract array", "<class 'str'>", "static_argnums"):
-        assert phrase in str(want.value) and phrase in str(got.value)
+
+    def unaddressed(e):
+        return re.sub(r" at 0x[0-9a-f]+", "", str(e.value))
+
+    assert unaddressed(got) == unaddressed(want)
+    assert "rmsnorm_linear" in unaddressed(got) and "at path x" in unaddressed(got)
     # non-hashable static arguments: ValueError, as with jax.jit
     with pytest.raises(ValueError, match="Non-hashable static arguments"):
         jax.jit(rmsnorm_linear, static_argnums=2)(x, g, np.ones(3))

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from absl import logging
 
-from mirage_jax import _args, _compile, _float_check, _profile, _search
+from mirage_jax import _args, _compile, _float_check, _profile, _search, _split
 from mirage_jax._search import SearchConfig, SearchResult
 from mirage_jax._verify import VerifyResult, verify_equivalent
 from mirage_jax.graph import KernelGraph
@@ -164,6 +164,30 @@ class _Run:
             self.search_note += f"; reason: {result.reason}"
         return result
 
+    def _spliced_tails(self) -> list:
+        """When the whole program fused nothing: its tail from the first matmul of computed
+        values on, searched as a program of its own (mirage_jax/_split.py), each fused tail
+        candidate spliced back behind the untouched prefix. Cost None: the model ranked the
+        tail, not the whole."""
+        split = _split.split_before_first_computed_matmul(self.kg)
+        if split is None:
+            return []
+
+        def run():
+            return _search.search(split.tail, self.config, progress=self.progress)
+
+        where = f"the tail from t{split.cut_tensor} on"
+        try:
+            result, hit = search_cache.cached_search(split.tail, self.config, self.backend, run)
+        except Exception as e:  # noqa: BLE001 (the whole program's result still stands)
+            self.search_note += f"; {where} could not be searched ({_error_head(e)})"
+            return []
+        how = "loaded from the search cache" if hit else f"searched: {result.stats}"
+        self.search_note += f"; nothing fused the whole program, so {where} was searched " \
+                            f"on its own ({how})"
+        tails = [c for c in result.candidates if _fuses(c)][: self.top_k]
+        return [(_split.splice(split, c), None) for c in tails]
+
     # -- compile, run once -------------------------------------------------------------
 
     def _compiled(self, graph: KernelGraph, name: str, inputs) -> tuple[Callable, tuple] | None:
@@ -205,7 +229,9 @@ class _Run:
         if self.result is not None:
             ranked = list(zip(self.result.candidates, self.result.costs))[: self.top_k]
             contenders = [(c, cost) for c, cost in ranked if c.hash() != original]
-        self.costs = {c.hash(): cost for c, cost in contenders}
+            if not any(_fuses(c) for c, _ in contenders):
+                contenders += self._spliced_tails()
+        self.costs = {c.hash(): cost for c, cost in contenders if cost is not None}
 
         rng = np.random.default_rng(_SEED)
         inputs = [jax.device_put(jnp.asarray(rng.standard_normal(t.shape), dtype=t.dtype),
@@ -333,6 +359,10 @@ class _Run:
         if chosen is not self.kg:
             lines.append(f"chosen graph:\n{chosen}")
         return "\n".join(lines)
+
+
+def _fuses(graph: KernelGraph) -> bool:
+    return any(op.kind == "customized" for op in graph.ops)
 
 
 def _describe(verdict: VerifyResult) -> str:

@@ -6,9 +6,13 @@ once, flattened, partitioned into regions (mirage_jax.frontend), and each region
 KernelGraph that `superoptimize` searches (or loads from the cache), compiles, times against
 XLA and checks. A region whose winner is XLA, or that fails at any step, runs as the
 original jax code, with one warning naming the region and the reason (never wrong, never
-stuck). The rewritten program is evaluated inside `jax.jit`, so later calls with the same
-signature cost what a jitted call costs. Each kernel region is transparent to jax.grad,
-jax.vmap and sharding (mirage_jax._optimize_region).
+stuck). The rewritten program runs only when it also beats jax.jit of the whole function.
+
+Calls go through one jax.jit per wrapped function: jax does the per-call work (signature,
+cache, argument errors) and specialization happens inside its trace, once per signature,
+so later calls cost what a jitted call costs. Each kernel region is transparent to
+jax.grad, jax.vmap and sharding (mirage_jax._optimize_region); custom_jvp/custom_vjp calls
+keep their rules (mirage_jax.frontend.partition.CustomCall).
 """
 
 from __future__ import annotations

@@ -166,6 +166,12 @@ class Optimized:
         """The RegionReport of every region found for this signature (specializing first)."""
         return list(self._specialization(args, kwargs)[0].reports)
 
+    def uses_kernels(self, *args, **kwargs) -> bool:
+        """Whether this signature runs generated kernels: some region chose one, and the
+        rewritten program beat jax.jit of the whole function."""
+        spec = self._specialization(args, kwargs)[0]
+        return spec.whole_program_kept and any(r.chosen == "kernel" for r in spec.reports)
+
     def explain(self, *args, **kwargs) -> str:
         """Prints and returns, for this signature, each region with its source lines, the
         μGraph chosen, how it was verified and the measured speedup (or why it runs as

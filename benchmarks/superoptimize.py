@@ -57,8 +57,9 @@ CASES = [
 ATTENTION_CASES = [
     ("gqa_prefill", lambda: pg.gqa_prefill()[0], ATTENTION),
     ("gqa_decode", lambda: pg.gqa_decode()[0], ATTENTION),
-    # The norms come before the attention: kernel-level rms_norm ops, then one fused kernel.
-    ("qknorm_gqa", lambda: pg.qknorm_gqa()[0], dict(ATTENTION, max_kernel_ops=3)),
+    # Norms and attention do not fit one kernel: superoptimize falls back to searching the
+    # attention after the norms on its own (mirage_jax/_split.py).
+    ("qknorm_gqa", lambda: pg.qknorm_gqa()[0], ATTENTION),
 ]
 
 

@@ -3,6 +3,7 @@
 // every candidate returned is verified, and none better than the last one is missing.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,20 @@ TEST(DeferredVerification, ReturnedCandidatesAreEquivalentAndTheOrderIgnoresThre
   for (const auto& g : one.candidates) {
     EXPECT_TRUE(verify_equivalent(target, *g, VerifyOptions{}).equivalent);
   }
+}
+
+TEST(DeferredVerification, ASpentBudgetStillVerifiesTheBestFound) {
+  const KernelGraph target = search_test::gated_mlp(4, 32, 16);
+  SearchConfig c = config();
+  c.max_block_ops = 6;  // far more than 20 ms can enumerate
+  c.time_budget_s = 0.5;
+  c.max_verified = 2;
+  const SearchResult r = search(target, c);
+  std::printf("%s\n", r.stats.to_string().c_str());
+  ASSERT_EQ(r.reason, "time budget spent");
+  ASSERT_GT(r.stats.candidates_unverified, 0) << "found nothing within the budget";
+  EXPECT_EQ(r.stats.candidates_accepted, 2);
+  EXPECT_EQ(r.candidates.size(), 3u);  // and the target
 }
 
 TEST(DeferredVerification, ANegativeLimitIsRefused) {

@@ -94,8 +94,11 @@ int64_t verify_best_held(SearchShared& shared, const std::function<double(const 
   size_t next = 0;
   int64_t accepted = 0;
   std::mutex error_mu;
+  // A spent time budget still verifies the best few (what was found is what is returned);
+  // only the caller's stop skips them.
+  auto stopped_by_caller = [&] { return shared.stop.load() && !shared.budget_spent.load(); };
   while (next < held.size() && accepted < shared.config.max_verified && error.empty() &&
-         !shared.stop.load()) {
+         !stopped_by_caller()) {
     if (!std::isfinite(held[next].cost)) break;  // sorted: the rest cannot run either
     const size_t n = std::min({held.size() - next, size_t(threads),
                                size_t(shared.config.max_verified - accepted)});

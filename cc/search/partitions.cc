@@ -193,27 +193,35 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
     // a time across 4096 rows); the most blocks give each a slice it can walk in long runs.
     // With two or more slots, the last goes to the grid with the most blocks, and the cost
     // model (runs_loaded, paged_loads) decides between them.
-    if (config.target.kind == TargetKind::kCpu && config.max_grids >= 2 &&
-        int(group.size()) > config.max_grids && config.grid_sizes_override.empty()) {
+    const bool most_blocks_slot = config.target.kind == TargetKind::kCpu &&
+                                  config.max_grids >= 2 &&
+                                  int(group.size()) > config.max_grids &&
+                                  config.grid_sizes_override.empty();
+    // The best-filling grids have the fewest blocks and so the largest tiles, which may fit
+    // on chip only with a for-loop. When none of them fits without one, also keep the
+    // best-filling grid that does (within the waves kept above): the largest loopless tiles.
+    std::optional<GridChoice> loopless;
+    if (config.grid_sizes_override.empty()) {
+      const size_t fewest = std::min(group.size(), size_t(std::max(config.max_grids, 0))) -
+                            (most_blocks_slot ? 1 : 0);
+      bool fewest_fit = false;
+      for (size_t i = 0; i < fewest; ++i) fewest_fit |= fits_without_loop(inputs, group[i], table, budget);
+      if (!fewest_fit) {
+        for (size_t i = fewest; i < group.size() && !loopless; ++i) {
+          if (fits_without_loop(inputs, group[i], table, budget)) loopless = group[i];
+        }
+      }
+    }
+    if (most_blocks_slot) {
       const auto most = std::max_element(group.begin(), group.end(), [](const GridChoice& a,
                                                                         const GridChoice& b) {
         return blocks_of(a) < blocks_of(b);
       });
       const auto slot = group.begin() + config.max_grids - 1;
       if (most > slot) std::rotate(slot, most, most + 1);
-    }
-    // The best-filling grids have the fewest blocks and so the largest tiles, which may fit
-    // on chip only with a for-loop. When none of the kept grids fits without one, also keep
-    // the best-filling grid that does (within the waves kept above).
-    std::optional<GridChoice> loopless;
-    if (config.grid_sizes_override.empty()) {
-      const size_t kept = std::min(group.size(), size_t(std::max(config.max_grids, 0)));
-      bool kept_fits = false;
-      for (size_t i = 0; i < kept; ++i) kept_fits |= fits_without_loop(inputs, group[i], table, budget);
-      if (!kept_fits) {
-        for (size_t i = kept; i < group.size() && !loopless; ++i) {
-          if (fits_without_loop(inputs, group[i], table, budget)) loopless = group[i];
-        }
+      if (loopless && blocks_of(*loopless) == blocks_of(*slot) &&
+          loopless->axis_class == slot->axis_class) {
+        loopless.reset();  // the most blocks are also the largest loopless tiles
       }
     }
     if (int(group.size()) > config.max_grids) group.resize(config.max_grids);

@@ -49,6 +49,19 @@ SCRIPT = textwrap.dedent("""
 
     mesh = jax.make_mesh((4,), ("d",), axis_types=(AxisType.Auto,))
     xs = jax.device_put(x, NamedSharding(mesh, P("d", None)))
+
+    # value and gradients through the per-shard kernel (the backward pass is XLA's)
+    def loss(fn):
+        return lambda x, g, w: jnp.sum(fn(x, g, w) ** 2)
+
+    vg = jax.jit(jax.value_and_grad(loss(mj.optimize(rmsnorm_linear)), argnums=(0, 1, 2)))
+    compiled = vg.lower(xs, g, w).compile().as_text()
+    value, grads = vg(xs, g, w)
+    value_want, grads_want = jax.value_and_grad(loss(rmsnorm_linear), argnums=(0, 1, 2))(x, g, w)
+    out["grad"] = dict(errors=[normwise(value, value_want)] + [
+        normwise(a, b) for a, b in zip(grads, grads_want)],
+        all_gather="all-gather" in compiled, kernel="mj_cpu_" in compiled)
+
     f = mj.optimize(rmsnorm_linear)
     check("shard_map", jax.shard_map(f, mesh=mesh, in_specs=(P("d", None), P(), P()),
                                      out_specs=P("d", None)), xs, g, w)
@@ -89,6 +102,8 @@ def test_sharded_inputs_run_per_shard_without_gathering(session_kernel_cache):
         assert head in text, text
         assert ": kernel (" in text.split(head, 1)[1].splitlines()[0], text
     assert out["shard_map_regions"] == ["kernel"]
+    grad = out["grad"]
+    assert max(grad["errors"]) < 1e-5 and grad["kernel"] and not grad["all_gather"], grad
     k = out["k_sharded"]
     assert k["error"] < 1e-5 and k["kernel"] and k["all_gather"], k
     (warning,) = out["k_sharded_warnings"]

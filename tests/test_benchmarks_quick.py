@@ -55,6 +55,7 @@ def test_json_has_every_program_with_sane_fields(quick_run, bench_modules):
         assert r["shapes"] == [list(s) for s in program.quick_shapes], name
         assert r["xla_ms"] > 0 and r["mirage_ms"] > 0, name
         assert r["speedup"] == pytest.approx(r["xla_ms"] / r["mirage_ms"]), name
+        assert r["jit_of_mirage_ms"] > 0 and r["jit_of_mirage_speedup"] > 0, name
         assert r["correct"] and 0 <= r["max_rel_err"] <= result["tolerance"], name
         assert r["cold_s"] > 0 and r["warm_s"] > 0, name
         if r["kernel_regions"]:

@@ -164,6 +164,15 @@ def test_a_narrow_winner_confirmed_by_the_second_timing_is_kept(ranked, monkeypa
     assert "confirmed against XLA alone: 1.10x in the first timing, 1.10x" in f.report()
 
 
+def test_a_win_over_a_short_program_is_timed_again(ranked, monkeypatch):
+    best = ranked[0].hash()
+    asked = fixed_times(monkeypatch, {"xla": 0.5e-3, best: 0.2e-3})  # 2.5x, but 0.3 ms
+    f = superoptimize(top_k=1)
+    assert f.graph.hash() == best
+    assert asked[1] == sorted(["xla", best])
+    assert "confirmed against XLA alone: 2.50x in the first timing, 2.50x" in f.report()
+
+
 def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatch, tmp_path):
     def failing(source, library):
         raise KernelCompileError(f"g++ failed (exit 1) compiling {source}:\n"

@@ -43,8 +43,9 @@ def markdown(result: dict) -> str:
             f"| {r['warm_s']:.2f} | {r['max_rel_err']:.1e} |")
     lines += ["", f"Geometric mean speedup: {result['geomean_speedup']:.2f}× over "
                   f"{len(result['programs'])} programs."]
-    lines += ["", "\"under jit\": the ratio with jax.jit(mj.optimize(f)), which traces "
-                  "optimize's per-call Python work (the signature lookup) away."]
+    lines += ["", "\"under jit\": a second measurement, with mj.optimize(f) called under "
+                  "jax.jit; the two speedup columns differ by optimize's per-call work and by "
+                  "run-to-run noise."]
     # The benchmark loads the cores itself, so only the load before it started tells whether
     # other processes were running.
     if m["load_before"] > m["cores"] / 2:

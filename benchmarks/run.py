@@ -4,7 +4,8 @@ For every program of benchmarks/programs.py, at the paper's shapes (or small one
 --quick), on device-resident arrays:
   - wall time of jax.jit(f) and of mj.optimize(f), measured in one process, alternating call
     by call, the median of --runs after warm-up, and their ratio; and the ratio again with
-    jax.jit(mj.optimize(f)), which traces optimize's per-call Python work away;
+    jax.jit(mj.optimize(f)) (optimize's per-call work traced away; the difference between
+    the two also shows the run-to-run noise);
   - the first call of mj.optimize(f) with an empty temporary cache (cold: trace, search,
     compile, time, check) and of a fresh mj.optimize(f) object on the same cache (warm);
   - the fraction of the machine's roofline reached: bandwidth and matmul flop/s are measured
@@ -99,7 +100,7 @@ def bench_program(program, args, machine: roofline.Roofline, quick: bool, backen
     want = xla(*inputs)
     error = normwise_error(optimized(*inputs), want)
     xla_s, mj_s = alternating_medians(xla, optimized, inputs, args.runs)
-    # the same kernels with optimize's per-call Python work (signature lookup) traced away
+    # a second measurement, called under jax.jit: optimize's own per-call work traced away
     xla_again_s, jitted_mj_s = alternating_medians(xla, jax.jit(optimized), inputs, args.runs)
     nbytes = roofline.compulsory_bytes(inputs, want)
     flops = roofline.count_flops(program.fn, inputs)

@@ -15,7 +15,10 @@ def geomean(values) -> float:
 def _regions(row) -> str:
     if row["regions"] == 0:
         return "none"
-    return f"{row['kernel_regions']}/{row['regions']} kernel"
+    text = f"{row['kernel_regions']}/{row['regions']} kernel"
+    if row["kernel_regions"] and not row.get("runs_kernels", True):
+        text += " (not kept: plain JAX)"
+    return text
 
 
 def markdown(result: dict) -> str:

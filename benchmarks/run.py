@@ -106,10 +106,16 @@ def bench_program(program, args, machine: roofline.Roofline, quick: bool, backen
     flops = roofline.count_flops(program.fn, inputs)
     bound = machine.time_bound(nbytes, flops)
     regions = regions_of(optimized, inputs)
+    # a region's kernel runs only if the rewritten program also beat jax.jit of the whole
+    # function (optimize's final check)
+    runs_kernels = bool(optimized.uses_kernels(*inputs))
     notes = [f"region left to XLA: {reason}" for chosen, reason in regions if chosen == "xla"]
     notes += backend_warnings
     if not regions:
         notes.append("no region with a matmul or a reduction: plain JAX")
+    if any(c == "kernel" for c, _ in regions) and not runs_kernels:
+        notes.append("the rewritten program did not beat jax.jit of the whole function: "
+                     "it runs as plain JAX")
     return dict(
         name=program.name, description=program.description,
         shapes=[list(s) for s in program.arg_shapes(quick)],
@@ -123,6 +129,7 @@ def bench_program(program, args, machine: roofline.Roofline, quick: bool, backen
         mirage_bandwidth_fraction=nbytes / mj_s / machine.bandwidth,
         mirage_flops_fraction=flops / mj_s / machine.flops,
         regions=len(regions), kernel_regions=sum(c == "kernel" for c, _ in regions),
+        runs_kernels=runs_kernels,
         max_rel_err=error, correct=error <= TOLERANCE, notes=notes,
         load=os.getloadavg()[0])
 
@@ -185,7 +192,7 @@ def main(argv=None) -> int:
         rows.append(row)
         print(f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
               f"({row['speedup']:.2f}x), {row['kernel_regions']}/{row['regions']} regions as "
-              f"kernels, cold {row['cold_s']:.1f} s, warm {row['warm_s']:.2f} s, "
+              f"kernels{'' if row['runs_kernels'] else ' (program runs as plain JAX)'}, cold {row['cold_s']:.1f} s, warm {row['warm_s']:.2f} s, "
               f"err {row['max_rel_err']:.1e}{'' if row['correct'] else ' WRONG'} "
               f"({time.perf_counter() - start:.0f} s)", flush=True)
         for note in row["notes"]:

@@ -66,6 +66,8 @@ def test_json_has_every_program_with_sane_fields(quick_run, bench_modules):
         for key in ("xla_roofline", "mirage_roofline", "mirage_GBps", "mirage_GFLOPs"):
             assert math.isfinite(r[key]) and r[key] > 0, (name, key)
         assert 0 <= r["kernel_regions"] <= r["regions"], name
+        assert isinstance(r["runs_kernels"], bool) and (r["kernel_regions"] or
+                                                        not r["runs_kernels"]), name
         assert r["regions"] - r["kernel_regions"] == sum(
             n.startswith("region left to XLA") for n in r["notes"]), name
     # every program has a matmul or a reduction: each yields at least one region (whether a

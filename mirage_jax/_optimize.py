@@ -22,7 +22,7 @@ import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mirage_jax import _search
+from mirage_jax import _region_config, _search
 from mirage_jax._optimize_region import (
     RegionReport,  # noqa: F401 (re-exported: reports are what explain() prints)
     Settings,
@@ -38,11 +38,9 @@ from mirage_jax.frontend.partition import (
     run_nodes,
 )
 
-# Regions are small programs: one graph-defined op of up to five block ops covers the fused
-# forms of DESIGN §9 that the search finds in seconds. superoptimize times only the best few,
-# so only the cost model's best 8 are verified (attention regions find hundreds).
-DEFAULT_CONFIG = _search.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=60,
-                                      max_verified=8)
+# Without a config each region gets limits that suit it (mirage_jax/_region_config.py); this
+# is the one a caller that wants a single config for every region starts from.
+DEFAULT_CONFIG = _region_config.MLP
 BACKENDS = ("auto", "cpu", "cuda", "xla")
 
 
@@ -51,7 +49,8 @@ def optimize(fun: Callable | None = None, *, config=None, backend: str = "auto",
              static_argnames=()):
     """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
-    config: the search's SearchConfig per region (default DEFAULT_CONFIG).
+    config: the search's SearchConfig for every region (default: per region, by
+        _region_config.default_config: an MLP-like region or one with a softmax).
     backend: "auto" ("cuda" when jax's default backend is the GPU, "cpu" on the CPU, plain
       XLA elsewhere), "cpu", "cuda", or "xla" (no rewriting at all).
     cache_dir: the search and kernel cache (default $MIRAGE_JAX_CACHE, else
@@ -116,7 +115,7 @@ class Optimized:
                              f"{min_region_flops!r}")
         functools.update_wrapper(self, fun)
         self._fun = fun
-        self._config = config or DEFAULT_CONFIG
+        self._config = config  # None: per region (_region_config)
         self._backend = backend
         self._cache_dir = cache_dir
         self._min_region_flops = float(min_region_flops)

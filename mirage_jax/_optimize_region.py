@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mirage_jax._region_config import default_config
 from mirage_jax._superoptimize import superoptimize
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
 from mirage_jax.frontend.partition import Region
@@ -161,7 +162,10 @@ def region_kernel(region: Region, settings: Settings):
         # Regions are specialized while jax traces (under jit, vmap, grad): the search's
         # timing and float checks must run eagerly, not be staged into that trace.
         with jax.ensure_compile_time_eval():
-            fast = superoptimize(rg.graph, settings.config, backend=settings.backend,
+            config = settings.config
+            if config is None:  # the user gave none: limits that suit this region
+                config = default_config(rg.graph)
+            fast = superoptimize(rg.graph, config, backend=settings.backend,
                                  cache_dir=settings.cache_dir, progress=False)
     except Exception as e:  # noqa: BLE001 (any failure runs the region as plain JAX, named)
         return None, warn_fallback(new_report(

@@ -19,6 +19,7 @@ region, its source lines, the μGraph chosen, how it was verified and the measur
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import math
 import time
@@ -44,6 +45,9 @@ DEMO_SEARCH = mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=6
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mirage_jax",
                                      description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cuda-arch", metavar="ARCHS", dest="cuda_arch",
+                        help="CUDA architectures to compile kernels for, e.g. 80,90a (sets "
+                             "$MIRAGE_JAX_CUDA_ARCH; default: the visible GPU's)")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="RMSNorm+Linear: build, print, verify, interpret")
     demo.add_argument("--small", action="store_true",
@@ -69,6 +73,14 @@ def main(argv: list[str] | None = None) -> int:
     import_.add_argument("path", help="the archive to read")
     _add_inspect(commands)
     args = parser.parse_args(argv)
+    if args.cuda_arch is not None:
+        from mirage_jax.runtime import cuda_compiler
+
+        try:
+            cuda_compiler.parse_archs(args.cuda_arch)
+        except cuda_compiler.KernelCompileError as e:
+            parser.error(f"--cuda-arch: {e}")
+        os.environ[cuda_compiler.ARCH_ENV] = args.cuda_arch
     if args.command == "inspect":
         from mirage_jax._inspect import run_inspect
 

@@ -118,3 +118,34 @@ def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_pa
                            env={**env, "MIRAGE_JAX_CACHE": str(tmp_path / "none")},
                            capture_output=True, text=True, timeout=120)
     assert empty.stdout.startswith(f"cache {tmp_path / 'none'}: 0 entries")
+
+
+def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch):
+    from mirage_jax.runtime import cuda_cache, cuda_compiler
+
+    def fake_nvcc(source, library, archs):
+        library.write_bytes(b"cubin:" + source.read_bytes())
+
+    monkeypatch.setattr(cuda_compiler, "compile_shared_library", fake_nvcc)
+    library = cuda_cache.cuda_library_for("// cuda kernel", ["80"])
+    (key,) = keys(root, "cuda_kernels")
+    status, out = run(capsys, "list")
+    assert status == 0 and out.startswith(f"cache {root}: 4 entries, ")
+    assert re.search(rf"^  cuda_kernel\s+{key}\s", out, re.MULTILINE), out
+    library.write_bytes(b"tampered")
+    status, out = run(capsys, "verify")
+    assert "4 entries checked, 1 corrupt" in out, out
+    assert keys(root, "cuda_kernels") == []
+
+
+def test_cuda_arch_option_sets_the_architectures_or_names_a_bad_value(root, capsys, monkeypatch):
+    from mirage_jax.runtime import cuda_compiler
+
+    monkeypatch.delenv(cuda_compiler.ARCH_ENV, raising=False)
+    assert main(["--cuda-arch", "80,90a", "cache", "list"]) == 0
+    assert os.environ[cuda_compiler.ARCH_ENV] == "80,90a"
+    assert cuda_compiler.target_archs() == ("80", "90a")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--cuda-arch", "eighty", "cache", "list"])
+    assert exit_info.value.code == 2
+    assert "--cuda-arch" in capsys.readouterr().err

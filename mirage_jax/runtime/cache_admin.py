@@ -27,6 +27,8 @@ from mirage_jax.runtime import cache, search_cache
 # kind -> (directory under the root, the check of one entry: None or what is wrong)
 KINDS: dict[str, tuple[str, Callable[[Path], str | None]]] = {
     "kernel": ("kernels", cache.entry_problem),
+    # CUDA kernels: the same entry layout and checksums, in their own directory.
+    "cuda_kernel": ("cuda_kernels", cache.entry_problem),
     search_cache.KIND: (search_cache.DIRECTORY, search_cache.load_problem),
 }
 

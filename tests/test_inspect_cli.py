@@ -60,12 +60,15 @@ def test_python_dash_m_inspect_runs_in_a_fresh_process(session_kernel_cache):
     """End to end, cheaply: every region is below --min-region-flops, so nothing is
     searched; the region is still listed with its source lines and the reason."""
     tests = os.path.dirname(__file__)
+    # No empty PYTHONPATH entry (it would mean the working directory, the checkout, whose
+    # mirage_jax/ has no compiled extension), and run from the tests folder.
+    path = [tests] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(session_kernel_cache),
-           "PYTHONPATH": tests + os.pathsep + os.environ.get("PYTHONPATH", "")}
+           "PYTHONPATH": os.pathsep.join(path)}
     done = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "inspect", "test_optimize:rmsnorm_linear",
          "--args", ":inputs", "--min-region-flops", "1e12"],
-        env=env, capture_output=True, text=True, timeout=300)
+        env=env, capture_output=True, text=True, timeout=300, cwd=tests)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "xla (270360 flops < min_region_flops 1e+12)" in done.stdout
     assert "return (x * jax.lax.rsqrt(ms + 1e-6) * g) @ w" in done.stdout

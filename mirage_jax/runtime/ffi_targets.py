@@ -3,7 +3,7 @@
 XLA refuses a second registration of a name with a different function pointer, so a target
 is named by its handler symbol (a content hash) and registered once per process; the
 library handle is kept here for the life of the process, since XLA holds raw pointers into
-it.
+it. CPU handlers register on platform "cpu", CUDA ones on "CUDA".
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ import ctypes
 import threading
 from pathlib import Path
 
-import jax
-
 # symbol -> the loaded library that holds it
 _loaded: dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 
 
-def register_cpu_target(symbol: str, library: Path) -> str:
-    """Makes `symbol` of `library` callable as the CPU FFI target `symbol`; returns the
-    target name. Idempotent within a process."""
+def register_target(symbol: str, library: Path, platform: str) -> str:
+    """Makes `symbol` of `library` callable as the FFI target `symbol` on `platform`;
+    returns the target name. Idempotent within a process."""
+    import jax
+
     with _lock:
         if symbol in _loaded:
             return symbol
@@ -32,9 +32,17 @@ def register_cpu_target(symbol: str, library: Path) -> str:
             raise RuntimeError(
                 f"kernel library {library} does not export the FFI handler '{symbol}'"
             ) from None
-        jax.ffi.register_ffi_target(symbol, jax.ffi.pycapsule(function), platform="cpu")
+        jax.ffi.register_ffi_target(symbol, jax.ffi.pycapsule(function), platform=platform)
         _loaded[symbol] = handle
     return symbol
+
+
+def register_cpu_target(symbol: str, library: Path) -> str:
+    return register_target(symbol, library, "cpu")
+
+
+def register_cuda_target(symbol: str, library: Path) -> str:
+    return register_target(symbol, library, "CUDA")
 
 
 def is_registered(symbol: str) -> bool:

@@ -116,6 +116,7 @@ inline float gelu_tanh(float x) {
   const float u = 0.7978845608028654f * (x + 0.044715f * (x * (x * x)));
   return x / (1.0f + exp_f32(-(u + u)));
 }
+inline float square(float x) { return x * x; }
 inline float max_of(float a, float b) { return a > b ? a : b; }
 
 // ---- matmul: C[M,N] (+)= A[M,K] @ B[K,N], rows lda / ldb / ldc floats apart -------------

@@ -1,55 +1,27 @@
 #include "cc/codegen/cuda/emit_elementwise.h"
 
-#include <cmath>
-#include <cstdio>
-
+#include "cc/codegen/common/scalar_exprs.h"
 #include "cc/ir/error.h"
 
 namespace mj::codegen::cuda {
 
-std::string float_literal(double value) {
-  const float f = float(value);
-  if (!std::isfinite(f)) {
-    throw IrError("cuda codegen: constant " + std::to_string(value) +
-                  " is not a finite float32");
-  }
-  char text[48];
-  std::snprintf(text, sizeof text, "%af", double(f));
-  return text;
-}
+namespace {
+
+// The functions of prelude.cc: CUDA's own exp and sqrt (IEEE sqrt, exp within 2 ulp).
+constexpr common::ScalarFunctions kCuda{"cuda codegen", "expf",           "mj_cuda::square",
+                                        "sqrtf",        "mj_cuda::silu",  "mj_cuda::gelu_tanh",
+                                        "mj_cuda::relu", "mj_cuda::sigmoid"};
+
+}  // namespace
+
+std::string float_literal(double value) { return common::float_literal(value, kCuda.generator); }
 
 std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
-  switch (kind) {
-    case OpKind::kExp: return "expf(" + x + ")";
-    case OpKind::kSquare: return "mj_cuda::square(" + x + ")";
-    case OpKind::kSqrt: return "sqrtf(" + x + ")";
-    case OpKind::kRsqrt: return "1.0f / sqrtf(" + x + ")";
-    case OpKind::kSilu: return "mj_cuda::silu(" + x + ")";
-    case OpKind::kGelu: return "mj_cuda::gelu_tanh(" + x + ")";
-    case OpKind::kRelu: return "mj_cuda::relu(" + x + ")";
-    case OpKind::kSigmoid: return "mj_cuda::sigmoid(" + x + ")";
-    case OpKind::kNeg: return "-(" + x + ")";
-    case OpKind::kRecip: return "1.0f / (" + x + ")";
-    case OpKind::kMulScalar: return "(" + x + ") * " + float_literal(scalar);
-    case OpKind::kAddScalar: return "(" + x + ") + " + float_literal(scalar);
-    default:
-      throw IrError("cuda codegen: " + std::string(op_kind_name(kind)) +
-                    " is not a unary elementwise op");
-  }
+  return common::unary_expr(kCuda, kind, scalar, x);
 }
 
 std::string binary_expr(OpKind kind, const std::string& a, const std::string& b) {
-  const char* op = nullptr;
-  switch (kind) {
-    case OpKind::kAdd: op = " + "; break;
-    case OpKind::kSub: op = " - "; break;
-    case OpKind::kMul: op = " * "; break;
-    case OpKind::kDiv: op = " / "; break;
-    default:
-      throw IrError("cuda codegen: " + std::string(op_kind_name(kind)) +
-                    " is not a binary elementwise op");
-  }
-  return "(" + a + ")" + op + "(" + b + ")";
+  return common::binary_expr(kCuda.generator, kind, a, b);
 }
 
 namespace {

@@ -15,12 +15,6 @@
 namespace mj {
 namespace {
 
-std::vector<std::string> hashes(const SearchResult& r) {
-  std::vector<std::string> h;
-  for (const auto& c : r.candidates) h.push_back(graph_hash(*c));
-  return h;
-}
-
 SearchConfig config() {
   SearchConfig c = search_test::small_config();
   c.max_block_ops = 4;
@@ -44,11 +38,11 @@ TEST(DeferredVerification, TheBestNAreThoseOfTheFullSearch) {
   std::vector<std::string> want;
   const std::string reference = graph_hash(target);
   int kept = 0;
-  for (const std::string& h : hashes(all)) {
+  for (const std::string& h : search_test::hashes_in_order(all)) {
     if (h == reference || kept < 3) want.push_back(h);
     if (h != reference) ++kept;
   }
-  EXPECT_EQ(hashes(best), want);
+  EXPECT_EQ(search_test::hashes_in_order(best), want);
 }
 
 TEST(DeferredVerification, ReturnedCandidatesAreEquivalentAndTheOrderIgnoresThreads) {
@@ -60,7 +54,7 @@ TEST(DeferredVerification, ReturnedCandidatesAreEquivalentAndTheOrderIgnoresThre
   c.threads = 2;
   const SearchResult two = search(target, c);
   ASSERT_EQ(one.reason, "");
-  EXPECT_EQ(hashes(one), hashes(two));
+  EXPECT_EQ(search_test::hashes_in_order(one), search_test::hashes_in_order(two));
   EXPECT_EQ(one.stats.candidates_accepted, 4);
   for (const auto& g : one.candidates) {
     EXPECT_TRUE(verify_equivalent(target, *g, VerifyOptions{}).equivalent);

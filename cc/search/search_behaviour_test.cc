@@ -15,12 +15,6 @@
 namespace mj {
 namespace {
 
-std::vector<std::string> hashes_in_order(const SearchResult& r) {
-  std::vector<std::string> h;
-  for (const auto& c : r.candidates) h.push_back(graph_hash(*c));
-  return h;
-}
-
 TEST(SearchBehaviour, ATargetWithACustomizedOpIsRefusedWithAReason) {
   KernelGraph target;
   const int x = target.new_input({4, 8}, DType::kF32);
@@ -113,7 +107,7 @@ TEST(SearchBehaviour, TheResultOrderIsTheSameWithOneThreadOrTwo) {
   ASSERT_EQ(one.reason, "");
   ASSERT_EQ(two.reason, "");
   EXPECT_GT(one.candidates.size(), 1u);
-  EXPECT_EQ(hashes_in_order(one), hashes_in_order(two));
+  EXPECT_EQ(search_test::hashes_in_order(one), search_test::hashes_in_order(two));
   EXPECT_EQ(one.costs, two.costs);
   EXPECT_EQ(one.stats.states_explored, two.stats.states_explored);
 }

@@ -2,9 +2,11 @@
 // Targets and inspection helpers shared by the search tests.
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cc/interp/float_interp.h"
+#include "cc/ir/hash.h"
 #include "cc/ir/graph.h"
 #include "cc/search/search.h"
 
@@ -90,6 +92,13 @@ inline SearchConfig small_config() {
 }
 
 // The block graph of g when g is one customized op on its inputs, else nullptr.
+// The candidates' canonical hashes, best first: what two searches must agree on.
+inline std::vector<std::string> hashes_in_order(const SearchResult& r) {
+  std::vector<std::string> h;
+  for (const auto& c : r.candidates) h.push_back(graph_hash(*c));
+  return h;
+}
+
 inline const BlockGraph* single_block_graph(const KernelGraph& g) {
   const BlockGraph* found = nullptr;
   for (const Op& op : g.ops()) {

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mirage_jax import _region_config, _search
+from mirage_jax._superoptimize import KEEP_KERNELS_ENV, keep_kernels
 from mirage_jax._optimize_region import (
     RegionReport,  # noqa: F401 (re-exported: reports are what explain() prints)
     Settings,
@@ -357,7 +358,10 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
 
     if not kernels:  # the function itself, exactly as jax.jit would run it
         return _Specialization(plain, out_tree, reports, settings.backend)
-    keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
+    if keep_kernels():
+        keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
+    else:
+        keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
     return _Specialization(rewritten if keep else plain, out_tree, reports, settings.backend,
                            note, keep)
 

@@ -30,6 +30,15 @@ CONFIRM_BELOW = 1.15  # speedups under this are timed again before the kernel is
 # 0.7-1.3x against XLA alone).
 CONFIRM_SHORTER_THAN_S = 1e-3
 CONFIRM_BUDGET_S = 2.0
+# Test-only: with this set to 1, the fastest candidate that passes every correctness check is
+# kept even when XLA is faster, and optimize() keeps the rewritten program whatever the
+# whole-program timing says, so that tests run the generated kernels on real programs.
+KEEP_KERNELS_ENV = "MIRAGE_JAX_KEEP_KERNELS"
+
+
+def keep_kernels() -> bool:
+    """Whether the test-only switch $MIRAGE_JAX_KEEP_KERNELS=1 is on."""
+    return os.environ.get(KEEP_KERNELS_ENV) == "1"
 
 
 class Superoptimized:
@@ -260,8 +269,9 @@ class _Run:
 
         chosen, fn = self.kg, xla_fn
         input_dtypes = [t.dtype for t in self.kg.inputs]
+        forced = keep_kernels()
         for name in sorted(runnable, key=self.timings.__getitem__):
-            if self.timings[name] >= self.timings[XLA]:
+            if self.timings[name] >= self.timings[XLA] and not forced:
                 break
             graph, candidate_fn, outputs = runnable[name]
             # Trials independent of the search's own (another seed): a second, fresh proof, which
@@ -281,7 +291,7 @@ class _Run:
                                            f"without its max stabilizer overflows?): "
                                            f"{stressed.detail}"))
                 continue
-            if not self._confirm_faster(name, candidate_fn, xla_fn, inputs):
+            if not forced and not self._confirm_faster(name, candidate_fn, xla_fn, inputs):
                 self.dropped.append((name, f"slower than XLA when timed again on its own "
                                            f"({self.confirmation})"))
                 break

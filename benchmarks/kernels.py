@@ -25,7 +25,7 @@ import jax
 import numpy as np
 
 import mirage_jax as mj
-from mirage_jax import paper_graphs as pg
+from mirage_jax.ir import paper_graphs as pg
 
 # (row name, builder, tiling name, builder keyword arguments). The CPU tilings give each of
 # the 2 cores one block with a wide column range that walks K in short steps (DESIGN.md §6:

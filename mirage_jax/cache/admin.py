@@ -22,13 +22,15 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from mirage_jax.runtime import cache, search_cache
+from mirage_jax.cache import store as cache
+from mirage_jax.runtime import kernel_cache
+from mirage_jax.superopt import search_cache
 
 # kind -> (directory under the root, the check of one entry: None or what is wrong)
 KINDS: dict[str, tuple[str, Callable[[Path], str | None]]] = {
-    "kernel": ("kernels", cache.entry_problem),
+    "kernel": ("kernels", kernel_cache.entry_problem),
     # CUDA kernels: the same entry layout and checksums, in their own directory.
-    "cuda_kernel": ("cuda_kernels", cache.entry_problem),
+    "cuda_kernel": ("cuda_kernels", kernel_cache.entry_problem),
     search_cache.KIND: (search_cache.DIRECTORY, search_cache.load_problem),
 }
 

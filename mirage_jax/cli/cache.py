@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import shutil
 
-from mirage_jax.runtime import cache, cache_admin
+from mirage_jax.cache import admin as cache_admin
+from mirage_jax.cache import store as cache
 
 
 def run_cache(action: str, yes: bool = False, path: str | None = None) -> int:

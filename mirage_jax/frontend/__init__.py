@@ -1,16 +1,8 @@
 """The JAX frontend (DESIGN.md §5): partitioning jaxprs into regions and converting each
 region into a KernelGraph. The @optimize wrapper builds on these."""
 
-from mirage_jax.frontend.partition import (
-    FlatProgram,
-    Lit,
-    Node,
-    Partition,
-    Region,
-    Var,
-    flatten,
-    partition,
-)
+from mirage_jax.frontend.flat import FlatProgram, Lit, Node, Var, flatten
+from mirage_jax.frontend.partition import Partition, Region, partition
 from mirage_jax.frontend.to_graph import (
     GraphInput,
     GraphOutput,

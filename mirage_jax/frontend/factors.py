@@ -13,14 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mirage_jax.frontend.partition import (
-    ELEMENTWISE,
-    IDENTITY,
-    REDUCTIONS,
-    Node,
-    Region,
-    Var,
-)
+from mirage_jax.frontend.flat import Node, Var
+from mirage_jax.frontend.partition import ELEMENTWISE, IDENTITY, REDUCTIONS, Region
 
 _SAME_SHAPE = ELEMENTWISE | IDENTITY | {"max", "integer_pow", "convert_element_type"}
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mirage_jax.frontend.partition import Lit, Region, Var, dot_general_form, is_neg_inf
-from mirage_jax.graph import KernelGraph
+from mirage_jax.frontend.flat import Lit, Var
+from mirage_jax.frontend.partition import Region, dot_general_form, is_neg_inf
+from mirage_jax.ir.graph import KernelGraph
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-from mirage_jax import _args, _core
-from mirage_jax._handles import Op, Tensor
+from mirage_jax import _core
+from mirage_jax.ir import args as _args
+from mirage_jax.ir.handles import Op, Tensor
 
 _serials = itertools.count(1)
 
@@ -212,18 +213,18 @@ class KernelGraph(_Graph):
     def evaluate(self, inputs: Sequence, dtype: str = "float64") -> list:
         """Runs the reference interpreter: one numpy-convertible array per input, in order;
         returns one numpy array of `dtype` per output."""
-        from mirage_jax._evaluate import evaluate  # _evaluate reads this module's classes
+        from mirage_jax.ir.evaluate import evaluate  # evaluate reads this module's classes
 
         return evaluate(self, inputs, dtype)
 
     def to_json(self) -> str:
-        from mirage_jax._json import kernel_graph_to_json  # _json imports this module
+        from mirage_jax.ir.json import kernel_graph_to_json  # json imports this module
 
         return kernel_graph_to_json(self)
 
     @staticmethod
     def from_json(text: str | bytes) -> KernelGraph:
-        from mirage_jax._json import kernel_graph_from_json
+        from mirage_jax.ir.json import kernel_graph_from_json
 
         return kernel_graph_from_json(text)
 

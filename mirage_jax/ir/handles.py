@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mirage_jax.graph import BlockGraph, _Graph
+    from mirage_jax.ir.graph import BlockGraph, _Graph
 
 # Which attributes an op kind carries; other kinds report None for them.
 _SCALAR_KINDS = frozenset({"mul_scalar", "add_scalar", "rms_norm", "accum_rms_last"})
@@ -156,7 +156,7 @@ class Op:
         if self.kind != "customized":
             return None
         if self._block_graph is None:
-            from mirage_jax.graph import BlockGraph  # graph.py imports this module
+            from mirage_jax.ir.graph import BlockGraph  # graph.py imports this module
 
             self._block_graph = BlockGraph._read_only(self._info.block_graph)
         return self._block_graph

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from mirage_jax.graph import BlockGraph, KernelGraph, _Graph
+from mirage_jax.ir.graph import BlockGraph, KernelGraph, _Graph
 
 FORMAT = "mirage_jax.kernel_graph"
 VERSION = 1

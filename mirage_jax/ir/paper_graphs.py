@@ -16,7 +16,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from mirage_jax.graph import BlockGraph, KernelGraph
+from mirage_jax.ir.graph import BlockGraph, KernelGraph
 
 GraphPair = tuple[KernelGraph, KernelGraph]
 

@@ -11,8 +11,8 @@ stuck). The rewritten program runs only when it also beats jax.jit of the whole 
 Calls go through one jax.jit per wrapped function: jax does the per-call work (signature,
 cache, argument errors) and specialization happens inside its trace, once per signature,
 so later calls cost what a jitted call costs. Each kernel region is transparent to
-jax.grad, jax.vmap and sharding (mirage_jax._optimize_region); custom_jvp/custom_vjp calls
-keep their rules (mirage_jax.frontend.partition.CustomCall).
+jax.grad, jax.vmap and sharding (mirage_jax/optimize/region.py); custom_jvp/custom_vjp calls
+keep their rules (mirage_jax/frontend/flat.py, CustomCall).
 """
 
 from __future__ import annotations
@@ -22,24 +22,17 @@ import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mirage_jax import _region_config, _search
-from mirage_jax._superoptimize import KEEP_KERNELS_ENV, keep_kernels
-from mirage_jax._optimize_region import (
-    RegionReport,  # noqa: F401 (re-exported: reports are what explain() prints)
-    Settings,
-    region_function,
-    region_kernel,
-)
-from mirage_jax.frontend.partition import (
-    CustomCall,
-    Region,
-    Var,
-    partition,
-    read_value,
-    run_nodes,
-)
+from mirage_jax.frontend.flat import CustomCall, Var, read_value, run_nodes
+from mirage_jax.frontend.partition import Region, partition
+from mirage_jax.optimize.explain import explain as _explain
+from mirage_jax.optimize.region import Settings, region_function, region_kernel
+from mirage_jax.optimize.signature import Signature as _Signature
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import config as _region_config
+from mirage_jax.superopt.config import SearchConfig
+from mirage_jax.superopt.superoptimize import KEEP_KERNELS_ENV, keep_kernels
 
-# Without a config each region gets limits that suit it (mirage_jax/_region_config.py); this
+# Without a config each region gets limits that suit it (mirage_jax/superopt/config.py); this
 # is the one a caller that wants a single config for every region starts from.
 DEFAULT_CONFIG = _region_config.MLP
 BACKENDS = ("auto", "cpu", "cuda", "xla")
@@ -108,7 +101,7 @@ class Optimized:
         if backend not in BACKENDS:
             raise ValueError(f"optimize: unknown backend {backend!r}; expected 'auto', 'cpu', "
                              f"'cuda' or 'xla'")
-        if config is not None and not isinstance(config, _search.SearchConfig):
+        if config is not None and not isinstance(config, SearchConfig):
             raise TypeError(f"optimize: config must be a mirage_jax SearchConfig, got "
                             f"{type(config).__name__}")
         if not isinstance(min_region_flops, numbers.Real) or min_region_flops < 0:
@@ -187,23 +180,6 @@ class Optimized:
         return "\n\n".join(_explain(s) for s in self._specializations.values())
 
 
-def _explain(spec: "_Specialization") -> str:
-    if spec.backend == "xla":
-        return "backend 'xla': the function runs as plain JAX (no rewriting)"
-    if not spec.reports:
-        return "no region with a matmul or a reduction: the function runs as plain JAX"
-    kernels = sum(r.chosen == "kernel" for r in spec.reports)
-    if spec.whole_program_kept:
-        head = (f"{len(spec.reports)} region(s), {kernels} run as generated kernels "
-                f"(backend {spec.backend}), {len(spec.reports) - kernels} as plain JAX")
-    else:
-        head = (f"{len(spec.reports)} region(s), {kernels} with a kernel that beat XLA on "
-                f"the region alone (backend {spec.backend}); the function runs as jax.jit")
-    if spec.note:
-        head += "\n" + spec.note
-    return "\n\n".join([head] + [str(r) for r in spec.reports])
-
-
 @dataclass
 class _Specialization:
     run: Callable  # of the traced leaves, returning the output leaves; traced inside jit
@@ -226,94 +202,6 @@ def _backend(requested: str) -> str:
         return requested
     platform = jax.default_backend()
     return {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda"}.get(platform, "xla")
-
-
-def _array_type():
-    import jax
-    import jax.numpy as jnp
-
-    return type(jnp.zeros(()))  # jax's concrete array class (ArrayImpl)
-
-
-_ARRAY_TYPE = None
-
-
-class _Signature:
-    """Like jax.jit's cache key: the pytree structure of the traced arguments, each leaf's
-    shape, dtype and weak type, and the value of every static argument. `dynamic` holds the
-    traced leaves, `avals` their abstract values."""
-
-    def __init__(self, opt: Optimized, args, kwargs):
-        import jax
-
-        global _ARRAY_TYPE
-        if _ARRAY_TYPE is None:
-            _ARRAY_TYPE = _array_type()
-        name = getattr(opt._fun, "__name__", repr(opt._fun))
-        nargs = len(args)
-        static_nums = set()
-        for i in opt._static_argnums:  # as in jax.jit, those beyond the call's are unused
-            j = i + nargs if i < 0 else i
-            if 0 <= j < nargs:
-                static_nums.add(j)
-        static = [(("arg", i), args[i]) for i in sorted(static_nums)]
-        static += [(("kwarg", k), kwargs[k]) for k in sorted(kwargs)
-                   if k in opt._static_argnames]
-        for where, value in static:
-            try:
-                hash(value)
-            except TypeError:
-                raise ValueError(f"Non-hashable static arguments are not supported. An error "
-                                 f"occurred while trying to hash an object of type "
-                                 f"{type(value)}, {value!r}. The error was: not hashable "
-                                 f"(static {where[0]} {where[1]!r} of {name})") from None
-        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
-        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in opt._static_argnames}
-        leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
-        described = []
-        for i, x in enumerate(leaves):
-            if type(x) is _ARRAY_TYPE:  # the common case, without building an aval
-                described.append((x.shape, x.dtype, x.weak_type))
-                continue
-            try:
-                aval = jax.typeof(x)
-            except (TypeError, AttributeError):
-                path = jax.tree_util.tree_flatten_with_path((dyn_args, dyn_kwargs))[0][i][0]
-                raise TypeError(
-                    f"Error interpreting argument to {name} as an abstract array. The "
-                    f"problematic value is of type {type(x)} and was passed to the function "
-                    f"at path {jax.tree_util.keystr(path)}. This typically means that a "
-                    f"mirage_jax.optimize-wrapped function (like a jax.jit-wrapped one) was "
-                    f"called with a non-array argument, and this argument was not marked as "
-                    f"static using the static_argnums or static_argnames parameters of "
-                    f"mirage_jax.optimize.") from None
-            described.append((tuple(aval.shape), aval.dtype,
-                              bool(getattr(aval, "weak_type", False))))
-        self.dynamic = leaves
-        self.described = described
-        self.tree = tree
-        self.static = static
-        self.args, self.kwargs, self.static_nums = args, kwargs, static_nums
-        self.key = (tree, tuple(described), tuple(static))
-
-    @property
-    def avals(self) -> list:
-        import jax
-
-        return [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
-                for shape, dtype, weak in self.described]
-
-    def rebuild(self, dynamic_values):
-        """The call's (args, kwargs) with the traced leaves replaced by `dynamic_values`."""
-        import jax
-
-        dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(self.tree, dynamic_values)
-        it = iter(dyn_args)
-        args = [self.args[i] if i in self.static_nums else next(it)
-                for i in range(len(self.args))]
-        kwargs = dict(dyn_kwargs)
-        kwargs.update({k: self.kwargs[k] for (kind, k), _ in self.static if kind == "kwarg"})
-        return args, kwargs
 
 
 def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
@@ -374,8 +262,6 @@ def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
     import jax
     import jax.numpy as jnp
     import numpy as np
-
-    from mirage_jax import _profile
 
     rng = np.random.default_rng(0)
     try:

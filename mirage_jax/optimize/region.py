@@ -9,24 +9,23 @@ A region that becomes a kernel runs as
   its plain-jax evaluation); the forward pass keeps only the inputs.
 - custom_vmap: under vmap the batched region is optimized again at its batched shapes (a
   nested `Optimized`, whose own regions fall back as usual).
-- custom_partitioning (mirage_jax._optimize_shard): under a sharded jit each device runs the
+- custom_partitioning (mirage_jax/optimize/shard.py): under a sharded jit each device runs the
   region on its shard, with a kernel specialized for the per-shard shapes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import linecache
-import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
-from mirage_jax._region_config import default_config
-from mirage_jax._superoptimize import superoptimize
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
 from mirage_jax.frontend.partition import Region
+from mirage_jax.optimize.explain import RegionReport
+from mirage_jax.superopt.config import default_config
+from mirage_jax.superopt.superoptimize import superoptimize
 
 
 @dataclass(frozen=True)
@@ -40,72 +39,6 @@ class Settings:
     # Reports name these sources instead of the regions' own (a region optimized again under
     # vmap or per shard is traced from mirage_jax's code; the user's lines are the original's).
     sources: tuple = ()
-
-
-@dataclass
-class RegionReport:
-    """What happened to one region: `chosen` is "kernel" or "xla"; `reason` says why."""
-
-    sources: list
-    primitives: list
-    chosen: str
-    reason: str
-    report: str  # superoptimize's report, "" when it did not run
-    flops: int = 0
-    # Later specializations of this region: (what, a RegionReport or an Optimized).
-    variants: list = field(default_factory=list)
-
-    def headline(self) -> str:
-        return f"region at {describe_sources(self.sources)}: {self.chosen} ({self.reason})"
-
-    def __str__(self):
-        text = (f"{self.headline()}\n  primitives: {' '.join(self.primitives)}\n"
-                f"  flops: {self.flops}")
-        lines = source_lines(self.sources)
-        if lines:
-            text += "\n  source:\n" + "\n".join("    " + line for line in lines)
-        if self.report:
-            text += "\n" + "\n".join("  " + line for line in self.report.splitlines())
-        for what, variant in self.variants:
-            body = variant.explain_all() if hasattr(variant, "explain_all") else str(variant)
-            text += f"\n  {what}:\n" + "\n".join("    " + line for line in body.splitlines())
-        return text
-
-
-_SOURCE = re.compile(r"^(?P<file>.+?):(?P<line>\d+)(?::\d+)?(?: \((?P<fn>.*)\))?$")
-
-
-def _parsed(sources) -> list[tuple[str, int, str]]:
-    """Distinct (file, line, function) of "file:line[:column] (function)" sources."""
-    out = []
-    for s in sources:
-        m = _SOURCE.match(s or "")
-        if m and (m["file"], int(m["line"]), m["fn"] or "") not in out:
-            out.append((m["file"], int(m["line"]), m["fn"] or ""))
-    return out
-
-
-def describe_sources(sources) -> str:
-    """"file.py:9-10 (fn)": the region's lines, per file and function."""
-    groups: dict = {}
-    for file, line, fn in _parsed(sources):
-        groups.setdefault((file, fn), []).append(line)
-    parts = []
-    for (file, fn), lines in groups.items():
-        lo, hi = min(lines), max(lines)
-        span = f"{lo}" if lo == hi else f"{lo}-{hi}"
-        parts.append(f"{file.rsplit('/', 1)[-1]}:{span}" + (f" ({fn})" if fn else ""))
-    return ", ".join(parts) or "(no source info)"
-
-
-def source_lines(sources) -> list[str]:
-    """The text of each source line, as "file:line  <code>"."""
-    out = []
-    for file, line, _ in _parsed(sources):
-        code = linecache.getline(file, line).strip()
-        if code:
-            out.append(f"{file.rsplit('/', 1)[-1]}:{line}  {code}")
-    return out
 
 
 def region_flops(region: Region) -> int:
@@ -185,7 +118,7 @@ def region_function(region: Region, kernel, report: RegionReport, settings: Sett
     """The kernel of `region` made transparent to grad, vmap and sharding (module doc)."""
     import jax
 
-    from mirage_jax._optimize_shard import partitioned
+    from mirage_jax.optimize.shard import partitioned
 
     def plain(*values):
         return region.evaluate(*values)
@@ -199,7 +132,7 @@ def region_function(region: Region, kernel, report: RegionReport, settings: Sett
         key = (int(axis_size), tuple(bool(b) for b in in_batched))
         opt = batched.get(key)
         if opt is None:
-            from mirage_jax._optimize import Optimized
+            from mirage_jax.optimize.decorator import Optimized
 
             axes = tuple(0 if b else None for b in key[1])
 

@@ -3,7 +3,7 @@
 
 A plain custom call has no partitioning rule, so XLA would gather every operand onto each
 device before it. Here the sharding rule names, for every dim of the region's inputs and
-outputs, its factor (mirage_jax.frontend.factors); the factors that are reduced over must
+outputs, its factor (mirage_jax/frontend/factors.py); the factors that are reduced over must
 stay whole (need-replication), the rest may follow the operands' shardings. When XLA
 partitions the program, `partition` receives the operands' shardings, keeps the consistent
 part of them, and lowers the region at its per-shard shapes: superoptimized again for those
@@ -96,7 +96,7 @@ def partitioned(region, kernel, report, settings):
             return kernel
         key = tuple(sorted(split.items()))
         if key not in local_kernels:
-            from mirage_jax._optimize_region import region_kernel
+            from mirage_jax.optimize.region import region_kernel
 
             local = localize(region, factors, split)
             run, local_report = region_kernel(

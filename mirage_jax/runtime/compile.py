@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from mirage_jax import _core
-from mirage_jax.graph import KernelGraph
+from mirage_jax.ir.graph import KernelGraph
 
 BACKENDS = ("cpu", "cuda")
 
@@ -74,8 +74,9 @@ def compile(kg: KernelGraph, backend: str = "cpu") -> Callable:  # noqa: A001 (p
     # jax loads here, not on `import mirage_jax`: building and searching graphs need no jax.
     import jax
 
-    from mirage_jax._lower import lower_kernel_graph
-    from mirage_jax.runtime import register_cpu_target, shared_library_for
+    from mirage_jax.runtime.lower import lower_kernel_graph
+    from mirage_jax.runtime.ffi_targets import register_cpu_target
+    from mirage_jax.runtime.kernel_cache import shared_library_for
 
     targets = {}
     result_types = {}

@@ -10,10 +10,11 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from mirage_jax.runtime import cache, cuda_compiler
+from mirage_jax.cache import store as cache
+from mirage_jax.runtime import cuda_compiler, kernel_cache
 
 _SOURCE = "kernel.cu"
-_LIBRARY = "kernel.so"  # the name cache.entry_problem checks
+_LIBRARY = "kernel.so"  # the name kernel_cache.entry_problem checks
 _META = "meta.json"
 
 
@@ -43,11 +44,11 @@ def cuda_library_for(source: str, archs: Sequence[str]) -> Path:
     kernels = cache.cache_root() / "cuda_kernels"
     key = library_key(source, archs)
     entry = kernels / key
-    if entry.is_dir() and cache.entry_problem(entry) is None:
+    if entry.is_dir() and kernel_cache.entry_problem(entry) is None:
         return entry / _LIBRARY
     with cache.locked(kernels / ".locks" / f"{key}.lock"):
         if entry.exists():
-            problem = cache.entry_problem(entry)
+            problem = kernel_cache.entry_problem(entry)
             if problem is None:
                 return entry / _LIBRARY
             warnings.warn(

@@ -1,71 +1,26 @@
-"""The on-disk cache of compiled kernel libraries (DESIGN.md §7).
+"""The on-disk cache of compiled CPU kernel libraries, in the shared store
+(mirage_jax/cache/store.py) under cache_root()/kernels.
 
 An entry is a directory named by the key (a hash of the source, the compiler flags, the
 compiler's name and the mirage_jax and jaxlib versions) holding the source, the library and
-meta.json with the library's sha256. Entries are built in a temporary directory and renamed
-into place, under an fcntl lock per key, so concurrent processes never see half an entry and
-never compile the same key twice. An entry whose library does not match its checksum is
+meta.json with the library's sha256. An entry whose library does not match its checksum is
 deleted and rebuilt with a warning.
-
-The search cache (search_cache.py) shares the root, the lock, the staging and the checksum
-helpers defined here.
 """
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-import fcntl
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 import warnings
-from importlib import metadata
 from pathlib import Path
 
+from mirage_jax.cache.store import cache_root, locked, sha256_of, staged_entry, versions
 from mirage_jax.runtime import compiler
 
 _SOURCE = "kernel.cc"
 _LIBRARY = "kernel.so"
 _META = "meta.json"
-
-
-# Set by using_cache_root: a caller's explicit cache_dir wins over the environment, for the
-# kernels compiled on its behalf too, without changing the environment of other threads.
-_root_override: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
-    "mirage_jax_cache_root", default=None)
-
-
-def cache_root() -> Path:
-    """The directory given to using_cache_root, else $MIRAGE_JAX_CACHE, else
-    ~/.cache/mirage_jax."""
-    override = _root_override.get()
-    if override is not None:
-        return override
-    configured = os.environ.get("MIRAGE_JAX_CACHE")
-    return Path(configured) if configured else Path.home() / ".cache" / "mirage_jax"
-
-
-@contextlib.contextmanager
-def using_cache_root(path: os.PathLike | str):
-    """Within the block (and this thread or task), cache_root() is `path`."""
-    token = _root_override.set(Path(path))
-    try:
-        yield
-    finally:
-        _root_override.reset(token)
-
-
-def versions() -> dict[str, str]:
-    def version(package: str) -> str:
-        try:
-            return metadata.version(package)
-        except metadata.PackageNotFoundError:
-            return "unknown"
-
-    return {"mirage_jax": version("mirage_jax"), "jaxlib": version("jaxlib")}
 
 
 def library_key(source: str) -> str:
@@ -78,10 +33,6 @@ def library_key(source: str) -> str:
     return h.hexdigest()[:32]
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def entry_problem(entry: Path) -> str | None:
     """None when `entry` holds a library matching its checksum, else what is wrong."""
     try:
@@ -92,35 +43,6 @@ def entry_problem(entry: Path) -> str | None:
     if meta.get("sha256") != actual:
         return "its library does not match the recorded checksum"
     return None
-
-
-@contextlib.contextmanager
-def locked(lock_path: Path):
-    """Holds an exclusive fcntl lock on `lock_path` (created if missing): across processes,
-    and across threads too, since each holder opens the file anew."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
-def staged_entry(parent: Path, key: str):
-    """Yields an empty temporary directory in `parent`; when the block ends normally it is
-    renamed to parent/key in one step (readers see all of the entry or none of it), and when
-    it raises the directory is removed. The caller holds the key's lock and has removed any
-    old entry."""
-    parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=parent))
-    try:
-        yield staging
-        os.replace(staging, parent / key)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def _build_entry(kernels: Path, key: str, source: str) -> None:

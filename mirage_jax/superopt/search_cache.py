@@ -22,7 +22,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from mirage_jax.runtime import cache
+from mirage_jax.cache import store as cache
 
 KIND = "search"
 DIRECTORY = "searches"
@@ -68,8 +68,8 @@ def _encode(result) -> str:
 
 
 def _decode(text: str):
-    from mirage_jax._search import SearchResult, SearchStats
-    from mirage_jax.graph import KernelGraph
+    from mirage_jax.ir.graph import KernelGraph
+    from mirage_jax.superopt.search import SearchResult, SearchStats
 
     doc = json.loads(text)
     candidates = [KernelGraph.from_json(c) for c in doc["candidates"]]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from mirage_jax.graph import KernelGraph
+from mirage_jax.ir.graph import KernelGraph
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,11 +16,18 @@ from collections.abc import Callable
 
 from absl import logging
 
-from mirage_jax import _args, _compile, _float_check, _profile, _search, _split
-from mirage_jax._search import SearchConfig, SearchResult
-from mirage_jax._verify import VerifyResult, verify_equivalent
-from mirage_jax.graph import KernelGraph
-from mirage_jax.runtime import cache, search_cache
+from mirage_jax.cache import store
+from mirage_jax.ir import args as _args
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.runtime import compile as _compile
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import float_check as _float_check
+from mirage_jax.superopt import search as _search
+from mirage_jax.superopt import search_cache
+from mirage_jax.superopt import split as _split
+from mirage_jax.superopt.config import SearchConfig
+from mirage_jax.superopt.search import SearchResult
+from mirage_jax.superopt.verify import VerifyResult, verify_equivalent
 
 XLA = "xla"  # the timings key of the original graph run by XLA
 _SEED = 0  # of the random data the candidates are timed and float-checked on
@@ -103,7 +110,7 @@ def superoptimize(kg: KernelGraph, config: SearchConfig | None = None, backend: 
     device = None  # the default device
     if backend == "cuda":
         device, config = _cuda_setup(config)
-    root = cache.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
+    root = store.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
     with root:
         return _Run(kg, config, backend, top_k, progress, device).choose()
 
@@ -179,7 +186,7 @@ class _Run:
 
     def _spliced_tails(self) -> list:
         """When the whole program fused nothing: its tail from the first matmul of computed
-        values on, searched as a program of its own (mirage_jax/_split.py), each fused tail
+        values on, searched as a program of its own (mirage_jax/superopt/split.py), each fused tail
         candidate spliced back behind the untouched prefix. Cost None: the model ranked the
         tail, not the whole."""
         split = _split.split_before_first_computed_matmul(self.kg)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from mirage_jax import _args, _core
-from mirage_jax.graph import KernelGraph
+from mirage_jax import _core
+from mirage_jax.ir import args as _args
+from mirage_jax.ir.graph import KernelGraph
 
 SHRINK_MODES = ("auto", "always", "never")
 

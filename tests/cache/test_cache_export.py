@@ -11,9 +11,11 @@ import tarfile
 
 import pytest
 
-from mirage_jax.cli import main
-from mirage_jax.runtime import cache, cache_admin, compiler, search_cache
-from test_search_cache import CONFIG, Searches, graphs
+from mirage_jax.cli.main import main
+from mirage_jax.cache import admin as cache_admin
+from mirage_jax.runtime import compiler, kernel_cache
+from mirage_jax.superopt import search_cache
+from search_test_support import CONFIG, Searches, graphs
 
 
 @pytest.fixture
@@ -27,8 +29,8 @@ def source(monkeypatch, tmp_path):
 
     monkeypatch.setattr(compiler, "compile_shared_library", fake_compiler)
     search_cache.cached_search(graphs()[0], CONFIG, "cpu", Searches())
-    cache.shared_library_for("// kernel one")
-    cache.shared_library_for("// kernel two")
+    kernel_cache.shared_library_for("// kernel one")
+    kernel_cache.shared_library_for("// kernel two")
     return path
 
 

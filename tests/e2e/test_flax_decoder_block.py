@@ -22,9 +22,10 @@ import pytest
 from flax import nnx
 
 import mirage_jax as mj
-from mirage_jax import _float_check, _search
+from mirage_jax.superopt import float_check as _float_check
+from mirage_jax.superopt import search as _search
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from test_optimize import kernels_always_win, normwise  # noqa: F401 (fixture)
+from optimize_test_support import kernels_always_win, normwise  # noqa: F401 (fixture)
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, SEQ = 64, 4, 2, 16, 128, 8
 # A small search budget per region: the RMSNorm+QKV region's fused kernel is found in
@@ -126,19 +127,23 @@ def test_the_decoder_block_matches_jit_and_runs_kernels(kind, dtype, kernels_alw
     assert any("logistic" in r.primitives for r in reports)
 
 
+# The test modules a subprocess imports: this one and the shared helpers in tests/.
+SUBPROCESS_PATH = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
+                                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))])
+
 # The same block optimized in a fresh process that shares only the cache directory.
 WARM_PROCESS = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
+    import json, os, sys
+    sys.path[:0] = sys.argv[1].split(os.pathsep)
     import jax
-    from mirage_jax import _profile
-    from mirage_jax.runtime import search_cache
+    from mirage_jax.runtime import profile as _profile
+    from mirage_jax.superopt import search_cache
     import test_flax_decoder_block as t
-    import test_superoptimize
+    import search_test_support
 
     _profile.median_times = lambda fns, args: ({n: (1.0 if n == "xla" else 0.5)
                                                 for n in fns}, 1)
-    counts = test_superoptimize.install_counters(setattr)
+    counts = search_test_support.install_counters(setattr)
     fn, opt, args = t.optimize_block("nnx", "float32")
     out = opt(*args)
     counts["error"] = t.normwise(out, jax.jit(fn)(*args))
@@ -150,14 +155,14 @@ WARM_PROCESS = textwrap.dedent("""
 
 def test_a_warm_cache_optimizes_the_block_without_searching_or_compiling(
         kernels_always_win, session_kernel_cache):
-    from mirage_jax.runtime import search_cache
-    from test_search_cache import skip_if_the_core_changed
+    from mirage_jax.superopt import search_cache
+    from search_test_support import skip_if_the_core_changed
 
     fn, opt, args = optimize_block("nnx", "float32")
     opt(*args)  # warms the cache (or finds it warm from the test above)
     chosen = [r.chosen for r in opt.regions(*args)]
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(session_kernel_cache)}
-    done = subprocess.run([sys.executable, "-P", "-c", WARM_PROCESS, os.path.dirname(__file__)],
+    done = subprocess.run([sys.executable, "-P", "-c", WARM_PROCESS, SUBPROCESS_PATH],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])

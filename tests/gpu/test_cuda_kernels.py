@@ -17,12 +17,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from kernel_test_support import assert_close, random_inputs, storage_rtol
-from test_codegen_cuda import FRAGMENT_SIZED, kernel_rtol
-from test_search_results_run import SEARCHES, fused_candidates
+from kernel_test_support import FRAGMENT_SIZED, kernel_rtol
+from search_test_support import SEARCHES, fused_candidates
 
 import mirage_jax as mj
-from mirage_jax import _compile
-from mirage_jax.paper_graphs import PROGRAMS
+from mirage_jax.runtime import compile as _compile
+from mirage_jax.ir.paper_graphs import PROGRAMS
 from mirage_jax.runtime import cuda_compiler, cuda_library_for
 
 

@@ -31,7 +31,7 @@ def test_kernels_kept_and_correct(monkeypatch, tmp_path):
 
 
 def test_switch_off_by_default(monkeypatch):
-    from mirage_jax._superoptimize import keep_kernels
+    from mirage_jax.superopt.superoptimize import keep_kernels
 
     monkeypatch.delenv("MIRAGE_JAX_KEEP_KERNELS", raising=False)
     assert not keep_kernels()

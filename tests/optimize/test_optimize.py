@@ -10,35 +10,9 @@ import numpy as np
 import pytest
 
 import mirage_jax as mj
-from mirage_jax import _profile
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-
-
-def rmsnorm_linear(x, g, w):
-    ms = jnp.mean(x * x, axis=-1, keepdims=True)
-    return (x * jax.lax.rsqrt(ms + 1e-6) * g) @ w
-
-
-def inputs(seed=0):
-    rng = np.random.default_rng(seed)
-    return (jnp.asarray(rng.standard_normal((8, 256)), jnp.float32),
-            jnp.asarray(rng.standard_normal(256), jnp.float32),
-            jnp.asarray(rng.standard_normal((256, 64)), jnp.float32))
-
-
-def normwise(got, want):
-    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
-    return float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-
-
-@pytest.fixture
-def kernels_always_win(monkeypatch):
-    """Timing decides between a kernel and XLA; these tests are about the rewriting, so every
-    candidate is made to time faster than XLA (correctness checks still run for real)."""
-    def fake(functions, args):
-        return {name: (1.0 if name == "xla" else 0.5) for name in functions}, 1
-
-    monkeypatch.setattr(_profile, "median_times", fake)
+from mirage_jax.runtime import profile as _profile
+from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 
 def test_a_winning_region_runs_as_a_custom_call_and_matches_jit(kernels_always_win):

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 import mirage_jax as mj
-from mirage_jax import _optimize_region
+from mirage_jax.optimize import region as _optimize_region
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from test_optimize import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
+from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 REL = 1e-5  # float32, normwise: a kernel and XLA differ by accumulation order only
 
@@ -241,7 +241,7 @@ def test_custom_derivative_rules_inside_the_function_are_kept(kernels_always_win
 def test_a_rewritten_program_slower_than_jit_as_a_whole_runs_as_jit(monkeypatch):
     """Each region's kernel beats XLA on the region, but the whole rewritten program is
     timed against jax.jit of the function too, and loses here: the function runs as jit."""
-    from mirage_jax import _profile
+    from mirage_jax.runtime import profile as _profile
 
     def times(functions, args):  # kernels win their regions; the rewritten program loses
         return {n: {"xla": 1.0, "rewritten": 2.0}.get(n, 0.5) for n in functions}, 1

@@ -15,10 +15,12 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import mirage_jax as mj
-from mirage_jax import _float_check, _profile, _search
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import float_check as _float_check
+from mirage_jax.superopt import search as _search
 from mirage_jax.frontend import partition
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from test_optimize import normwise
+from optimize_test_support import normwise
 
 M = 8
 # Tiny searches: what matters here is that whatever is chosen is right and accounted for.

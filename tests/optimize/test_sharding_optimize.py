@@ -20,8 +20,9 @@ SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
     import mirage_jax as mj
-    from mirage_jax import _optimize_shard, _profile
-    from test_optimize import inputs, normwise, rmsnorm_linear
+    from mirage_jax.optimize import shard as _optimize_shard
+    from mirage_jax.runtime import profile as _profile
+    from optimize_test_support import inputs, normwise, rmsnorm_linear
 
     # Timing decides kernel vs XLA; this is about partitioning, so kernels always win (the
     # float checks still run for real).
@@ -86,7 +87,7 @@ SCRIPT = textwrap.dedent("""
 def test_sharded_inputs_run_per_shard_without_gathering(session_kernel_cache):
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
            "MIRAGE_JAX_CACHE": str(session_kernel_cache)}
-    done = subprocess.run([sys.executable, "-P", "-c", SCRIPT, os.path.dirname(__file__)],
+    done = subprocess.run([sys.executable, "-P", "-c", SCRIPT, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))],
                           env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])

@@ -14,7 +14,7 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 )
 
 import mirage_jax as mj
-from mirage_jax.paper_graphs import (
+from mirage_jax.ir.paper_graphs import (
     PROGRAMS,
     flash_attention_online,
     gated_mlp,

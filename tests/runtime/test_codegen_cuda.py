@@ -22,14 +22,15 @@ import pytest
 from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
     assert_close,
     random_inputs,
+    FRAGMENT_SIZED,
+    kernel_rtol,
     session_kernel_cache,
-    storage_rtol,
 )
-from test_search_results_run import SEARCHES, fused_candidates
+from search_test_support import SEARCHES, fused_candidates
 
 import mirage_jax as mj
 from mirage_jax import _core
-from mirage_jax.paper_graphs import PROGRAMS
+from mirage_jax.ir.paper_graphs import PROGRAMS
 from mirage_jax.runtime import KernelCompileError, cuda_compiler
 
 ARCHS = ("80", "90a")
@@ -182,7 +183,7 @@ def test_superoptimize_for_cuda_needs_a_visible_gpu():
 
 
 # ------------------------------------------------------------------ semantics, emulated
-# Without a GPU the kernels still run: tests/cuda_host_emulation.h maps threads, barriers,
+# Without a GPU the kernels still run: tests/runtime/cuda_host_emulation.h maps threads, barriers,
 # shuffles and the warp's mma.sync onto std::thread, and g++ builds each generated kernel into
 # a host library. That checks what the generator computes against the interpreter (bf16
 # kernels through their tensor-core fragments, f32 ones through FMA); the hardware
@@ -252,15 +253,6 @@ def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
                           capture_output=True, text=True)
     assert done.returncode == 0, f"g++ failed on the emulated kernels:\n{done.stderr[-3000:]}"
     return ctypes.CDLL(str(library))
-
-
-def kernel_rtol(dtype: str) -> float:
-    """float32 kernels round once, when they store. 16-bit kernels also round each computed
-    tensor-core operand (a normalized Q, the softmax's exp(s - max)) to their dtype: a few
-    roundings in a chain, the bound test_codegen_cpu allows bf16 chains."""
-    if dtype == "float32":
-        return storage_rtol(dtype)
-    return 4 * float(jnp.finfo(dtype).eps)
 
 
 def single_kernel(op) -> mj.KernelGraph:
@@ -335,21 +327,6 @@ def test_paper_kernels_compute_what_the_interpreter_does_emulated(cuda_include, 
                                                                   tmp_path):
     graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
     assert len(check_emulated(graphs, tmp_path, f"paper graphs {dtype}")) >= len(PROGRAMS)
-
-
-# Tiles big enough for whole and ragged 16x8x16 tensor-core fragments (m 20, k 40), so every
-# fragment register and every bound check of the mma path is exercised, in blocks of 128 and
-# of 256 threads.
-FRAGMENT_SIZED = {
-    "rmsnorm_linear": dict(batch=20, hidden=96, out_features=48, col_tile=24, k_tile=48),
-    # 64x64 weight tiles: over 2048 elements, so 256 threads a block
-    "gated_mlp": dict(batch=16, hidden=128, intermediate=128, col_tile=64, k_tile=64),
-    "lora": dict(tokens=16, d_in=32, d_out=48, rank=8, col_tile=24),
-    "flash_attention_online": dict(heads=2, q_len=32, kv_len=64, head_dim=16, q_tiles=2,
-                                   kv_tile=32),
-    "qknorm_gqa": dict(heads=2, q_len=32, kv_len=64, head_dim=16, kv_splits=2, q_tiles=2,
-                       forloop=2),
-}
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

@@ -16,7 +16,7 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 )
 
 import mirage_jax as mj
-from mirage_jax.paper_graphs import PROGRAMS
+from mirage_jax.ir.paper_graphs import PROGRAMS
 from mirage_jax.runtime import compiler
 
 

@@ -10,8 +10,9 @@ import pytest
 from kernel_test_support import assert_close, random_inputs, storage_rtol
 
 import mirage_jax as mj
-from mirage_jax.paper_graphs import ntrans
-from mirage_jax.runtime import KernelCompileError, cache, compiler
+from mirage_jax.ir.paper_graphs import ntrans
+from mirage_jax.cache import store as cache
+from mirage_jax.runtime import KernelCompileError, compiler, kernel_cache
 
 
 @pytest.fixture
@@ -59,11 +60,11 @@ def test_cache_root_is_the_environment_variable_or_home_cache(monkeypatch, tmp_p
 
 
 def test_key_covers_source_and_compiler_flags(monkeypatch):
-    key = cache.library_key("int x;")
-    assert cache.library_key("int x;") == key
-    assert cache.library_key("int y;") != key
+    key = kernel_cache.library_key("int x;")
+    assert kernel_cache.library_key("int x;") == key
+    assert kernel_cache.library_key("int y;") != key
     monkeypatch.setattr(compiler, "FLAGS", (*compiler.FLAGS, "-DSOMETHING"))
-    assert cache.library_key("int x;") != key
+    assert kernel_cache.library_key("int x;") != key
 
 
 def test_second_compile_of_a_graph_reuses_the_cached_library(fresh_cache, compiler_calls):
@@ -85,7 +86,7 @@ def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
     # A graph no other test compiles, so its library is not loaded in this process yet
     # (overwriting a loaded library in place would pull the code from under it).
     _, fused = ntrans(batch=6, hidden=4, row_tile=3)
-    library = cache.shared_library_for(mj.generate_code(fused))
+    library = kernel_cache.shared_library_for(mj.generate_code(fused))
     assert len(compiler_calls) == 1
     with open(library, "r+b") as handle:
         handle.seek(100)
@@ -99,10 +100,10 @@ def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
 
 
 def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
-    library = cache.shared_library_for("// source A")
+    library = kernel_cache.shared_library_for("// source A")
     (library.parent / "meta.json").unlink()
     with pytest.warns(RuntimeWarning, match="is corrupt .*unreadable"):
-        again = cache.shared_library_for("// source A")
+        again = kernel_cache.shared_library_for("// source A")
     assert again == library
     assert len(fake_compiler) == 2
     assert library.read_bytes() == b"compiled:// source A"
@@ -110,7 +111,7 @@ def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
 
 def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
     results = []
-    threads = [threading.Thread(target=lambda: results.append(cache.shared_library_for("// B")))
+    threads = [threading.Thread(target=lambda: results.append(kernel_cache.shared_library_for("// B")))
                for _ in range(4)]
     for t in threads:
         t.start()
@@ -119,13 +120,13 @@ def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
     assert len(fake_compiler) == 1
     assert len(set(results)) == 1 and len(results) == 4
     leftovers = [p.name for p in (fresh_cache / "kernels").iterdir()
-                 if p.name not in (".locks", cache.library_key("// B"))]
+                 if p.name not in (".locks", kernel_cache.library_key("// B"))]
     assert leftovers == []
 
 
 def test_compiler_errors_carry_the_diagnostics_and_leave_no_entry(fresh_cache):
     with pytest.raises(KernelCompileError, match=r"g\+\+ failed .*\n.*error"):
-        cache.shared_library_for("this is not C++;\n")
+        kernel_cache.shared_library_for("this is not C++;\n")
     assert [p.name for p in (fresh_cache / "kernels").iterdir()] == [".locks"]
 
 

@@ -1,4 +1,4 @@
-"""The search result cache (mirage_jax.runtime.search_cache): what the key covers, round trips
+"""The search result cache (mirage_jax/superopt/search_cache.py): what the key covers, round trips
 through JSON, corrupt entries rebuilt with a warning, and one search per key across threads
 and processes."""
 
@@ -9,50 +9,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 
 import mirage_jax as mj
-from mirage_jax.paper_graphs import rmsnorm_linear
-from mirage_jax.runtime import search_cache
-
-CONFIG = mj.SearchConfig(threads=2, max_kernel_ops=1, max_block_ops=5)
-
-
-@pytest.fixture
-def root(monkeypatch, tmp_path):
-    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
-def graphs():
-    return rmsnorm_linear(batch=4, hidden=16, out_features=8, col_tile=4, k_tile=4)
-
-
-def fake_result(reason=""):
-    ref, fused = graphs()
-    stats = mj.SearchStats(states_explored=10, states_pruned=3, candidates_verified=2,
-                           candidates_accepted=1, seconds_saturate=0.5, seconds_enumerate=1.25,
-                           seconds_verify=0.75, seconds_rank=0.125)
-    return mj.SearchResult([fused, ref], [1.5e-6, 2.5e-6], stats, reason)
-
-
-class Searches:
-    """A stand-in search that counts its calls and returns fake_result()."""
-
-    def __init__(self, delay=0.0, reason=""):
-        self.calls = 0
-        self.delay = delay
-        self.reason = reason
-        self._lock = threading.Lock()
-
-    def __call__(self):
-        with self._lock:
-            self.calls += 1
-        time.sleep(self.delay)
-        return fake_result(self.reason)
-
+from mirage_jax.superopt import search_cache
+from search_test_support import CONFIG, Searches, graphs, skip_if_the_core_changed
 
 def test_key_covers_graph_config_backend_and_target_but_not_threads():
     ref, fused = graphs()
@@ -143,22 +105,13 @@ def test_concurrent_threads_search_a_key_once(root):
     assert sorted(hits) == [False, True, True, True]
 
 
-def skip_if_the_core_changed(*digests):
-    """The key covers the C++ core's bytes, and an editable install rebuilds the core when a
-    process imports it after a C++ edit: processes on either side of such a rebuild rightly
-    share no entries."""
-    if len(set(digests)) > 1:
-        pytest.skip("the C++ core was rebuilt while this test ran (an editable install with "
-                    "C++ being edited); its processes use different search keys")
-
-
 # Each process searches with a slow stand-in that logs its start and end, so overlapping
 # searches would show as interleaved lines.
 PROCESS_SCRIPT = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, sys.argv[1])
-    import test_search_cache as t
-    from mirage_jax.runtime import search_cache
+    import search_test_support as t
+    from mirage_jax.superopt import search_cache
 
     def search():
         with open(sys.argv[2], "a") as log:
@@ -176,7 +129,7 @@ PROCESS_SCRIPT = textwrap.dedent("""
 def test_a_second_process_waits_for_the_first_and_reads_its_result(root, tmp_path):
     log = tmp_path / "searches.log"
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(root)}
-    command = [sys.executable, "-P", "-c", PROCESS_SCRIPT, os.path.dirname(__file__), str(log)]
+    command = [sys.executable, "-P", "-c", PROCESS_SCRIPT, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), str(log)]
     processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
                  for _ in range(2)]
     outputs = sorted(p.communicate(timeout=120)[0].split() for p in processes)

@@ -7,62 +7,13 @@ import numpy as np
 import pytest
 
 import mirage_jax as mj
-from mirage_jax import paper_graphs
+from mirage_jax.ir import paper_graphs
 from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
     assert_close,
     random_inputs,
     session_kernel_cache,
 )
-
-def attention(q: int, d: int, kv: int, heads: int = 0, scale: float = 1.0) -> mj.KernelGraph:
-    """softmax(scale · Q @ K) @ V with K given as [d, kv], the softmax spelled max -> sub ->
-    exp -> sum -> div as the frontend normalizes it; `heads` > 0 adds a leading heads dim."""
-    lead = (heads,) if heads else ()
-    g = mj.KernelGraph()
-    Q, K, V = g.new_input(lead + (q, d)), g.new_input(lead + (d, kv)), g.new_input(lead + (kv, d))
-    s = g.matmul(Q, K)
-    if scale != 1.0:
-        s = g.mul_scalar(s, scale)
-    e = g.exp(g.sub(s, g.reduce(s, -1, "max")))
-    g.mark_output(g.matmul(g.div(e, g.reduce(e, -1, "sum")), V))
-    return g
-
-
-# (program, reference at shapes small enough for a search of a few seconds, search config)
-SEARCHES = {
-    "rmsnorm_linear": (lambda: paper_graphs.rmsnorm_linear(8, 256, 64, col_tile=16, k_tile=32)[0],
-                       mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2)),
-    "gated_mlp": (lambda: paper_graphs.gated_mlp(8, 128, 32, col_tile=16, k_tile=32)[0],
-                  mj.SearchConfig(max_kernel_ops=1, max_block_ops=6, threads=2)),
-    "lora": (lambda: paper_graphs.lora(8, 64, 32, 8, col_tile=16)[0],
-             mj.SearchConfig(preset="lora", max_kernel_ops=1, max_block_ops=4, threads=2)),
-    "ntrans": (lambda: paper_graphs.ntrans(8, 64)[0],
-               mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2)),
-    "attention": (lambda: attention(16, 8, 32),
-                  mj.SearchConfig(preset="attention", max_kernel_ops=1, max_block_ops=4,
-                                  max_grids=1, threads=2)),
-    # the paper's split-KV kernel plus a combine kernel
-    "gqa_split_kv": (lambda: attention(16, 8, 64, heads=1, scale=8 ** -0.5),
-                     mj.SearchConfig(preset="attention", max_kernel_ops=2, max_block_graphs=2,
-                                     max_block_ops=6, max_block_outputs=2, max_grid_axes=1,
-                                     max_block_inputs=3, max_grids=1, max_forloop_ranges=1,
-                                     time_budget_s=100, threads=2)),
-}
-# float32 against a float64 interpreter and against XLA's own summation order: normwise,
-# relative to the output's largest element (sums of hundreds of products cancel to near-zero
-# elements whose error scales with the operands, not with the result).
-RTOL = 1e-5
-
-# Compiling costs ~2.5 s a kernel on these machines: the best few fused candidates suffice.
-FUSED_PER_PROGRAM = 2
-
-
-def fused_candidates(result):
-    """The best few candidates with the most graph-defined ops (the split-KV pair has two)."""
-    fused = [g for g in result.candidates if any(op.kind == "customized" for op in g.ops)]
-    most = max((sum(op.kind == "customized" for op in g.ops) for g in fused), default=0)
-    return [g for g in fused
-            if sum(op.kind == "customized" for op in g.ops) == most][:FUSED_PER_PROGRAM]
+from search_test_support import RTOL, SEARCHES, fused_candidates
 
 
 @pytest.mark.parametrize("name", sorted(SEARCHES))

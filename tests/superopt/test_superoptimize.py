@@ -22,15 +22,22 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
     random_inputs,
     session_kernel_cache,
 )
-from test_search_cache import skip_if_the_core_changed
+from search_test_support import install_counters, skip_if_the_core_changed
 
 import mirage_jax as mj
-from mirage_jax import _compile, _core, _float_check, _profile
-from mirage_jax.paper_graphs import rmsnorm_linear
-from mirage_jax.runtime import KernelCompileError, compiler, search_cache
+from mirage_jax import _core
+from mirage_jax.runtime import compile as _compile
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import float_check as _float_check
+from mirage_jax.ir.paper_graphs import rmsnorm_linear
+from mirage_jax.runtime import KernelCompileError, compiler
+from mirage_jax.superopt import search_cache
 
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
 TOP_K = 2
+# The test modules a subprocess imports: this one and the shared helpers in tests/.
+SUBPROCESS_PATH = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
+                                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))])
 
 
 def reference():
@@ -290,25 +297,6 @@ def test_the_float_check_is_normwise_and_matches_non_finite_values_exactly():
 # ------------------------------------------------------------------------- warm cache
 
 
-def install_counters(set_attribute) -> dict:
-    """Counts calls of the C++ search and of the kernel compiler; `set_attribute` is
-    monkeypatch.setattr here and the builtin setattr in the second process."""
-    counts = {"search": 0, "compile": 0}
-    real_search, real_compile = _core.search, compiler.compile_shared_library
-
-    def search(*args):
-        counts["search"] += 1
-        return real_search(*args)
-
-    def compile_library(source, library):
-        counts["compile"] += 1
-        return real_compile(source, library)
-
-    set_attribute(_core, "search", search)
-    set_attribute(compiler, "compile_shared_library", compile_library)
-    return counts
-
-
 @pytest.fixture
 def counters(monkeypatch):
     return install_counters(monkeypatch.setattr)
@@ -316,11 +304,13 @@ def counters(monkeypatch):
 
 # The same counting in a fresh process that shares only the cache directory.
 WARM_PROCESS = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, sys.argv[1])
+    import json, os, sys
+    sys.path[:0] = sys.argv[1].split(os.pathsep)
     import mirage_jax as mj
-    from mirage_jax import _core, _profile
-    from mirage_jax.runtime import compiler, search_cache
+    from mirage_jax import _core
+    from mirage_jax.runtime import profile as _profile
+    from mirage_jax.runtime import compiler
+    from mirage_jax.superopt import search_cache
     import test_superoptimize as t
 
     _profile.BUDGET_S = 0.1
@@ -340,7 +330,7 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
     assert "search: loaded from the search cache (no search run)" in f.report()
 
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-P", "-c", WARM_PROCESS, os.path.dirname(__file__)],
+    done = subprocess.run([sys.executable, "-P", "-c", WARM_PROCESS, SUBPROCESS_PATH],
                           env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout.strip().splitlines()[-1])
@@ -351,8 +341,8 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
 def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_scaled_float_check(monkeypatch):
     """The verifier proves exp(s) / Σ exp(s) equal to the max-stabilized softmax (every max
     is 0 in the finite field), and standard-normal data rarely overflows; scaled inputs do."""
-    from mirage_jax import _superoptimize
-    from mirage_jax.paper_graphs import PROGRAMS, gqa_prefill
+    from mirage_jax.superopt import superoptimize as _superoptimize
+    from mirage_jax.ir.paper_graphs import PROGRAMS, gqa_prefill
 
     ref, unstabilized = gqa_prefill(**PROGRAMS["gqa_prefill"].small)
     assert mj.verify_equivalent(ref, unstabilized)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mirage_jax as mj
-from mirage_jax import paper_graphs
+from mirage_jax.ir import paper_graphs
 
 # ------------------------------------------------------------------------ mutation helper
 

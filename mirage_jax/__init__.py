@@ -14,9 +14,9 @@ from mirage_jax.superopt.verify import VerifyResult, verify_equivalent
 def optimize(fun=None, **options):
     """`@mirage_jax.optimize`: run a function's fusible regions as superoptimized kernels.
     Options: config, backend, cache_dir, min_region_flops, static_argnums, static_argnames;
-    see mirage_jax/optimize/decorator.py (imported on first use, so `import mirage_jax` stays
+    see mirage_jax/rewrite/decorator.py (imported on first use, so `import mirage_jax` stays
     light)."""
-    from mirage_jax.optimize.decorator import optimize as _optimize
+    from mirage_jax.rewrite.decorator import optimize as _optimize
 
     return _optimize(fun, **options)
 

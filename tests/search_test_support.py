@@ -16,12 +16,6 @@ from mirage_jax.runtime import compiler
 CONFIG = mj.SearchConfig(threads=2, max_kernel_ops=1, max_block_ops=5)
 
 
-@pytest.fixture
-def root(monkeypatch, tmp_path):
-    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def graphs():
     return rmsnorm_linear(batch=4, hidden=16, out_features=8, col_tile=4, k_tile=4)
 

@@ -122,7 +122,7 @@ def example_arguments(fn, module, specs, args_from, seed):
 
 def run_inspect(target: str, specs=(), args_from=None, seed=0, backend=None,
                 min_region_flops=None, budget=None) -> int:
-    from mirage_jax.optimize.decorator import DEFAULT_CONFIG, Optimized, optimize
+    from mirage_jax.rewrite.decorator import DEFAULT_CONFIG, Optimized, optimize
 
     try:
         fn, module = resolve(target)

@@ -16,6 +16,12 @@ import mirage_jax as mj
 from mirage_jax.superopt import search_cache
 from search_test_support import CONFIG, Searches, graphs, skip_if_the_core_changed
 
+
+@pytest.fixture
+def root(monkeypatch, tmp_path):
+    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
 def test_key_covers_graph_config_backend_and_target_but_not_threads():
     ref, fused = graphs()
     key = search_cache.search_key(ref, CONFIG, "cpu")

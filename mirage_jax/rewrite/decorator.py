@@ -11,7 +11,7 @@ stuck). The rewritten program runs only when it also beats jax.jit of the whole 
 Calls go through one jax.jit per wrapped function: jax does the per-call work (signature,
 cache, argument errors) and specialization happens inside its trace, once per signature,
 so later calls cost what a jitted call costs. Each kernel region is transparent to
-jax.grad, jax.vmap and sharding (mirage_jax/optimize/region.py); custom_jvp/custom_vjp calls
+jax.grad, jax.vmap and sharding (mirage_jax/rewrite/region.py); custom_jvp/custom_vjp calls
 keep their rules (mirage_jax/frontend/flat.py, CustomCall).
 """
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from mirage_jax.frontend.flat import CustomCall, Var, read_value, run_nodes
 from mirage_jax.frontend.partition import Region, partition
-from mirage_jax.optimize.explain import explain as _explain
-from mirage_jax.optimize.region import Settings, region_function, region_kernel
-from mirage_jax.optimize.signature import Signature as _Signature
+from mirage_jax.rewrite.explain import explain as _explain
+from mirage_jax.rewrite.region import Settings, region_function, region_kernel
+from mirage_jax.rewrite.signature import Signature as _Signature
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import config as _region_config
 from mirage_jax.superopt.config import SearchConfig

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import mirage_jax as mj
-from mirage_jax.optimize import region as _optimize_region
+from mirage_jax.rewrite import region as _optimize_region
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
 from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 

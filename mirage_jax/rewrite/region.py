@@ -9,7 +9,7 @@ A region that becomes a kernel runs as
   its plain-jax evaluation); the forward pass keeps only the inputs.
 - custom_vmap: under vmap the batched region is optimized again at its batched shapes (a
   nested `Optimized`, whose own regions fall back as usual).
-- custom_partitioning (mirage_jax/optimize/shard.py): under a sharded jit each device runs the
+- custom_partitioning (mirage_jax/rewrite/shard.py): under a sharded jit each device runs the
   region on its shard, with a kernel specialized for the per-shard shapes.
 """
 
@@ -23,7 +23,7 @@ import numpy as np
 
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
 from mirage_jax.frontend.partition import Region
-from mirage_jax.optimize.explain import RegionReport
+from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.superopt.config import default_config
 from mirage_jax.superopt.superoptimize import superoptimize
 
@@ -118,7 +118,7 @@ def region_function(region: Region, kernel, report: RegionReport, settings: Sett
     """The kernel of `region` made transparent to grad, vmap and sharding (module doc)."""
     import jax
 
-    from mirage_jax.optimize.shard import partitioned
+    from mirage_jax.rewrite.shard import partitioned
 
     def plain(*values):
         return region.evaluate(*values)
@@ -132,7 +132,7 @@ def region_function(region: Region, kernel, report: RegionReport, settings: Sett
         key = (int(axis_size), tuple(bool(b) for b in in_batched))
         opt = batched.get(key)
         if opt is None:
-            from mirage_jax.optimize.decorator import Optimized
+            from mirage_jax.rewrite.decorator import Optimized
 
             axes = tuple(0 if b else None for b in key[1])
 

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
     import mirage_jax as mj
-    from mirage_jax.optimize import shard as _optimize_shard
+    from mirage_jax.rewrite import shard as _optimize_shard
     from mirage_jax.runtime import profile as _profile
     from optimize_test_support import inputs, normwise, rmsnorm_linear
 

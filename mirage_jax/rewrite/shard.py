@@ -96,7 +96,7 @@ def partitioned(region, kernel, report, settings):
             return kernel
         key = tuple(sorted(split.items()))
         if key not in local_kernels:
-            from mirage_jax.optimize.region import region_kernel
+            from mirage_jax.rewrite.region import region_kernel
 
             local = localize(region, factors, split)
             run, local_report = region_kernel(

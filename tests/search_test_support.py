@@ -11,7 +11,7 @@ import mirage_jax as mj
 from mirage_jax import _core
 from mirage_jax.ir import paper_graphs
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
-from mirage_jax.runtime import compiler
+from mirage_jax.runtime import toolchain
 
 CONFIG = mj.SearchConfig(threads=2, max_kernel_ops=1, max_block_ops=5)
 
@@ -108,7 +108,7 @@ def install_counters(set_attribute) -> dict:
     """Counts calls of the C++ search and of the kernel compiler; `set_attribute` is
     monkeypatch.setattr here and the builtin setattr in the second process."""
     counts = {"search": 0, "compile": 0}
-    real_search, real_compile = _core.search, compiler.compile_shared_library
+    real_search, real_compile = _core.search, toolchain.compile_cpu_library
 
     def search(*args):
         counts["search"] += 1
@@ -119,5 +119,5 @@ def install_counters(set_attribute) -> dict:
         return real_compile(source, library)
 
     set_attribute(_core, "search", search)
-    set_attribute(compiler, "compile_shared_library", compile_library)
+    set_attribute(toolchain, "compile_cpu_library", compile_library)
     return counts

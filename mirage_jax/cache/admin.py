@@ -1,8 +1,9 @@
 """Listing, verifying and clearing the on-disk caches (python -m mirage_jax cache ...).
 
-Both caches live under cache_root(): compiled kernels in kernels/ (cache.py) and search
-results in searches/ (search_cache.py). Each entry is a directory named by its key whose
-meta.json records a checksum; each cache knows how to check its own entries.
+Every kind of entry registered with the store (mirage_jax/cache/store.py: compiled kernels,
+search results) lives under cache_root() in its own directory. Each entry is a directory
+named by its key whose meta.json records a checksum; each kind knows how to check its own
+entries. This module knows no kind by name.
 
 export_cache / import_cache move sound entries between machines as one gzipped tar with a
 manifest of every file's sha256 (deployment: search and compile once, serve elsewhere).
@@ -19,20 +20,11 @@ import re
 import shutil
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
-from mirage_jax.cache import store as cache
-from mirage_jax.runtime import kernel_cache
-from mirage_jax.superopt import search_cache
-
-# kind -> (directory under the root, the check of one entry: None or what is wrong)
-KINDS: dict[str, tuple[str, Callable[[Path], str | None]]] = {
-    "kernel": ("kernels", kernel_cache.entry_problem),
-    # CUDA kernels: the same entry layout and checksums, in their own directory.
-    "cuda_kernel": ("cuda_kernels", kernel_cache.entry_problem),
-    search_cache.KIND: (search_cache.DIRECTORY, search_cache.load_problem),
-}
+from mirage_jax.cache import store
+from mirage_jax.cache.store import KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +36,7 @@ class Entry:
     age_s: float  # since it was written
 
     def problem(self) -> str | None:
-        return KINDS[self.kind][1](self.path)
+        return KINDS[self.kind].problem(self.path)
 
 
 def _size(path: Path) -> int:
@@ -54,23 +46,23 @@ def _size(path: Path) -> int:
 def entries(root: Path | None = None) -> Iterator[Entry]:
     """Every entry, by kind then key. Names starting with '.' (locks, entries still being
     written) are not entries."""
-    root = cache.cache_root() if root is None else root
+    root = store.cache_root() if root is None else root
     now = time.time()
-    for kind, (directory, _) in KINDS.items():
-        base = root / directory
+    for kind in KINDS.values():
+        base = root / kind.directory
         if not base.is_dir():
             continue
         for path in sorted(base.iterdir()):
             if path.name.startswith(".") or not path.is_dir():
                 continue
-            yield Entry(kind, path.name, path, _size(path), max(0.0, now - path.stat().st_mtime))
+            yield Entry(kind.name, path.name, path, _size(path), max(0.0, now - path.stat().st_mtime))
 
 
 def cache_directories(root: Path | None = None) -> list[Path]:
     """The directories `clear` removes: each kind's, locks and half-written entries
     included; nothing else under the root."""
-    root = cache.cache_root() if root is None else root
-    return [root / directory for directory, _ in KINDS.values() if (root / directory).exists()]
+    root = store.cache_root() if root is None else root
+    return [root / k.directory for k in KINDS.values() if (root / k.directory).exists()]
 
 
 def human_size(size: float) -> str:
@@ -123,18 +115,18 @@ def _entry_files(path: Path) -> list[str]:
 def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transfer:
     """Writes every sound entry of the cache at `root` into the gzipped tar `archive`, with a
     manifest of each file's sha256. Corrupt entries are left out (Transfer.skipped)."""
-    root = cache.cache_root() if root is None else Path(root)
+    root = store.cache_root() if root is None else Path(root)
     archive = Path(archive)
     result = Transfer(archive=archive, root=root)
-    manifest = {"format": ARCHIVE_FORMAT, "versions": cache.versions(),
-                "core": search_cache._core_digest(), "entries": []}
+    manifest = {"format": ARCHIVE_FORMAT, "versions": store.versions(), **store.fingerprints(),
+                "entries": []}
     chosen = []
     for e in entries(root):
         problem = e.problem()
         if problem is not None:
             result.skipped.append((e.kind, e.key, problem))
             continue
-        files = {name: cache.sha256_of(e.path / name) for name in _entry_files(e.path)}
+        files = {name: store.sha256_of(e.path / name) for name in _entry_files(e.path)}
         manifest["entries"].append({"kind": e.kind, "key": e.key, "files": files})
         chosen.append(e)
         result.done.append((e.kind, e.key))
@@ -152,7 +144,7 @@ def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
             info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
             tar.addfile(info, io.BytesIO(data))
             for e in chosen:
-                directory = KINDS[e.kind][0]
+                directory = KINDS[e.kind].directory
                 for name in _entry_files(e.path):
                     tar.add(e.path / name, arcname=f"{directory}/{e.key}/{name}",
                             recursive=False)
@@ -196,7 +188,7 @@ def _checked_files(tar: tarfile.TarFile, entry: dict, members: dict) -> dict[str
         raise _Refused(f"malformed key {key!r}")
     if not isinstance(files, dict) or not files:
         raise _Refused("the manifest lists no files for it")
-    prefix = f"{KINDS[kind][0]}/{key}/"
+    prefix = f"{KINDS[kind].directory}/{key}/"
     in_archive = {name[len(prefix):] for name in members if name.startswith(prefix)}
     if in_archive != set(files):
         missing = sorted(set(files) - in_archive)
@@ -224,7 +216,7 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
     checked against the manifest's sha256 and every entry by its own cache's check before it
     is published (atomically, under the key's lock); an entry that fails either is refused
     (Transfer.refused) and nothing of it is written. Entries already sound here are kept."""
-    root = cache.cache_root() if root is None else Path(root)
+    root = store.cache_root() if root is None else Path(root)
     archive = Path(archive)
     result = Transfer(archive=archive, root=root)
     try:
@@ -237,12 +229,15 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
             members = {m.name: m for m in tar.getmembers()}
         except (tarfile.TarError, OSError, EOFError) as e:
             raise CacheArchiveError(f"{archive} is truncated or damaged ({e})") from None
-        theirs, ours = manifest.get("versions"), cache.versions()
-        if theirs != ours or manifest.get("core") != search_cache._core_digest():
+        theirs, ours = manifest.get("versions"), store.versions()
+        prints = store.fingerprints()
+        if theirs != ours or any(manifest.get(name) != value for name, value in prints.items()):
+            their_prints = "".join(f" ({name} {str(manifest.get(name))[:12]})" for name in prints)
+            our_prints = "".join(f" ({name} {value[:12]})" for name, value in prints.items())
             result.notes.append(
-                f"the archive was made by {theirs} (core {str(manifest.get('core'))[:12]}), "
-                f"this installation is {ours} (core {search_cache._core_digest()[:12]}): cache "
-                f"keys include these, so this installation will not find its entries")
+                f"the archive was made by {theirs}{their_prints}, this installation is "
+                f"{ours}{our_prints}: cache keys include these, so this installation will not "
+                f"find its entries")
         for entry in manifest["entries"]:
             kind, key = (entry.get("kind"), entry.get("key")) if isinstance(entry, dict) \
                 else (None, None)
@@ -263,15 +258,15 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
 
 def _publish(root: Path, kind: str, key: str, contents: dict[str, bytes]) -> bool:
     """Writes one checked entry; False when a sound one is already there."""
-    directory, check = KINDS[kind]
-    parent = root / directory
+    check = KINDS[kind].problem
+    parent = root / KINDS[kind].directory
     entry = parent / key
-    with cache.locked(parent / ".locks" / f"{key}.lock"):
+    with store.locked(parent / ".locks" / f"{key}.lock"):
         if entry.exists():
             if check(entry) is None:
                 return False
             shutil.rmtree(entry)  # corrupt here, sound in the archive: replace it
-        with cache.staged_entry(parent, key) as staging:
+        with store.staged_entry(parent, key) as staging:
             for name, data in contents.items():
                 (staging / name).parent.mkdir(parents=True, exist_ok=True)
                 (staging / name).write_bytes(data)

@@ -3,7 +3,8 @@ its entries, per-key locks across processes, atomic publication of an entry, and
 
 It knows nothing of what the entries hold: the kernel cache (mirage_jax/runtime/kernel_cache.py)
 and the search cache (mirage_jax/superopt/search_cache.py) each keep their own kind of entry
-under cache_root().
+under cache_root(), and register it here (register_kind) with the check of one entry, so that
+listing, verifying, exporting and importing (mirage_jax/cache/admin.py) work on every kind.
 
 An entry is a directory named by its key. It is built in a temporary directory and renamed
 into place under an fcntl lock per key, so concurrent processes never see half an entry and
@@ -19,6 +20,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -89,3 +92,33 @@ def staged_entry(parent: Path, key: str):
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+# -- kinds of entries ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str  # "kernel", "search", ...: what `cache list` shows
+    directory: str  # under cache_root()
+    # The check of one entry: None when it is sound, else what is wrong.
+    problem: Callable[[Path], str | None]
+
+
+KINDS: dict[str, Kind] = {}
+# What else the entries' keys depend on, by name (the search cache: the C++ core's digest);
+# an exported archive records these, and an import compares them with its own.
+FINGERPRINTS: dict[str, Callable[[], str]] = {}
+
+
+def register_kind(name: str, directory: str, problem: Callable[[Path], str | None]) -> Kind:
+    kind = KINDS[name] = Kind(name, directory, problem)
+    return kind
+
+
+def register_fingerprint(name: str, fingerprint: Callable[[], str]) -> None:
+    FINGERPRINTS[name] = fingerprint
+
+
+def fingerprints() -> dict[str, str]:
+    return {name: fingerprint() for name, fingerprint in FINGERPRINTS.items()}

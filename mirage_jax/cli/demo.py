@@ -14,6 +14,7 @@ import json
 import math
 import time
 
+import jax
 import numpy as np
 
 import mirage_jax as mj
@@ -73,8 +74,6 @@ def run_demo(small: bool, seed: int, superoptimize: bool = True) -> int:
 
 
 def _report_superoptimize(ref: mj.KernelGraph, seed: int) -> bool:
-    import jax
-
     start = time.perf_counter()
     fast = mj.superoptimize(ref, config=DEMO_SEARCH, progress=False)
     print(f"  (superoptimize took {time.perf_counter() - start:.1f} s; a warm cache skips the "

@@ -22,6 +22,12 @@ import os
 import re
 import sys
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mirage_jax.rewrite.decorator import DEFAULT_CONFIG, Optimized, optimize
+
 _DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
            "i32": "int32", "i64": "int64"}
 _SPEC = re.compile(r"^\s*([A-Za-z0-9_]+)\s*\[\s*([0-9,\s]*)\]\s*$")
@@ -33,9 +39,6 @@ class InspectError(Exception):
 
 def parse_spec(spec: str):
     """"f32[8,256]" -> (shape, dtype name)."""
-    import numpy as np
-    import jax.numpy as jnp
-
     m = _SPEC.match(spec)
     if not m:
         raise InspectError(f"--arg {spec!r}: expected DTYPE[D0,D1,...] such as f32[8,256] "
@@ -92,9 +95,6 @@ def resolve(target: str, default_module=None):
 
 def example_arguments(fn, module, specs, args_from, seed):
     """(args, kwargs) from --arg specs, --args, or fn.example_args (module doc)."""
-    import numpy as np
-    import jax.numpy as jnp
-
     if specs:
         rng = np.random.default_rng(seed)
         args = []
@@ -122,8 +122,6 @@ def example_arguments(fn, module, specs, args_from, seed):
 
 def run_inspect(target: str, specs=(), args_from=None, seed=0, backend=None,
                 min_region_flops=None, budget=None) -> int:
-    from mirage_jax.rewrite.decorator import DEFAULT_CONFIG, Optimized, optimize
-
     try:
         fn, module = resolve(target)
         args, kwargs = example_arguments(fn, module, specs, args_from, seed)
@@ -154,8 +152,6 @@ def run_inspect(target: str, specs=(), args_from=None, seed=0, backend=None,
 
 
 def _describe(x) -> str:
-    import jax
-
     shape, dtype = getattr(x, "shape", None), getattr(x, "dtype", None)
     if shape is None:
         leaves = jax.tree_util.tree_leaves(x)

@@ -16,7 +16,10 @@ from __future__ import annotations
 import argparse
 import os
 
+from mirage_jax.cli import inspect as _inspect
+from mirage_jax.cli.cache import run_cache
 from mirage_jax.cli.demo import run_demo
+from mirage_jax.runtime import toolchain
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,25 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     _add_inspect(commands)
     args = parser.parse_args(argv)
     if args.cuda_arch is not None:
-        from mirage_jax.runtime import cuda_compiler
-
         try:
-            cuda_compiler.parse_archs(args.cuda_arch)
-        except cuda_compiler.KernelCompileError as e:
+            toolchain.parse_archs(args.cuda_arch)
+        except toolchain.KernelCompileError as e:
             parser.error(f"--cuda-arch: {e}")
-        os.environ[cuda_compiler.ARCH_ENV] = args.cuda_arch
+        os.environ[toolchain.ARCH_ENV] = args.cuda_arch
     if args.command == "inspect":
-        from mirage_jax.cli.inspect import run_inspect
-
-        return run_inspect(args.target, specs=args.arg, args_from=args.args, seed=args.seed,
+        return _inspect.run_inspect(args.target, specs=args.arg, args_from=args.args, seed=args.seed,
                            backend=args.backend, min_region_flops=args.min_region_flops,
                            budget=args.budget)
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed,
                         superoptimize=not args.no_superoptimize)
     if args.command == "cache":
-        from mirage_jax.cli.cache import run_cache
-
         return run_cache(args.action, yes=getattr(args, "yes", False),
                          path=getattr(args, "path", None))
     parser.error(f"unknown command {args.command!r}")
@@ -77,8 +74,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _add_inspect(commands) -> None:
-    from mirage_jax.cli import inspect as _inspect
-
     inspect = commands.add_parser(
         "inspect", help="optimize MODULE:FUNCTION for example arguments; explain each region",
         description=_inspect.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -15,6 +15,11 @@ import jax
 import jax.extend.core as jcore
 import numpy as np
 
+try:  # jax's own summary of an equation's source line: a private module, so best effort
+    from jax._src import source_info_util
+except ImportError:  # reports then name no source lines
+    source_info_util = None
+
 _INLINE = {
     "jit": ("jaxpr",),
     "pjit": ("jaxpr",),
@@ -138,9 +143,9 @@ def run_nodes(nodes, env) -> None:
 
 
 def _source(eqn) -> str:
+    if source_info_util is None:
+        return ""
     try:
-        from jax._src import source_info_util
-
         return source_info_util.summarize(eqn.source_info)
     except Exception:  # noqa: BLE001 - source info is best effort
         return ""

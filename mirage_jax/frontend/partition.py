@@ -1,101 +1,18 @@
 """Partitioning a flattened jaxpr into regions the superoptimizer can take.
 
-`partition` grows maximal connected, convex regions of supported primitives in topological
-order over the nodes of `flatten` (mirage_jax/frontend/flat.py), and keeps those that hold at
-least one matmul or reduction.
+`partition` grows maximal connected, convex regions of supported primitives (those the rule
+table, mirage_jax/frontend/primitives.py, admits) in topological order over the nodes of
+`flatten` (mirage_jax/frontend/flat.py), and keeps those that hold at least one matmul or
+reduction.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import jax
-import numpy as np
-
-from mirage_jax.frontend.flat import FlatProgram, Lit, Node, Var, flatten, run_nodes
-
-ELEMENTWISE = {"add", "sub", "mul", "div", "exp", "rsqrt", "sqrt", "logistic", "neg", "square",
-               "tanh"}
-REDUCTIONS = {"reduce_sum", "reduce_max"}
-LAYOUT = {"broadcast_in_dim", "reshape", "squeeze", "convert_element_type", "transpose"}
-IDENTITY = {"stop_gradient", "copy", "copy_p"}
-_INTEGER_POWERS = {-2, -1, 1, 2, 3, 4}
-
-
-# -- support ---------------------------------------------------------------------------
-
-
-def dot_general_form(node: Node) -> str | None:
-    """"nn" (rhs [..., k, n]), "nt" (rhs [..., n, k]) or None when not a supported matmul."""
-    (lc, rc), (lb, rb) = node.params["dimension_numbers"]
-    lhs, rhs = node.invars
-    nb = len(lb)
-    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
-        return None
-    if len(lhs.shape) != nb + 2 or len(rhs.shape) != nb + 2:
-        return None
-    if tuple(lc) != (nb + 1,):
-        return None
-    if tuple(rc) == (nb,):
-        return "nn"
-    if tuple(rc) == (nb + 1,):
-        return "nt"
-    return None
-
-
-def is_neg_inf(v) -> bool:
-    return isinstance(v, Lit) and v.value.size == 1 and np.isneginf(v.value.reshape(())).item()
-
-
-def is_float(dtype) -> bool:
-    """A floating dtype, numpy's or ml_dtypes' (bfloat16's numpy kind is "V")."""
-    return bool(jax.numpy.issubdtype(dtype, jax.numpy.floating))
-
-
-def support_reason(node: Node, producers: dict) -> str | None:
-    """None when `node` may join a region, otherwise why not."""
-    name = node.name
-    if any(isinstance(v, Var) and not is_float(v.dtype) for v in node.invars + node.outvars):
-        if name != "convert_element_type":
-            return f"{name}: non-float operand"
-    if any(len(v.shape) > 4 for v in node.outvars):
-        return f"{name}: rank > 4"
-    if name in ELEMENTWISE or name in REDUCTIONS or name in IDENTITY:
-        return None
-    if name in ("broadcast_in_dim", "reshape", "squeeze", "convert_element_type"):
-        if name == "convert_element_type" and not is_float(node.outvars[0].dtype):
-            return "convert_element_type: to a non-float dtype"
-        if name in ("reshape", "squeeze"):
-            # A kernel graph has no reshape: only size-1 dims may come and go. A reshape
-            # that regroups dims stays outside the regions (plain JAX), so it splits them
-            # rather than making the region around it inexpressible.
-            src, dst = node.invars[0].shape, node.outvars[0].shape
-            if [d for d in src if d != 1] != [d for d in dst if d != 1]:
-                return f"{name}: {tuple(src)} -> {tuple(dst)} regroups dims"
-            if node.params.get("dimensions") not in (None, ()):
-                return f"{name}: with a dimensions permutation"
-        return None
-    if name == "transpose":
-        # Only folded into an input layout: the operand must come from outside any region.
-        src = node.invars[0]
-        prod = producers.get(src) if isinstance(src, Var) else None
-        if prod is None or support_reason(prod, producers) is not None:
-            return None
-        return "transpose: of an intermediate value (only region inputs can be transposed)"
-    if name == "dot_general":
-        if dot_general_form(node) is None:
-            return f"dot_general: unsupported dimension_numbers {node.params['dimension_numbers']}"
-        return None
-    if name == "integer_pow":
-        if node.params["y"] in _INTEGER_POWERS:
-            return None
-        return f"integer_pow: y={node.params['y']}"
-    if name == "max":
-        if any(is_neg_inf(v) for v in node.invars):
-            return None  # the softmax stabilizer max(-inf, reduce_max(x))
-        return "max: only max(-inf, x) of a softmax stabilizer is supported"
-    return f"{name}: not a kernel-graph primitive"
-
+from mirage_jax.frontend import primitives
+from mirage_jax.frontend.flat import FlatProgram, Var, flatten, run_nodes
+from mirage_jax.frontend.primitives import admit_reason, dot_general_form
 
 # -- regions ---------------------------------------------------------------------------
 
@@ -151,6 +68,17 @@ class Partition:
     unsupported: dict  # node index -> reason, for nodes left to plain JAX
 
 
+def _is_anchor(name: str) -> bool:
+    """A region is worth a search only when it holds a matmul or a reduction."""
+    found = primitives.rule(name)
+    return found is not None and found.anchor
+
+
+def region_flops(region: Region) -> int:
+    """Floating-point operations of the region as written (primitives.flops per node)."""
+    return sum(primitives.flops(n) for n in region.nodes)
+
+
 def _bits(indices) -> int:
     out = 0
     for i in indices:
@@ -167,7 +95,7 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     )
     nodes = prog.nodes
     producers = {v: n for n in nodes for v in n.outvars}
-    reasons = {n.index: support_reason(n, producers) for n in nodes}
+    reasons = {n.index: admit_reason(n, producers) for n in nodes}
     # A custom derivative call joins regions whole or not at all: when part of its body is
     # unsupported, so is the rest (its rule needs the whole call).
     for call in prog.custom_calls:
@@ -272,7 +200,7 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     for rid in sorted(members, key=lambda r: (members[r] & -members[r]).bit_length()):
         s = members[rid]
         rnodes = [n for n in nodes if s >> n.index & 1]
-        if not any(n.name in REDUCTIONS or n.name == "dot_general" for n in rnodes):
+        if not any(_is_anchor(n.name) for n in rnodes):
             continue
         produced = {v for n in rnodes for v in n.outvars}
         inputs = []

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 
 from mirage_jax import _core
 from mirage_jax.ir import args as _args
+from mirage_jax.ir import evaluate as _evaluate
+from mirage_jax.ir import json as _json
 from mirage_jax.ir.handles import Op, Tensor
 
 _serials = itertools.count(1)
@@ -163,6 +165,11 @@ class _Graph:
     def _check_writable(self, op: str) -> None:
         pass
 
+    @staticmethod
+    def _read_only_block_graph(core) -> BlockGraph:
+        """Wraps a C++ copy of a customized op's block graph (Op.block_graph)."""
+        return BlockGraph._read_only(core)
+
     def __repr__(self):
         return (
             f"<{self.label}: {len(self._core.input_ids())} inputs, "
@@ -213,20 +220,14 @@ class KernelGraph(_Graph):
     def evaluate(self, inputs: Sequence, dtype: str = "float64") -> list:
         """Runs the reference interpreter: one numpy-convertible array per input, in order;
         returns one numpy array of `dtype` per output."""
-        from mirage_jax.ir.evaluate import evaluate  # evaluate reads this module's classes
-
-        return evaluate(self, inputs, dtype)
+        return _evaluate.evaluate(self, inputs, dtype)
 
     def to_json(self) -> str:
-        from mirage_jax.ir.json import kernel_graph_to_json  # json imports this module
-
-        return kernel_graph_to_json(self)
+        return _json.kernel_graph_to_json(self)
 
     @staticmethod
     def from_json(text: str | bytes) -> KernelGraph:
-        from mirage_jax.ir.json import kernel_graph_from_json
-
-        return kernel_graph_from_json(text)
+        return _json.kernel_graph_from_json(text, KernelGraph, BlockGraph)
 
 
 class BlockGraph(_Graph):

@@ -156,9 +156,8 @@ class Op:
         if self.kind != "customized":
             return None
         if self._block_graph is None:
-            from mirage_jax.ir.graph import BlockGraph  # graph.py imports this module
-
-            self._block_graph = BlockGraph._read_only(self._info.block_graph)
+            # graph.py makes the wrapper: it imports this module, so this one cannot import it
+            self._block_graph = self._graph._read_only_block_graph(self._info.block_graph)
         return self._block_graph
 
     @property

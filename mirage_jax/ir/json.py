@@ -5,13 +5,18 @@ tensors, and exactly the attributes its kind carries. Reading replays the builde
 that order, so the C++ core re-checks every rule and the rebuilt graph is identical (same
 tensor ids, same to_json, same hash). Floats are written by Python's json, which round-trips
 them exactly.
+
+graph.py's KernelGraph.to_json/from_json call these; this module does not import graph.py
+(the graph classes it rebuilds are passed in), so that the two do not import each other.
 """
 
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING, Any
 
-from mirage_jax.ir.graph import BlockGraph, KernelGraph, _Graph
+if TYPE_CHECKING:
+    from mirage_jax.ir.graph import BlockGraph, KernelGraph, _Graph
 
 FORMAT = "mirage_jax.kernel_graph"
 VERSION = 1
@@ -100,7 +105,11 @@ def _attr_to_json(op, key: str):
 # -- reading -----------------------------------------------------------------------------
 
 
-def kernel_graph_from_json(text: str | bytes) -> KernelGraph:
+def kernel_graph_from_json(
+    text: str | bytes, kernel_graph: type[KernelGraph], block_graph: type[BlockGraph]
+) -> KernelGraph:
+    """The graph `text` records, rebuilt as a `kernel_graph` whose customized ops hold
+    `block_graph`s."""
     if not isinstance(text, (str, bytes, bytearray)):
         raise TypeError(f"from_json: expected a JSON string, got {type(text).__name__}")
     try:
@@ -113,20 +122,22 @@ def kernel_graph_from_json(text: str | bytes) -> KernelGraph:
     _expect(doc.get("version") == VERSION, "the document",
             f"has version {doc.get('version')!r}; this reader supports version {VERSION}")
     _check_keys(doc, {"format", "version", "ops"}, "the document")
-    graph = KernelGraph()
-    _replay_ops(graph, doc["ops"], _KERNEL_ATTRS, "ops")
+    graph = kernel_graph()
+    _replay_ops(graph, doc["ops"], _KERNEL_ATTRS, "ops", block_graph)
     return graph
 
 
-def _block_graph_from_json(obj, where: str) -> BlockGraph:
+def _block_graph_from_json(obj: Any, where: str, block_graph: type[BlockGraph]) -> BlockGraph:
     _expect(isinstance(obj, dict), where, "must be a JSON object")
     _check_keys(obj, {"grid", "forloop_range", "ops"}, where)
-    graph = _call(lambda: BlockGraph(obj["grid"], obj["forloop_range"]), where)
-    _replay_ops(graph, obj["ops"], _BLOCK_ATTRS, f"{where}.ops")
+    graph = _call(lambda: block_graph(obj["grid"], obj["forloop_range"]), where)
+    _replay_ops(graph, obj["ops"], _BLOCK_ATTRS, f"{where}.ops", block_graph)
     return graph
 
 
-def _replay_ops(graph: _Graph, ops, attrs_of: dict, where: str) -> None:
+def _replay_ops(
+    graph: _Graph, ops: Any, attrs_of: dict, where: str, block_graph: type[BlockGraph]
+) -> None:
     _expect(isinstance(ops, list), where, "must be a list of ops")
     tensors = {}  # recorded tensor id -> the rebuilt Tensor
     for index, obj in enumerate(ops):
@@ -147,7 +158,9 @@ def _replay_ops(graph: _Graph, ops, attrs_of: dict, where: str) -> None:
                 f"has {len(inputs)} inputs, expected {arity}")
         values = {key: obj[key] for key in attrs}
         if kind == "customized":
-            values["block_graph"] = _block_graph_from_json(obj["block_graph"], f"{at}.block_graph")
+            values["block_graph"] = _block_graph_from_json(
+                obj["block_graph"], f"{at}.block_graph", block_graph
+            )
         results = _call(lambda: _build(graph, kind, inputs, values), at)
         recorded = _id_list(obj, "outputs", at)
         _expect(len(recorded) == len(results), at,
@@ -159,7 +172,7 @@ def _replay_ops(graph: _Graph, ops, attrs_of: dict, where: str) -> None:
 
 def _build(graph: _Graph, kind: str, inputs: list, values: dict) -> list:
     """One builder call; returns the new tensors (none for outputs)."""
-    block = isinstance(graph, BlockGraph)
+    block = graph._is_block
     if kind == "input":
         if block:
             v = values

@@ -18,14 +18,20 @@ keep their rules (mirage_jax/frontend/flat.py, CustomCall).
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from mirage_jax.frontend.flat import CustomCall, Var, read_value, run_nodes
 from mirage_jax.frontend.partition import Region, partition
 from mirage_jax.rewrite.explain import explain as _explain
-from mirage_jax.rewrite.region import Settings, region_function, region_kernel
+from mirage_jax.rewrite.region import Settings, region_kernel
+from mirage_jax.rewrite.transparent import region_function
 from mirage_jax.rewrite.signature import Signature as _Signature
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import config as _region_config
@@ -73,8 +79,6 @@ def _as_tuple(x, what, kind):
 def _infer_static(fun, nums: tuple, names: tuple) -> tuple[tuple, tuple]:
     """As jax.jit does: a static name also marks its positional slot static, and a static
     position its name, where inspect.signature can tell."""
-    import inspect
-
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
@@ -125,8 +129,6 @@ class Optimized:
         # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
         jitted = self._jitted
         if jitted is None:
-            import jax
-
             @functools.wraps(self._fun)  # jax.jit's errors name the user's function
             def traced(*args, **kwargs):
                 return self._trace(*args, **kwargs)
@@ -190,23 +192,22 @@ class _Specialization:
     whole_program_kept: bool = True  # False: slower than jax.jit as a whole, runs as that
 
     def call(self, leaves):
-        import jax
-
         return jax.tree_util.tree_unflatten(self.out_tree, self.run(*leaves))
 
 
 def _backend(requested: str) -> str:
-    import jax
-
     if requested != "auto":
         return requested
     platform = jax.default_backend()
     return {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda"}.get(platform, "xla")
 
 
-def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
-    import jax
+def _respecialize(fun: Callable, settings: Settings) -> Optimized:
+    """`fun` optimized on its own with `settings` (a region batched under vmap)."""
+    return Optimized(fun, settings=settings)
 
+
+def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     def flat_fun(*arrays):
         call_args, call_kwargs = sig.rebuild(list(arrays))
         return opt._fun(*call_args, **call_kwargs)
@@ -226,7 +227,7 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
         kernel, report = region_kernel(region, settings)
         reports.append(report)
         if kernel is not None:
-            kernels[id(region)] = region_function(region, kernel, report, settings)
+            kernels[id(region)] = region_function(region, kernel, report, settings, _respecialize)
     program = part.program
     kernel_regions = [r for r in part.regions if id(r) in kernels]
     units = _schedule(program, kernel_regions + _whole_calls(program, kernel_regions))
@@ -259,10 +260,6 @@ def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
     XLA on that region alone, but the regions' boundaries also stop XLA fusing across them:
     the rewritten program is timed against jax.jit of the whole function, on random inputs
     of the signature, and runs only when it is faster."""
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-
     rng = np.random.default_rng(0)
     try:
         with jax.ensure_compile_time_eval():

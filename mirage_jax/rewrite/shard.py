@@ -1,4 +1,4 @@
-"""Per-shard kernels under a sharded jit (DESIGN.md §5.4): a region's kernel wrapped in
+"""Per-shard kernels under a sharded jit: a region's kernel wrapped in
 `jax.experimental.custom_partitioning`.
 
 A plain custom call has no partitioning rule, so XLA would gather every operand onto each
@@ -18,7 +18,11 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+from jax.experimental.custom_partitioning import custom_partitioning
+from jax.sharding import NamedSharding, PartitionSpec
+
 from mirage_jax.frontend.factors import all_values, localize, region_factors
+from mirage_jax.rewrite.region import region_kernel
 
 
 def _spec_axes(entry) -> tuple:
@@ -43,8 +47,6 @@ def partitioned(region, kernel, report, settings):
     splittable = [i for i in range(factors.count) if factors.splittable(i)]
     if not any(i in splittable for v in region.inputs for i in factors.of(v)):
         return kernel
-
-    from jax.experimental.custom_partitioning import custom_partitioning
 
     def side(values):
         return ", ".join(" ".join(names[f] for f in factors.of(v)) for v in values)
@@ -76,8 +78,6 @@ def partitioned(region, kernel, report, settings):
         return chosen
 
     def shardings_for(mesh, chosen, vs):
-        from jax.sharding import NamedSharding, PartitionSpec
-
         def entry(f):
             axes = chosen.get(f, ())
             return None if not axes else axes[0] if len(axes) == 1 else axes
@@ -96,8 +96,6 @@ def partitioned(region, kernel, report, settings):
             return kernel
         key = tuple(sorted(split.items()))
         if key not in local_kernels:
-            from mirage_jax.rewrite.region import region_kernel
-
             local = localize(region, factors, split)
             run, local_report = region_kernel(
                 local, dataclasses.replace(settings, sources=tuple(report.sources)))
@@ -125,8 +123,6 @@ def partitioned(region, kernel, report, settings):
         return shardings_for(mesh, chosen, region.outputs)
 
     def partition(mesh, arg_shapes, result_shape):
-        from jax.sharding import NamedSharding
-
         shardings = [a.sharding for a in arg_shapes]
         if not all(isinstance(s, NamedSharding) for s in shardings):
             warnings.warn(f"mirage_jax.optimize: {report.headline()}: operand shardings "

@@ -1,107 +1,97 @@
 """generate_code and compile: a KernelGraph's customized ops as generated kernels, the rest
-as lax ops (DESIGN.md §5.3, §6)."""
+as lax ops (mirage_jax/runtime/lower.py). The target is a Backend record
+(mirage_jax/runtime/backends.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from mirage_jax import _core
+import jax
+
 from mirage_jax.ir.graph import KernelGraph
-
-BACKENDS = ("cpu", "cuda")
-
-
-def _check_backend(backend: str, what: str) -> None:
-    if backend not in BACKENDS:
-        raise NotImplementedError(
-            f"{what}: backend {backend!r} is not supported (available: 'cpu', 'cuda')"
-        )
+from mirage_jax.runtime import ffi_targets, kernel_cache
+from mirage_jax.runtime.backends import Backend, backend_named
+from mirage_jax.runtime.lower import lower_kernel_graph
 
 
-def _check_graph(kg, what: str) -> None:
+@dataclass(frozen=True)
+class CompiledGraph:
+    """A KernelGraph made callable: `fn` as `compile` returns it, and `source`, the
+    generated code of its kernels ("" when it has none)."""
+
+    fn: Callable[..., tuple[jax.Array, ...]]
+    source: str
+
+
+def _check_graph(kg: object, what: str) -> KernelGraph:
     if not isinstance(kg, KernelGraph):
         raise TypeError(f"{what}: expected a mirage_jax KernelGraph, got {type(kg).__name__}")
+    return kg
 
 
-def _cpu_kernels(kg: KernelGraph) -> dict[int, tuple[str, str]]:
+def _kernels(kg: KernelGraph, target: Backend, options: dict[str, Any]) -> dict[int, tuple[str, str]]:
     """op index -> (handler symbol, source) for every customized op of kg."""
     kernels = {}
     for op in kg.ops:
-        if op.kind != "customized":
-            continue
-        bg = op.block_graph._core
-        symbol = _core.cpu_kernel_symbol(bg)
-        kernels[op.index] = (symbol, _core.generate_cpu_kernel(bg, symbol))
+        if op.kind == "customized":
+            kernels[op.index] = target.generate(op.block_graph._core, options)
     return kernels
 
 
-def _cuda_kernels(kg: KernelGraph) -> dict[int, tuple[str, str]]:
-    """op index -> (handler symbol, CUDA source) for every customized op of kg, with shared
-    memory planned for the smallest limit of the target architectures."""
-    from mirage_jax.runtime import cuda_compiler
-
-    limit = cuda_compiler.shared_memory_limit(cuda_compiler.target_archs())
-    kernels = {}
-    for op in kg.ops:
-        if op.kind != "customized":
-            continue
-        bg = op.block_graph._core
-        symbol = _core.cuda_kernel_symbol(bg)
-        kernels[op.index] = (symbol, _core.generate_cuda_kernel(bg, symbol, limit))
-    return kernels
-
-
-def _kernels(kg: KernelGraph, backend: str) -> dict[int, tuple[str, str]]:
-    return _cuda_kernels(kg) if backend == "cuda" else _cpu_kernels(kg)
+def _source(kernels: dict[int, tuple[str, str]]) -> str:
+    units = dict(kernels.values())  # equal block graphs share a symbol: each kernel once
+    return "\n".join(units.values())
 
 
 def generate_code(kg: KernelGraph, backend: str = "cpu") -> str:
     """The generated source of every customized op of `kg`, as one translation unit (each
     kernel once, in op order; empty when kg has no customized op)."""
     _check_graph(kg, "generate_code")
-    _check_backend(backend, "generate_code")
-    units = dict(_kernels(kg, backend).values())  # equal block graphs share a symbol
-    return "\n".join(units.values())
+    target = backend_named(backend, "generate_code")
+    return _source(_kernels(kg, target, target.options()))
 
 
-def compile(kg: KernelGraph, backend: str = "cpu") -> Callable:  # noqa: A001 (public API name)
-    """A function of jax arrays, one per input of `kg` in order, returning a tuple with one
-    array per output. Usable eagerly or inside jax.jit: predefined ops run as lax ops and each
-    customized op is one XLA FFI custom call to its generated, compiled kernel. Kernels are
-    compiled here (or found in the cache, see mirage_jax.runtime), not when it is called."""
-    _check_graph(kg, "compile")
-    _check_backend(backend, "compile")
-    # jax loads here, not on `import mirage_jax`: building and searching graphs need no jax.
-    import jax
+def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> CompiledGraph:
+    """`compile`'s function together with the source it compiled (generated once)."""
+    _check_graph(kg, what)
+    target = backend_named(backend, what)
+    options = target.options()
+    kernels = _kernels(kg, target, options)
 
-    from mirage_jax.runtime.lower import lower_kernel_graph
-    from mirage_jax.runtime.ffi_targets import register_cpu_target
-    from mirage_jax.runtime.kernel_cache import shared_library_for
+    def library(kernel: tuple[str, str]) -> Path:
+        return kernel_cache.library_for(kernel[1], target, options)
 
-    targets = {}
-    result_types = {}
-    for op in kg.ops:
-        if op.kind == "customized":
-            result_types[op.index] = [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in op.outputs]
-    if backend == "cuda":
-        from mirage_jax.runtime import cuda_compiler, cuda_library_for, register_cuda_target
-
-        from concurrent.futures import ThreadPoolExecutor
-
-        archs = cuda_compiler.target_archs()
-        kernels = _cuda_kernels(kg)
-        # nvcc takes seconds a kernel: build a graph's kernels side by side.
-        with ThreadPoolExecutor(max_workers=max(1, min(len(kernels), 4))) as pool:
-            libraries = dict(zip(kernels, pool.map(
-                lambda kernel: cuda_library_for(kernel[1], archs), kernels.values())))
-        for index, (symbol, _) in kernels.items():
-            targets[index] = register_cuda_target(symbol, libraries[index])
+    workers = max(1, min(len(kernels), target.parallel_builds))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            libraries = dict(zip(kernels, pool.map(library, kernels.values())))
     else:
-        for index, (symbol, source) in _cpu_kernels(kg).items():
-            targets[index] = register_cpu_target(symbol, shared_library_for(source))
+        libraries = {index: library(kernel) for index, kernel in kernels.items()}
+    targets = {
+        index: ffi_targets.register_target(symbol, libraries[index], target.platform)
+        for index, (symbol, _) in kernels.items()
+    }
+    result_types = {
+        op.index: [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in op.outputs]
+        for op in kg.ops
+        if op.kind == "customized"
+    }
 
-    def lower_customized(index, args):
+    def lower_customized(index: int, args: Any) -> Any:
         call = jax.ffi.ffi_call(targets[index], result_types[index], vmap_method="sequential")
         return call(*args)
 
-    return lower_kernel_graph(kg, lower_customized)
+    return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
+
+
+def compile(kg: KernelGraph, backend: str = "cpu") -> Callable[..., tuple[jax.Array, ...]]:  # noqa: A001 (public API name)
+    """A function of jax arrays, one per input of `kg` in order, returning a tuple with one
+    array per output. Usable eagerly or inside jax.jit: predefined ops run as lax ops and each
+    customized op is one XLA FFI custom call to its generated, compiled kernel. Kernels are
+    compiled here (or found in the cache, mirage_jax/runtime/kernel_cache.py), not when it is
+    called."""
+    return build(kg, backend, "compile").fn

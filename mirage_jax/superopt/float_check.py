@@ -1,4 +1,4 @@
-"""The final float check of a chosen candidate (DESIGN.md §4): its outputs at full size, on
+"""The final float check of a chosen candidate: its outputs at full size, on
 random data, against XLA's outputs of the original graph.
 
 The verifier proves candidates equal over finite fields; this check catches what it cannot
@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import jax.numpy as jnp
 import numpy as np
 
 FLOAT32_FLOOR = 2.0**-13
@@ -39,8 +40,6 @@ STRESS_SCALE = 16.0
 
 def tolerance(dtypes: Sequence[str]) -> float:
     """The tolerance for an output computed from (and stored in) `dtypes`."""
-    import jax.numpy as jnp  # bfloat16's finfo lives in jax's ml_dtypes
-
     eps = max(float(jnp.finfo(d).eps) for d in dtypes)
     return max(EPS_FACTOR * eps, FLOAT32_FLOOR)
 

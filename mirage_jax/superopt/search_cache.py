@@ -1,11 +1,12 @@
-"""The on-disk cache of search results (DESIGN.md §7).
+"""The on-disk cache of search results, one kind of entry of the shared store
+(mirage_jax/cache/store.py).
 
 A search costs seconds to hours; its result depends only on the input graph, the search
 config, the backend and target, and the code doing the search. The key hashes exactly those
 (the C++ core's own bytes included, so a rebuilt search never reuses an older one's answer).
 An entry is a directory searches/<key>/ holding result.json (the candidates as KernelGraph
 JSON, their costs, the stats and the reason) and meta.json (versions and result.json's
-sha256). Entries are published with the kernel cache's staging and lock (cache.py), so two
+sha256). Entries are published with the store's staging and lock, so two
 processes never search one key at once: the second waits for the first and then reads its
 entry. An entry that fails its checksum or does not parse is deleted and searched again, with
 a warning.
@@ -22,14 +23,17 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from mirage_jax import _core
 from mirage_jax.cache import store as cache
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt.search import SearchResult, SearchStats
 
 KIND = "search"
 DIRECTORY = "searches"
 _RESULT = "result.json"
 _META = "meta.json"
 # Thread count is left out of the key: the search returns the same candidates, in the same
-# order, whatever the number of threads (DESIGN.md §4).
+# order, whatever the number of threads (cc/search/result_set.h).
 _FIELDS_NOT_IN_KEY = ("threads",)
 # A search a hook stopped holds whatever it had found by then; it is not worth keeping.
 _UNCACHED_REASONS = ("stopped",)
@@ -37,8 +41,6 @@ _UNCACHED_REASONS = ("stopped",)
 
 @functools.lru_cache(maxsize=1)
 def _core_digest() -> str:
-    from mirage_jax import _core
-
     return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()
 
 
@@ -68,9 +70,6 @@ def _encode(result) -> str:
 
 
 def _decode(text: str):
-    from mirage_jax.ir.graph import KernelGraph
-    from mirage_jax.superopt.search import SearchResult, SearchStats
-
     doc = json.loads(text)
     candidates = [KernelGraph.from_json(c) for c in doc["candidates"]]
     if len(candidates) != len(doc["costs"]):
@@ -107,6 +106,10 @@ def load_problem(entry: Path) -> str | None:
     """None when `entry` loads as a sound result, else what is wrong (the thorough check of
     `cache verify`: the checksum, then every candidate graph through the IR's checks)."""
     return _load(entry)[1]
+
+
+cache.register_kind(KIND, DIRECTORY, load_problem)
+cache.register_fingerprint("core", _core_digest)
 
 
 def _store(searches: Path, key: str, result) -> None:

@@ -9,16 +9,21 @@ be compiled, run, re-verified or float-checked is dropped, and one warning lists
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import warnings
 from collections.abc import Callable
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 from absl import logging
 
 from mirage_jax.cache import store
 from mirage_jax.ir import args as _args
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.runtime import backends
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
@@ -97,7 +102,7 @@ def superoptimize(kg: KernelGraph, config: SearchConfig | None = None, backend: 
     elif not isinstance(config, SearchConfig):
         raise TypeError(f"superoptimize: argument 'config' must be a mirage_jax SearchConfig, "
                         f"got {type(config).__name__}")
-    _compile._check_backend(backend, "superoptimize")
+    backends.backend_named(backend, "superoptimize")
     top_k = _args.integer(top_k, "superoptimize", "top_k")
     if top_k < 1:
         raise ValueError(f"superoptimize: argument 'top_k' must be >= 1, got {top_k}")
@@ -119,10 +124,6 @@ def _cuda_setup(config: SearchConfig):
     """(the GPU the candidates and XLA are timed on, the config): a config left at the CPU
     target ranks for the visible GPU's class instead (H100-class for compute capability 9.x,
     else A100-class). RuntimeError when no GPU is visible."""
-    import dataclasses
-
-    import jax
-
     try:
         gpu = jax.devices("gpu")[0]
     except RuntimeError as e:
@@ -139,6 +140,17 @@ def _error_head(e: BaseException) -> str:
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
     head = " | ".join(lines[:3]) or "(no message)"
     return f"{type(e).__name__}: {head[:400]}"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Runnable:
+    """A candidate compiled and run once: its jitted function, its outputs on the timing
+    inputs, and the generated source it was compiled from."""
+
+    graph: KernelGraph
+    fn: Callable
+    outputs: tuple
+    source: str
 
 
 class _Run:
@@ -210,27 +222,25 @@ class _Run:
 
     # -- compile, run once -------------------------------------------------------------
 
-    def _compiled(self, graph: KernelGraph, name: str, inputs) -> tuple[Callable, tuple] | None:
-        """(jitted function, its outputs on `inputs`), or None when it failed (recorded)."""
-        import jax
-
+    def _compiled(self, graph: KernelGraph, name: str, inputs) -> _Runnable | None:
+        """The candidate compiled and run once on `inputs`, or None when that failed
+        (recorded)."""
         stage = "compilation"
         try:
-            fn = jax.jit(_compile.compile(graph, self.backend))
+            built = _compile.build(graph, self.backend, "superoptimize")
+            fn = jax.jit(built.fn)
             stage = "first run"
             outputs = jax.block_until_ready(fn(*inputs))
         except Exception as e:  # noqa: BLE001 (a bad candidate is dropped, not fatal)
             self.dropped.append((name, f"{stage} failed: {_error_head(e)}"))
             return None
-        return fn, outputs
+        return _Runnable(graph, fn, outputs, built.source)
 
     @staticmethod
     def _stress_check(candidate_fn, xla_fn, inputs, input_dtypes) -> _float_check.FloatCheck:
         """The verifier treats every max as a softmax stabilizer (exactly 0), so it accepts
         exp(s) where the program has exp(s - max s): equal in algebra, but it overflows once
         the scores are large. Standard-normal inputs rarely show it; scaled inputs do."""
-        import jax
-
         scaled = [x * _float_check.STRESS_SCALE for x in inputs]
         want = jax.block_until_ready(xla_fn(*scaled))
         got = jax.block_until_ready(candidate_fn(*scaled))
@@ -239,10 +249,6 @@ class _Run:
     # -- the whole run ---------------------------------------------------------------
 
     def choose(self) -> Superoptimized:
-        import jax
-        import jax.numpy as jnp
-        import numpy as np
-
         original = self.kg.hash()
         self.result = self._search()
         contenders = []
@@ -268,19 +274,19 @@ class _Run:
             self._log("compiling candidate %d/%d (%s)", i + 1, len(contenders), name)
             compiled = self._compiled(graph, name, inputs)
             if compiled is not None:
-                runnable[name] = (graph, *compiled)
+                runnable[name] = compiled
 
         self._log("timing %d candidates and XLA", len(runnable))
-        functions = {XLA: xla_fn, **{name: fn for name, (_, fn, _) in runnable.items()}}
+        functions = {XLA: xla_fn, **{name: r.fn for name, r in runnable.items()}}
         self.timings, self.rounds = _profile.median_times(functions, inputs)
 
-        chosen, fn = self.kg, xla_fn
+        chosen, fn, source = self.kg, xla_fn, ""
         input_dtypes = [t.dtype for t in self.kg.inputs]
         forced = keep_kernels()
         for name in sorted(runnable, key=self.timings.__getitem__):
             if self.timings[name] >= self.timings[XLA] and not forced:
                 break
-            graph, candidate_fn, outputs = runnable[name]
+            graph, candidate_fn, outputs = runnable[name].graph, runnable[name].fn, runnable[name].outputs
             # Trials independent of the search's own (another seed): a second, fresh proof, which
             # also guards against a cache entry edited behind its checksum's back.
             verdict = verify_equivalent(self.kg, graph, seed=(self.config.seed + 1) % 2**64)
@@ -302,13 +308,13 @@ class _Run:
                 self.dropped.append((name, f"slower than XLA when timed again on its own "
                                            f"({self.confirmation})"))
                 break
-            chosen, fn, self.verification, self.float_check = graph, candidate_fn, verdict, check
+            chosen, fn, source = graph, candidate_fn, runnable[name].source
+            self.verification, self.float_check = verdict, check
             break
 
         self._warn_dropped(chosen)
         chosen_time = self.timings[XLA] if chosen is self.kg else self.timings[chosen.hash()]
         speedup = self.timings[XLA] / chosen_time if chosen_time > 0 else 1.0
-        source = "" if chosen is self.kg else _compile.generate_code(chosen, self.backend)
         return Superoptimized(chosen, fn, source, dict(self.timings), speedup,
                               self._report(chosen, speedup))
 

@@ -13,7 +13,7 @@ import pytest
 
 from mirage_jax.cli.main import main
 from mirage_jax.cache import admin as cache_admin
-from mirage_jax.runtime import compiler, kernel_cache
+from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
 from search_test_support import CONFIG, Searches, graphs
 
@@ -27,10 +27,10 @@ def source(monkeypatch, tmp_path):
     def fake_compiler(src, library):
         library.write_bytes(b"compiled:" + src.read_bytes())
 
-    monkeypatch.setattr(compiler, "compile_shared_library", fake_compiler)
+    monkeypatch.setattr(toolchain, "compile_cpu_library", fake_compiler)
     search_cache.cached_search(graphs()[0], CONFIG, "cpu", Searches())
-    kernel_cache.shared_library_for("// kernel one")
-    kernel_cache.shared_library_for("// kernel two")
+    kernel_cache.library_for("// kernel one")
+    kernel_cache.library_for("// kernel two")
     return path
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mirage_jax.cli.main import main
 from mirage_jax.cache import store as cache
-from mirage_jax.runtime import compiler, kernel_cache
+from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
 from search_test_support import CONFIG, Searches, graphs
 
@@ -25,10 +25,10 @@ def root(monkeypatch, tmp_path):
     def fake_compiler(source, library):
         library.write_bytes(b"compiled:" + source.read_bytes())
 
-    monkeypatch.setattr(compiler, "compile_shared_library", fake_compiler)
+    monkeypatch.setattr(toolchain, "compile_cpu_library", fake_compiler)
     search_cache.cached_search(graphs()[0], CONFIG, "cpu", Searches())
-    kernel_cache.shared_library_for("// kernel one")
-    kernel_cache.shared_library_for("// kernel two")
+    kernel_cache.library_for("// kernel one")
+    kernel_cache.library_for("// kernel two")
     return path
 
 
@@ -123,13 +123,14 @@ def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_pa
 
 
 def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch):
-    from mirage_jax.runtime import cuda_cache, cuda_compiler
+    from mirage_jax.runtime import backends, toolchain
 
     def fake_nvcc(source, library, archs):
         library.write_bytes(b"cubin:" + source.read_bytes())
 
-    monkeypatch.setattr(cuda_compiler, "compile_shared_library", fake_nvcc)
-    library = cuda_cache.cuda_library_for("// cuda kernel", ["80"])
+    monkeypatch.setattr(toolchain, "compile_cuda_library", fake_nvcc)
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80")
+    library = kernel_cache.library_for("// cuda kernel", backends.CUDA)
     (key,) = keys(root, "cuda_kernels")
     status, out = run(capsys, "list")
     assert status == 0 and out.startswith(f"cache {root}: 4 entries, ")
@@ -141,12 +142,12 @@ def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch):
 
 
 def test_cuda_arch_option_sets_the_architectures_or_names_a_bad_value(root, capsys, monkeypatch):
-    from mirage_jax.runtime import cuda_compiler
+    from mirage_jax.runtime import toolchain
 
-    monkeypatch.delenv(cuda_compiler.ARCH_ENV, raising=False)
+    monkeypatch.delenv(toolchain.ARCH_ENV, raising=False)
     assert main(["--cuda-arch", "80,90a", "cache", "list"]) == 0
-    assert os.environ[cuda_compiler.ARCH_ENV] == "80,90a"
-    assert cuda_compiler.target_archs() == ("80", "90a")
+    assert os.environ[toolchain.ARCH_ENV] == "80,90a"
+    assert toolchain.target_archs() == ("80", "90a")
     with pytest.raises(SystemExit) as exit_info:
         main(["--cuda-arch", "eighty", "cache", "list"])
     assert exit_info.value.code == 2

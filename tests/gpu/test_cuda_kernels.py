@@ -23,7 +23,7 @@ from search_test_support import SEARCHES, fused_candidates
 import mirage_jax as mj
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.ir.paper_graphs import PROGRAMS
-from mirage_jax.runtime import cuda_compiler, cuda_library_for
+from mirage_jax.runtime import backends, kernel_cache
 
 
 def _gpu():
@@ -58,10 +58,10 @@ def cache_and_prebuild(tmp_path_factory):
     sources = set()  # one per kernel, as mj.compile builds them
     for name, size, dtype in CASES:
         _, fused = PROGRAMS[name].build(**SHAPES[size](PROGRAMS[name]), dtype=dtype)
-        sources.update(source for _, source in _compile._cuda_kernels(fused).values())
-    archs = cuda_compiler.target_archs()
+        options = backends.CUDA.options()
+        sources.update(source for _, source in _compile._kernels(fused, backends.CUDA, options).values())
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
-        list(pool.map(lambda s: cuda_library_for(s, archs), sources))
+        list(pool.map(lambda s: kernel_cache.library_for(s, backends.CUDA), sources))
     yield
     if previous is None:
         del os.environ["MIRAGE_JAX_CACHE"]

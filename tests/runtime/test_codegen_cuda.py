@@ -31,7 +31,8 @@ from search_test_support import SEARCHES, fused_candidates
 import mirage_jax as mj
 from mirage_jax import _core
 from mirage_jax.ir.paper_graphs import PROGRAMS
-from mirage_jax.runtime import KernelCompileError, cuda_compiler
+from mirage_jax.runtime import toolchain
+from mirage_jax.runtime.toolchain import KernelCompileError
 
 ARCHS = ("80", "90a")
 
@@ -39,19 +40,19 @@ ARCHS = ("80", "90a")
 @pytest.fixture(scope="module")
 def nvcc():
     try:
-        return cuda_compiler.find_nvcc()
+        return toolchain.find_nvcc()
     except KernelCompileError as e:
         pytest.skip(f"CUDA compile checks need nvcc: {e}")
 
 
 @pytest.fixture(autouse=True)
 def archs(monkeypatch):
-    monkeypatch.setenv(cuda_compiler.ARCH_ENV, ",".join(ARCHS))
+    monkeypatch.setenv(toolchain.ARCH_ENV, ",".join(ARCHS))
 
 
 def kernels_of(graph: mj.KernelGraph) -> dict[str, str]:
     """symbol -> CUDA source of every customized op, planned for ARCHS."""
-    limit = cuda_compiler.shared_memory_limit(ARCHS)
+    limit = toolchain.shared_memory_limit(ARCHS)
     out = {}
     for op in graph.ops:
         if op.kind == "customized":
@@ -83,7 +84,7 @@ def test_every_paper_graph_compiles_for_sm80_and_sm90a(nvcc):
                 assert found, f"{name}: the fused graph has no customized op"
                 kernels.update(found)
     assert len(kernels) >= 4 * len(PROGRAMS)
-    cuda_compiler.check_compiles(two_units(kernels), ARCHS, jobs=2)
+    toolchain.check_cuda_compiles(two_units(kernels), ARCHS, jobs=2)
 
 
 @pytest.fixture(scope="module")
@@ -102,7 +103,7 @@ def test_every_search_result_compiles_for_sm80_and_sm90a(nvcc, search_results):
     for fused in search_results.values():
         for graph in fused:
             kernels.update(kernels_of(graph))
-    cuda_compiler.check_compiles(two_units(kernels), ARCHS, jobs=2)
+    toolchain.check_cuda_compiles(two_units(kernels), ARCHS, jobs=2)
 
 
 def test_generate_code_names_each_kernel_once():
@@ -118,23 +119,23 @@ def test_generate_code_names_each_kernel_once():
 
 def test_a_broken_source_is_a_compile_error_with_diagnostics(nvcc):
     with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*unit0\.cu.*error"):
-        cuda_compiler.check_compiles(["this is not CUDA;\n"], ARCHS)
+        toolchain.check_cuda_compiles(["this is not CUDA;\n"], ARCHS)
 
 
 def test_a_bad_architecture_is_a_clear_error(nvcc, monkeypatch):
     _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
-    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,sm90x")
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80,sm90x")
     with pytest.raises(KernelCompileError, match=r"MIRAGE_JAX_CUDA_ARCH='80,sm90x'.*bad: sm90x"):
         mj.generate_code(fused, backend="cuda")
     # Well-formed but unknown to nvcc: its own diagnostic names the architecture.
     source = next(iter(kernels_of(fused).values()))
     with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*compute_12"):
-        cuda_compiler.check_compiles([source], ("12",))
+        toolchain.check_cuda_compiles([source], ("12",))
 
 
 def test_a_missing_nvcc_is_a_clear_error(monkeypatch):
-    monkeypatch.setattr(cuda_compiler.shutil, "which", lambda name: None)
-    monkeypatch.setattr(cuda_compiler, "FALLBACK_ROOTS", ())
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
+    monkeypatch.setattr(toolchain, "FALLBACK_ROOTS", ())
     monkeypatch.delenv("CUDA_HOME", raising=False)
     _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
     with pytest.raises(KernelCompileError, match="nvcc was not found on PATH"):
@@ -155,16 +156,16 @@ def overflowing_graph(rows: int) -> mj.KernelGraph:
 
 
 def test_shared_memory_over_the_target_limit_is_refused(monkeypatch):
-    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80")
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80")
     with pytest.raises(ValueError, match=r"needs 262144 bytes .* limit of 166912 bytes"):
         mj.generate_code(overflowing_graph(256), backend="cuda")
 
 
 def test_the_limit_is_the_smallest_of_the_target_architectures(monkeypatch):
     graph = overflowing_graph(192)  # 147456 bytes: fits sm_80 and sm_90a, not sm_86
-    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,90a")
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80,90a")
     assert "__global__" in mj.generate_code(graph, backend="cuda")
-    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,86")
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80,86")
     with pytest.raises(ValueError, match=r"limit of 101376 bytes"):
         mj.generate_code(graph, backend="cuda")
 
@@ -194,9 +195,9 @@ EMULATION_HEADER = Path(__file__).parent / "cuda_host_emulation.h"
 
 def cuda_include_dir() -> Path | None:
     """The CUDA toolkit's include directory (for cuda_bf16.h's host conversions)."""
-    roots = [Path(r) for r in (os.environ.get("CUDA_HOME"), *cuda_compiler.FALLBACK_ROOTS) if r]
+    roots = [Path(r) for r in (os.environ.get("CUDA_HOME"), *toolchain.FALLBACK_ROOTS) if r]
     try:
-        roots.insert(0, Path(cuda_compiler.find_nvcc()).resolve().parent.parent)
+        roots.insert(0, Path(toolchain.find_nvcc()).resolve().parent.parent)
     except KernelCompileError:
         pass
     for root in roots:
@@ -291,7 +292,7 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
     sees the sums its partner produced), any other graph one kernel at a time. Kernels are
     planned for `smem_limit(block graph)` bytes (default: ARCHS' limit). Returns the
     kernels' sources by symbol."""
-    default = cuda_compiler.shared_memory_limit(ARCHS)
+    default = toolchain.shared_memory_limit(ARCHS)
     runs = []  # (graph, label): what to run end to end
     for graph in graphs:
         ops = [op for op in graph.ops if op.kind not in ("input", "output")]
@@ -387,7 +388,7 @@ def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(cu
 def largest_limit_where(bg, marker: str) -> int:
     """The most shared memory (in KiB steps below ARCHS' limit) for which the kernel of `bg`
     contains `marker`."""
-    for kib in range(cuda_compiler.shared_memory_limit(ARCHS) // 1024, 0, -1):
+    for kib in range(toolchain.shared_memory_limit(ARCHS) // 1024, 0, -1):
         try:
             if marker in _core.generate_cuda_kernel(bg, "probe", kib * 1024):
                 return kib * 1024

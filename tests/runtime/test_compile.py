@@ -17,7 +17,7 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 
 import mirage_jax as mj
 from mirage_jax.ir.paper_graphs import PROGRAMS
-from mirage_jax.runtime import compiler
+from mirage_jax.runtime import toolchain
 
 
 def small(name):
@@ -127,8 +127,8 @@ def test_generate_code_is_one_translation_unit_holding_every_kernel(tmp_path):
     path = tmp_path / "all_kernels.cc"
     path.write_text(source)
     done = subprocess.run(
-        [compiler.find_compiler(), "-std=c++17", "-fsyntax-only", "-isystem",
-         compiler.ffi_include_dir(), str(path)],
+        [toolchain.find_gxx(), "-std=c++17", "-fsyntax-only", "-isystem",
+         toolchain.ffi_include_dir(), str(path)],
         capture_output=True, text=True,
     )
     assert done.returncode == 0, done.stderr

@@ -12,7 +12,8 @@ from kernel_test_support import assert_close, random_inputs, storage_rtol
 import mirage_jax as mj
 from mirage_jax.ir.paper_graphs import ntrans
 from mirage_jax.cache import store as cache
-from mirage_jax.runtime import KernelCompileError, compiler, kernel_cache
+from mirage_jax.runtime import kernel_cache, toolchain
+from mirage_jax.runtime.toolchain import KernelCompileError
 
 
 @pytest.fixture
@@ -26,13 +27,13 @@ def fresh_cache(monkeypatch, tmp_path):
 def compiler_calls(monkeypatch):
     """Counts calls of the real compiler."""
     calls = []
-    real = compiler.compile_shared_library
+    real = toolchain.compile_cpu_library
 
     def counting(source, library):
         calls.append(source)
         real(source, library)
 
-    monkeypatch.setattr(compiler, "compile_shared_library", counting)
+    monkeypatch.setattr(toolchain, "compile_cpu_library", counting)
     return calls
 
 
@@ -47,7 +48,7 @@ def fake_compiler(monkeypatch):
         time.sleep(0.2)
         library.write_bytes(b"compiled:" + source.read_bytes())
 
-    monkeypatch.setattr(compiler, "compile_shared_library", fake)
+    monkeypatch.setattr(toolchain, "compile_cpu_library", fake)
     return calls
 
 
@@ -63,7 +64,7 @@ def test_key_covers_source_and_compiler_flags(monkeypatch):
     key = kernel_cache.library_key("int x;")
     assert kernel_cache.library_key("int x;") == key
     assert kernel_cache.library_key("int y;") != key
-    monkeypatch.setattr(compiler, "FLAGS", (*compiler.FLAGS, "-DSOMETHING"))
+    monkeypatch.setattr(toolchain, "GXX_FLAGS", (*toolchain.GXX_FLAGS, "-DSOMETHING"))
     assert kernel_cache.library_key("int x;") != key
 
 
@@ -78,7 +79,7 @@ def test_second_compile_of_a_graph_reuses_the_cached_library(fresh_cache, compil
     assert_close(second[0], first[0], 0.0, "cached kernel")
     (entry,) = [p for p in (fresh_cache / "kernels").iterdir() if p.name != ".locks"]
     meta = json.loads((entry / "meta.json").read_text())
-    assert meta["flags"] == list(compiler.FLAGS)
+    assert meta["flags"] == list(toolchain.GXX_FLAGS)
     assert (entry / "kernel.cc").read_text() == mj.generate_code(fused)
 
 
@@ -86,7 +87,7 @@ def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
     # A graph no other test compiles, so its library is not loaded in this process yet
     # (overwriting a loaded library in place would pull the code from under it).
     _, fused = ntrans(batch=6, hidden=4, row_tile=3)
-    library = kernel_cache.shared_library_for(mj.generate_code(fused))
+    library = kernel_cache.library_for(mj.generate_code(fused))
     assert len(compiler_calls) == 1
     with open(library, "r+b") as handle:
         handle.seek(100)
@@ -100,10 +101,10 @@ def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
 
 
 def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
-    library = kernel_cache.shared_library_for("// source A")
+    library = kernel_cache.library_for("// source A")
     (library.parent / "meta.json").unlink()
     with pytest.warns(RuntimeWarning, match="is corrupt .*unreadable"):
-        again = kernel_cache.shared_library_for("// source A")
+        again = kernel_cache.library_for("// source A")
     assert again == library
     assert len(fake_compiler) == 2
     assert library.read_bytes() == b"compiled:// source A"
@@ -111,7 +112,7 @@ def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
 
 def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
     results = []
-    threads = [threading.Thread(target=lambda: results.append(kernel_cache.shared_library_for("// B")))
+    threads = [threading.Thread(target=lambda: results.append(kernel_cache.library_for("// B")))
                for _ in range(4)]
     for t in threads:
         t.start()
@@ -126,7 +127,7 @@ def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
 
 def test_compiler_errors_carry_the_diagnostics_and_leave_no_entry(fresh_cache):
     with pytest.raises(KernelCompileError, match=r"g\+\+ failed .*\n.*error"):
-        kernel_cache.shared_library_for("this is not C++;\n")
+        kernel_cache.library_for("this is not C++;\n")
     assert [p.name for p in (fresh_cache / "kernels").iterdir()] == [".locks"]
 
 

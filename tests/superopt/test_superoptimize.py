@@ -8,6 +8,7 @@ the winner replace the timer with fixed times, so they do not depend on this mac
 """
 
 import json
+import dataclasses
 import os
 import subprocess
 import sys
@@ -30,7 +31,8 @@ from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
-from mirage_jax.runtime import KernelCompileError, compiler
+from mirage_jax.runtime import toolchain
+from mirage_jax.runtime.toolchain import KernelCompileError
 from mirage_jax.superopt import search_cache
 
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
@@ -185,7 +187,7 @@ def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatc
         raise KernelCompileError(f"g++ failed (exit 1) compiling {source}:\n"
                                  f"{source}:1:1: error: injected failure")
 
-    monkeypatch.setattr(compiler, "compile_shared_library", failing)
+    monkeypatch.setattr(toolchain, "compile_cpu_library", failing)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         f = superoptimize(cache_dir=tmp_path)  # a cold kernel cache: every kernel compiles
@@ -201,17 +203,38 @@ def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatc
     assert normwise_error(f(*inputs)[0], xla_outputs(inputs)[0]) == 0.0
 
 
+def test_each_candidate_is_generated_once_and_the_chosen_keeps_its_source(ranked, monkeypatch):
+    """The chosen candidate's source is the code it was compiled from, not generated again."""
+    generated = []
+    real_generate = _core.generate_cpu_kernel
+
+    def counting(block_graph, symbol):
+        generated.append(symbol)
+        return real_generate(block_graph, symbol)
+
+    monkeypatch.setattr(_core, "generate_cpu_kernel", counting)
+    first, second = ranked[0].hash(), ranked[1].hash()
+    fixed_times(monkeypatch, {"xla": 3e-3, first: 1e-3, second: 2e-3})
+    f = superoptimize()
+    kernels = sum(op.kind == "customized" for g in ranked[:TOP_K] for op in g.ops)
+    assert f.graph.hash() == first and kernels >= 2
+    assert len(generated) == kernels
+    assert f.source and all(symbol in f.source for symbol in generated[:1])
+
+
 def test_a_wrong_kernel_fails_the_float_check_and_the_next_best_is_used(ranked, monkeypatch):
     wrong, right = ranked[0].hash(), ranked[1].hash()
-    real_compile = _compile.compile
+    real_build = _compile.build
 
-    def compile_with_a_bug(kg, backend="cpu"):
-        fn = real_compile(kg, backend)
+    def build_with_a_bug(kg, backend="cpu", what="compile"):
+        built = real_build(kg, backend, what)
         if kg.hash() != wrong:
-            return fn
-        return lambda *args: tuple(y * 1.001 for y in fn(*args))  # 0.1% off: a codegen bug
+            return built
+        fn = built.fn
+        # 0.1% off: a codegen bug
+        return dataclasses.replace(built, fn=lambda *args: tuple(y * 1.001 for y in fn(*args)))
 
-    monkeypatch.setattr(_compile, "compile", compile_with_a_bug)
+    monkeypatch.setattr(_compile, "build", build_with_a_bug)
     fixed_times(monkeypatch, {"xla": 3e-3, wrong: 1e-3, right: 2e-3})
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -309,7 +332,7 @@ WARM_PROCESS = textwrap.dedent("""
     import mirage_jax as mj
     from mirage_jax import _core
     from mirage_jax.runtime import profile as _profile
-    from mirage_jax.runtime import compiler
+    from mirage_jax.runtime import toolchain
     from mirage_jax.superopt import search_cache
     import test_superoptimize as t
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import warnings
 from collections.abc import Callable
@@ -27,14 +26,15 @@ from mirage_jax.runtime import backends
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
+from mirage_jax.superopt import report
 from mirage_jax.superopt import search as _search
 from mirage_jax.superopt import search_cache
 from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
+from mirage_jax.superopt.report import XLA
 from mirage_jax.superopt.search import SearchResult
 from mirage_jax.superopt.verify import VerifyResult, verify_equivalent
 
-XLA = "xla"  # the timings key of the original graph run by XLA
 _SEED = 0  # of the random data the candidates are timed and float-checked on
 CONFIRM_BELOW = 1.15  # speedups under this are timed again before the kernel is chosen
 # So are all wins over an XLA program shorter than this: at tens of microseconds a dispatch's
@@ -316,7 +316,7 @@ class _Run:
         chosen_time = self.timings[XLA] if chosen is self.kg else self.timings[chosen.hash()]
         speedup = self.timings[XLA] / chosen_time if chosen_time > 0 else 1.0
         return Superoptimized(chosen, fn, source, dict(self.timings), speedup,
-                              self._report(chosen, speedup))
+                              report.text(self, chosen, speedup))
 
     def _confirm_faster(self, name, candidate_fn, xla_fn, inputs) -> bool:
         """A winner by less than CONFIRM_BELOW, or over an XLA time under
@@ -341,61 +341,11 @@ class _Run:
                 notes.append(f"the search found no candidate ({self.result.reason})")
         if not notes:
             return
-        outcome = (f"running {self._original()}" if chosen is self.kg
+        outcome = (f"running {report.original(self.kg)}" if chosen is self.kg
                    else f"using candidate {chosen.hash()}")
         warnings.warn(f"mirage_jax.superoptimize({self.kg.label}): {'; '.join(notes)}; "
                       f"{outcome}", RuntimeWarning, stacklevel=4)
 
-    # -- report ------------------------------------------------------------------------
-
-    def _original(self) -> str:
-        if any(op.kind == "customized" for op in self.kg.ops):
-            return "the graph as given (its own kernels, the rest with XLA)"
-        return "the original graph with XLA"
-
-    def _report(self, chosen: KernelGraph, speedup: float) -> str:
-        lines = [f"superoptimize {self.kg.label} (hash {self.kg.hash()}), backend "
-                 f"{self.backend}, target {self.config.target}",
-                 f"search: {self.search_note}"]
-        if self.result is not None:
-            found = len(self.result.candidates)
-            lines.append(f"candidates: {found} verified by the search; the cost model's top "
-                         f"{min(self.top_k, found)} were timed, and the original")
-        if chosen is self.kg:
-            lines.append(f"chosen: {self._original()} (no candidate that survived the checks "
-                         f"was faster)")
-        else:
-            kernels = [op.block_graph for op in chosen.ops if op.kind == "customized"]
-            shapes = ", ".join(f"grid {bg.grid} for-loop {bg.forloop_range}" for bg in kernels)
-            lines.append(f"chosen: candidate {chosen.hash()}, {len(kernels)} generated "
-                         f"kernel(s) ({shapes or 'kernel-level ops only'})")
-            lines.append(f"verification: {_describe(self.verification)}")
-            lines.append(f"float check at full size vs XLA's output of the original on random "
-                         f"data: {self.float_check}")
-        lines.append(f"timings (median of {self.rounds} alternating rounds, device arrays):")
-        for name, seconds in sorted(self.timings.items(), key=lambda kv: kv[1]):
-            label = "xla (the original graph)" if name == XLA else name
-            cost = self.costs.get(name)
-            estimate = f"  (cost model: {cost * 1e3:.3f} ms)" if cost is not None else ""
-            mark = "  <- chosen" if name == (XLA if chosen is self.kg else chosen.hash()) else ""
-            lines.append(f"  {label:<34} {seconds * 1e3:9.3f} ms{estimate}{mark}")
-        lines.append(f"speedup over XLA: {speedup:.2f}x")
-        if self.confirmation and chosen is not self.kg:
-            lines.append(f"confirmed against XLA alone: {self.confirmation}")
-        for name, why in self.dropped:
-            lines.append(f"dropped {name}: {why}")
-        if chosen is not self.kg:
-            lines.append(f"chosen graph:\n{chosen}")
-        return "\n".join(lines)
-
 
 def _fuses(graph: KernelGraph) -> bool:
     return any(op.kind == "customized" for op in graph.ops)
-
-
-def _describe(verdict: VerifyResult) -> str:
-    bound = math.log2(verdict.false_accept_bound) if verdict.false_accept_bound > 0 else -math.inf
-    shrunk = "on a shrunk instance (same grids and for-loops, tiny tiles)" if verdict.shrunk \
-        else "at full size"
-    return (f"equivalent to the original by finite-field fingerprints, {verdict.trials} "
-            f"trials {shrunk}, false-accept bound 2^{bound:.1f}")

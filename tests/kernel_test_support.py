@@ -61,8 +61,10 @@ FRAGMENT_SIZED = {
     # 64x64 weight tiles: over 2048 elements, so 256 threads a block
     "gated_mlp": dict(batch=16, hidden=128, intermediate=128, col_tile=64, k_tile=64),
     "lora": dict(tokens=16, d_in=32, d_out=48, rank=8, col_tile=24),
-    "flash_attention_online": dict(heads=2, q_len=32, kv_len=64, head_dim=16, q_tiles=2,
-                                   kv_tile=32),
-    "qknorm_gqa": dict(heads=2, q_len=32, kv_len=64, head_dim=16, kv_splits=2, q_tiles=2,
-                       forloop=2),
+    "flash_attention_online": dict(
+        heads=2, q_len=32, kv_len=64, head_dim=16, q_tiles=2, kv_tile=32
+    ),
+    "qknorm_gqa": dict(
+        heads=2, q_len=32, kv_len=64, head_dim=16, kv_splits=2, q_tiles=2, forloop=2
+    ),
 }

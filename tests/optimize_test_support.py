@@ -16,9 +16,11 @@ def rmsnorm_linear(x, g, w):
 
 def inputs(seed=0):
     rng = np.random.default_rng(seed)
-    return (jnp.asarray(rng.standard_normal((8, 256)), jnp.float32),
-            jnp.asarray(rng.standard_normal(256), jnp.float32),
-            jnp.asarray(rng.standard_normal((256, 64)), jnp.float32))
+    return (
+        jnp.asarray(rng.standard_normal((8, 256)), jnp.float32),
+        jnp.asarray(rng.standard_normal(256), jnp.float32),
+        jnp.asarray(rng.standard_normal((256, 64)), jnp.float32),
+    )
 
 
 def normwise(got, want):
@@ -30,6 +32,7 @@ def normwise(got, want):
 def kernels_always_win(monkeypatch):
     """Timing decides between a kernel and XLA; these tests are about the rewriting, so every
     candidate is made to time faster than XLA (correctness checks still run for real)."""
+
     def fake(functions, args):
         return {name: (1.0 if name == "xla" else 0.5) for name in functions}, 1
 

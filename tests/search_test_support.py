@@ -22,9 +22,16 @@ def graphs():
 
 def fake_result(reason=""):
     ref, fused = graphs()
-    stats = mj.SearchStats(states_explored=10, states_pruned=3, candidates_verified=2,
-                           candidates_accepted=1, seconds_saturate=0.5, seconds_enumerate=1.25,
-                           seconds_verify=0.75, seconds_rank=0.125)
+    stats = mj.SearchStats(
+        states_explored=10,
+        states_pruned=3,
+        candidates_verified=2,
+        candidates_accepted=1,
+        seconds_saturate=0.5,
+        seconds_enumerate=1.25,
+        seconds_verify=0.75,
+        seconds_rank=0.125,
+    )
     return mj.SearchResult([fused, ref], [1.5e-6, 2.5e-6], stats, reason)
 
 
@@ -49,8 +56,10 @@ def skip_if_the_core_changed(*digests):
     process imports it after a C++ edit: processes on either side of such a rebuild rightly
     share no entries."""
     if len(set(digests)) > 1:
-        pytest.skip("the C++ core was rebuilt while this test ran (an editable install with "
-                    "C++ being edited); its processes use different search keys")
+        pytest.skip(
+            "the C++ core was rebuilt while this test ran (an editable install with "
+            "C++ being edited); its processes use different search keys"
+        )
 
 
 def attention(q: int, d: int, kv: int, heads: int = 0, scale: float = 1.0) -> mj.KernelGraph:
@@ -69,23 +78,45 @@ def attention(q: int, d: int, kv: int, heads: int = 0, scale: float = 1.0) -> mj
 
 # (program, reference at shapes small enough for a search of a few seconds, search config)
 SEARCHES = {
-    "rmsnorm_linear": (lambda: paper_graphs.rmsnorm_linear(8, 256, 64, col_tile=16, k_tile=32)[0],
-                       mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2)),
-    "gated_mlp": (lambda: paper_graphs.gated_mlp(8, 128, 32, col_tile=16, k_tile=32)[0],
-                  mj.SearchConfig(max_kernel_ops=1, max_block_ops=6, threads=2)),
-    "lora": (lambda: paper_graphs.lora(8, 64, 32, 8, col_tile=16)[0],
-             mj.SearchConfig(preset="lora", max_kernel_ops=1, max_block_ops=4, threads=2)),
-    "ntrans": (lambda: paper_graphs.ntrans(8, 64)[0],
-               mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2)),
-    "attention": (lambda: attention(16, 8, 32),
-                  mj.SearchConfig(preset="attention", max_kernel_ops=1, max_block_ops=4,
-                                  max_grids=1, threads=2)),
+    "rmsnorm_linear": (
+        lambda: paper_graphs.rmsnorm_linear(8, 256, 64, col_tile=16, k_tile=32)[0],
+        mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2),
+    ),
+    "gated_mlp": (
+        lambda: paper_graphs.gated_mlp(8, 128, 32, col_tile=16, k_tile=32)[0],
+        mj.SearchConfig(max_kernel_ops=1, max_block_ops=6, threads=2),
+    ),
+    "lora": (
+        lambda: paper_graphs.lora(8, 64, 32, 8, col_tile=16)[0],
+        mj.SearchConfig(preset="lora", max_kernel_ops=1, max_block_ops=4, threads=2),
+    ),
+    "ntrans": (
+        lambda: paper_graphs.ntrans(8, 64)[0],
+        mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2),
+    ),
+    "attention": (
+        lambda: attention(16, 8, 32),
+        mj.SearchConfig(
+            preset="attention", max_kernel_ops=1, max_block_ops=4, max_grids=1, threads=2
+        ),
+    ),
     # the paper's split-KV kernel plus a combine kernel
-    "gqa_split_kv": (lambda: attention(16, 8, 64, heads=1, scale=8 ** -0.5),
-                     mj.SearchConfig(preset="attention", max_kernel_ops=2, max_block_graphs=2,
-                                     max_block_ops=6, max_block_outputs=2, max_grid_axes=1,
-                                     max_block_inputs=3, max_grids=1, max_forloop_ranges=1,
-                                     time_budget_s=100, threads=2)),
+    "gqa_split_kv": (
+        lambda: attention(16, 8, 64, heads=1, scale=8**-0.5),
+        mj.SearchConfig(
+            preset="attention",
+            max_kernel_ops=2,
+            max_block_graphs=2,
+            max_block_ops=6,
+            max_block_outputs=2,
+            max_grid_axes=1,
+            max_block_inputs=3,
+            max_grids=1,
+            max_forloop_ranges=1,
+            time_budget_s=100,
+            threads=2,
+        ),
+    ),
 }
 # float32 against a float64 interpreter and against XLA's own summation order: normwise,
 # relative to the output's largest element (sums of hundreds of products cancel to near-zero
@@ -100,8 +131,9 @@ def fused_candidates(result):
     """The best few candidates with the most graph-defined ops (the split-KV pair has two)."""
     fused = [g for g in result.candidates if any(op.kind == "customized" for op in g.ops)]
     most = max((sum(op.kind == "customized" for op in g.ops) for g in fused), default=0)
-    return [g for g in fused
-            if sum(op.kind == "customized" for op in g.ops) == most][:FUSED_PER_PROGRAM]
+    return [g for g in fused if sum(op.kind == "customized" for op in g.ops) == most][
+        :FUSED_PER_PROGRAM
+    ]
 
 
 def install_counters(set_attribute) -> dict:

@@ -51,8 +51,9 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imported(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
-              modules: set[str]) -> list[str]:
+def _imported(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool, modules: set[str]
+) -> list[str]:
     """The mirage_jax modules `node` imports (a `from package import module` names the
     module; a `from module import name`, the module)."""
     if isinstance(node, ast.Import):
@@ -91,13 +92,17 @@ def build(root: Path) -> ImportGraph:
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
                     targets = _imported(child, module, is_package, modules)
                     if in_function:
-                        names = ([a.name for a in child.names] if isinstance(child, ast.Import)
-                                 else [child.module or "."])
+                        names = (
+                            [a.name for a in child.names]
+                            if isinstance(child, ast.Import)
+                            else [child.module or "."]
+                        )
                         graph.lazy += [(module, child.lineno, n) for n in names]
                     edges.update(t for t in targets if t != module)
                     continue
-                inner = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
-                                           ast.ClassDef))
+                inner = isinstance(
+                    child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+                )
                 visit(child, in_function or inner)
 
         visit(tree, False)
@@ -115,8 +120,10 @@ def forbidden_imports(graph: ImportGraph) -> list[str]:
         banned = FORBIDDEN.get(folder_of(module), ())
         for target in sorted(targets):
             if folder_of(target) in banned:
-                problems.append(f"{module} imports {target} ({folder_of(module)}/ must not "
-                                f"import {folder_of(target)})")
+                problems.append(
+                    f"{module} imports {target} ({folder_of(module)}/ must not "
+                    f"import {folder_of(target)})"
+                )
     return problems
 
 
@@ -156,9 +163,11 @@ def cycles(graph: ImportGraph) -> list[list[str]]:
 
 
 def lazy_imports(graph: ImportGraph) -> list[str]:
-    return [f"{module}:{line} imports {name} inside a function"
-            for module, line, name in graph.lazy
-            if name.split(".")[0] not in LAZY_ALLOWED and name not in LAZY_ALLOWED]
+    return [
+        f"{module}:{line} imports {name} inside a function"
+        for module, line, name in graph.lazy
+        if name.split(".")[0] not in LAZY_ALLOWED and name not in LAZY_ALLOWED
+    ]
 
 
 # -- the rules on mirage_jax ---------------------------------------------------------------
@@ -200,17 +209,20 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 
 def test_the_checker_reports_a_forbidden_import(tmp_path):
-    pkg = _write(tmp_path, {
-        "__init__.py": "",
-        "frontend/__init__.py": "",
-        "frontend/a.py": "from pkg.superopt import b\n",
-        "superopt/__init__.py": "",
-        "superopt/b.py": "",
-        "cache/__init__.py": "",
-        "cache/c.py": "from pkg.ir.graph import KernelGraph\n",
-        "ir/__init__.py": "",
-        "ir/graph.py": "KernelGraph = 1\n",
-    })
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "frontend/__init__.py": "",
+            "frontend/a.py": "from pkg.superopt import b\n",
+            "superopt/__init__.py": "",
+            "superopt/b.py": "",
+            "cache/__init__.py": "",
+            "cache/c.py": "from pkg.ir.graph import KernelGraph\n",
+            "ir/__init__.py": "",
+            "ir/graph.py": "KernelGraph = 1\n",
+        },
+    )
     problems = forbidden_imports(build(pkg))
     assert problems == [
         "pkg.cache.c imports pkg.ir.graph (cache/ must not import ir)",
@@ -219,19 +231,25 @@ def test_the_checker_reports_a_forbidden_import(tmp_path):
 
 
 def test_the_checker_reports_a_circle(tmp_path):
-    pkg = _write(tmp_path, {
-        "__init__.py": "",
-        "a.py": "from pkg import b\n",
-        "b.py": "import pkg.c\n",
-        "c.py": "from . import a\n",
-        "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n",
-    })
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "from pkg import b\n",
+            "b.py": "import pkg.c\n",
+            "c.py": "from . import a\n",
+            "d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n",
+        },
+    )
     assert cycles(build(pkg)) == [["pkg.a", "pkg.b", "pkg.c"]]
 
 
 def test_the_checker_reports_an_import_inside_a_function(tmp_path):
-    pkg = _write(tmp_path, {
-        "__init__.py": "",
-        "a.py": "import json\n\ndef f():\n    import numpy\n    return numpy\n",
-    })
+    pkg = _write(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "a.py": "import json\n\ndef f():\n    import numpy\n    return numpy\n",
+        },
+    )
     assert lazy_imports(build(pkg)) == ["pkg.a:4 imports numpy inside a function"]

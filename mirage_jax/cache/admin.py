@@ -55,7 +55,9 @@ def entries(root: Path | None = None) -> Iterator[Entry]:
         for path in sorted(base.iterdir()):
             if path.name.startswith(".") or not path.is_dir():
                 continue
-            yield Entry(kind.name, path.name, path, _size(path), max(0.0, now - path.stat().st_mtime))
+            yield Entry(
+                kind.name, path.name, path, _size(path), max(0.0, now - path.stat().st_mtime)
+            )
 
 
 def cache_directories(root: Path | None = None) -> list[Path]:
@@ -118,8 +120,12 @@ def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
     root = store.cache_root() if root is None else Path(root)
     archive = Path(archive)
     result = Transfer(archive=archive, root=root)
-    manifest = {"format": ARCHIVE_FORMAT, "versions": store.versions(), **store.fingerprints(),
-                "entries": []}
+    manifest = {
+        "format": ARCHIVE_FORMAT,
+        "versions": store.versions(),
+        **store.fingerprints(),
+        "entries": [],
+    }
     chosen = []
     for e in entries(root):
         problem = e.problem()
@@ -134,7 +140,8 @@ def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
         raise CacheArchiveError(
             f"cache {root} holds no sound entry to export"
             + (f" ({len(result.skipped)} corrupt)" if result.skipped else "")
-            + "; run the program once with this cache to fill it")
+            + "; run the program once with this cache to fill it"
+        )
     archive.parent.mkdir(parents=True, exist_ok=True)
     partial = archive.with_name(f".{archive.name}.partial")
     try:
@@ -146,8 +153,7 @@ def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
             for e in chosen:
                 directory = KINDS[e.kind].directory
                 for name in _entry_files(e.path):
-                    tar.add(e.path / name, arcname=f"{directory}/{e.key}/{name}",
-                            recursive=False)
+                    tar.add(e.path / name, arcname=f"{directory}/{e.key}/{name}", recursive=False)
         os.replace(partial, archive)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -165,14 +171,18 @@ def _read_manifest(tar: tarfile.TarFile, archive: Path) -> dict:
         member = tar.getmember(MANIFEST)
         manifest = json.loads(tar.extractfile(member).read())
     except KeyError:
-        raise CacheArchiveError(f"{archive} is not a mirage_jax cache archive (it has no "
-                                f"{MANIFEST}; make one with `cache export`)") from None
+        raise CacheArchiveError(
+            f"{archive} is not a mirage_jax cache archive (it has no "
+            f"{MANIFEST}; make one with `cache export`)"
+        ) from None
     except (ValueError, AttributeError, tarfile.TarError, OSError, EOFError) as e:
         raise CacheArchiveError(f"{archive}: its manifest is unreadable ({e})") from None
     found = manifest.get("format") if isinstance(manifest, dict) else None
     if found != ARCHIVE_FORMAT:
-        raise CacheArchiveError(f"{archive}: archive format {found!r} is not the one this "
-                                f"version reads ({ARCHIVE_FORMAT})")
+        raise CacheArchiveError(
+            f"{archive}: archive format {found!r} is not the one this "
+            f"version reads ({ARCHIVE_FORMAT})"
+        )
     if not isinstance(manifest.get("entries"), list):
         raise CacheArchiveError(f"{archive}: its manifest lists no entries")
     return manifest
@@ -189,13 +199,15 @@ def _checked_files(tar: tarfile.TarFile, entry: dict, members: dict) -> dict[str
     if not isinstance(files, dict) or not files:
         raise _Refused("the manifest lists no files for it")
     prefix = f"{KINDS[kind].directory}/{key}/"
-    in_archive = {name[len(prefix):] for name in members if name.startswith(prefix)}
+    in_archive = {name[len(prefix) :] for name in members if name.startswith(prefix)}
     if in_archive != set(files):
         missing = sorted(set(files) - in_archive)
         extra = sorted(in_archive - set(files))
-        raise _Refused("files differ from the manifest"
-                       + (f"; missing {', '.join(missing)}" if missing else "")
-                       + (f"; unlisted {', '.join(extra)}" if extra else ""))
+        raise _Refused(
+            "files differ from the manifest"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unlisted {', '.join(extra)}" if extra else "")
+        )
     contents = {}
     for name, digest in files.items():
         if not all(_FILE_PART.fullmatch(part) for part in name.split("/")):
@@ -205,8 +217,9 @@ def _checked_files(tar: tarfile.TarFile, entry: dict, members: dict) -> dict[str
             raise _Refused(f"{name} is not a regular file")
         data = tar.extractfile(member).read()
         if hashlib.sha256(data).hexdigest() != digest:
-            raise _Refused(f"{name} does not match its checksum (the archive is damaged or "
-                           f"was altered)")
+            raise _Refused(
+                f"{name} does not match its checksum (the archive is damaged or was altered)"
+            )
         contents[name] = data
     return contents
 
@@ -237,10 +250,12 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
             result.notes.append(
                 f"the archive was made by {theirs}{their_prints}, this installation is "
                 f"{ours}{our_prints}: cache keys include these, so this installation will not "
-                f"find its entries")
+                f"find its entries"
+            )
         for entry in manifest["entries"]:
-            kind, key = (entry.get("kind"), entry.get("key")) if isinstance(entry, dict) \
-                else (None, None)
+            kind, key = (
+                (entry.get("kind"), entry.get("key")) if isinstance(entry, dict) else (None, None)
+            )
             try:
                 contents = _checked_files(tar, entry, members)
                 if _publish(root, kind, key, contents):
@@ -251,8 +266,9 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
             except _Refused as e:
                 result.refused.append((str(kind), str(key), str(e)))
             except (tarfile.TarError, OSError, EOFError) as e:
-                result.refused.append((str(kind), str(key),
-                                       f"unreadable in the archive ({type(e).__name__}: {e})"))
+                result.refused.append(
+                    (str(kind), str(key), f"unreadable in the archive ({type(e).__name__}: {e})")
+                )
     return result
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 # Set by using_cache_root: a caller's explicit cache_dir wins over the environment, for the
 # kernels compiled on its behalf too, without changing the environment of other threads.
 _root_override: contextvars.ContextVar[Path | None] = contextvars.ContextVar(
-    "mirage_jax_cache_root", default=None)
+    "mirage_jax_cache_root", default=None
+)
 
 
 def cache_root() -> Path:
@@ -60,6 +61,7 @@ def versions() -> dict[str, str]:
             return "unknown"
 
     return {"mirage_jax": version("mirage_jax"), "jaxlib": version("jaxlib")}
+
 
 def sha256_of(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -30,13 +30,16 @@ def run_cache(action: str, yes: bool = False, path: str | None = None) -> int:
 
 def _list(root) -> int:
     found = list(cache_admin.entries(root))
-    print(f"cache {root}: {len(found)} entries, "
-          f"{cache_admin.human_size(sum(e.size for e in found))}")
+    print(
+        f"cache {root}: {len(found)} entries, {cache_admin.human_size(sum(e.size for e in found))}"
+    )
     if found:
         print(f"  {'kind':<7} {'key':<32} {'size':>10} {'age':>5}")
     for e in found:
-        print(f"  {e.kind:<7} {e.key:<32} {cache_admin.human_size(e.size):>10} "
-              f"{cache_admin.human_age(e.age_s):>5}")
+        print(
+            f"  {e.kind:<7} {e.key:<32} {cache_admin.human_size(e.size):>10} "
+            f"{cache_admin.human_age(e.age_s):>5}"
+        )
     return 0
 
 
@@ -54,8 +57,10 @@ def _verify(root) -> int:
         # intact, and the next lookup rebuilds the entry.
         shutil.rmtree(e.path, ignore_errors=True)
         print(f"  CORRUPT  {e.kind:<7} {e.key}: {problem}; removed")
-    print(f"cache {root}: {checked} entries checked, {corrupt} corrupt"
-          + (" (removed; they are rebuilt when next needed)" if corrupt else ""))
+    print(
+        f"cache {root}: {checked} entries checked, {corrupt} corrupt"
+        + (" (removed; they are rebuilt when next needed)" if corrupt else "")
+    )
     return 1 if corrupt else 0
 
 
@@ -86,9 +91,11 @@ def _export(root, path) -> int:
         print(f"  skipped  {kind:<7} {key}: corrupt ({problem})")
     for kind, key in done.done:
         print(f"  exported {kind:<7} {key}")
-    print(f"cache {root}: exported {len(done.done)} entries to {done.archive} "
-          f"({cache_admin.human_size(done.size)})"
-          + (f"; {len(done.skipped)} corrupt entries left out" if done.skipped else ""))
+    print(
+        f"cache {root}: exported {len(done.done)} entries to {done.archive} "
+        f"({cache_admin.human_size(done.size)})"
+        + (f"; {len(done.skipped)} corrupt entries left out" if done.skipped else "")
+    )
     return 0
 
 
@@ -106,8 +113,10 @@ def _import(root, path) -> int:
         print(f"  REFUSED  {kind:<7} {key}: {why}")
     for note in done.notes:
         print(f"warning: {note}")
-    print(f"cache {root}: imported {len(done.done)} entries from {done.archive} "
-          f"({cache_admin.human_size(done.size)}), {len(done.present)} already present, "
-          f"{len(done.refused)} refused"
-          + (" (nothing of a refused entry was written)" if done.refused else ""))
+    print(
+        f"cache {root}: imported {len(done.done)} entries from {done.archive} "
+        f"({cache_admin.human_size(done.size)}), {len(done.present)} already present, "
+        f"{len(done.refused)} refused"
+        + (" (nothing of a refused entry was written)" if done.refused else "")
+    )
     return 1 if done.refused else 0

@@ -32,11 +32,14 @@ RELATIVE_TOLERANCE = 1e-4
 # RMSNorm+Linear, a search of seconds here.
 DEMO_SEARCH = mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=60)
 
+
 def run_demo(small: bool, seed: int, superoptimize: bool = True) -> int:
     ref, fused = paper_graphs.rmsnorm_linear(**PAPER_SHAPES, eps=EPS)
     _heading("mirage_jax demo: RMSNorm + Linear, Y = rms_norm(X) * G @ W")
-    print(f"X[{PAPER_SHAPES['batch']}, {PAPER_SHAPES['hidden']}], G[{PAPER_SHAPES['hidden']}], "
-          f"W[{PAPER_SHAPES['hidden']}, {PAPER_SHAPES['out_features']}], eps = {EPS:g}")
+    print(
+        f"X[{PAPER_SHAPES['batch']}, {PAPER_SHAPES['hidden']}], G[{PAPER_SHAPES['hidden']}], "
+        f"W[{PAPER_SHAPES['hidden']}, {PAPER_SHAPES['out_features']}], eps = {EPS:g}"
+    )
     _heading("reference μGraph (what the user wrote: one op per kernel)")
     print(ref)
     _heading("fused μGraph (the paper's: one kernel, the norm divided out after the matmul)")
@@ -47,8 +50,11 @@ def run_demo(small: bool, seed: int, superoptimize: bool = True) -> int:
     checks["verifier accepts the fused graph"] = _report_verification(ref, fused)
 
     shapes = SMALL_SHAPES if small else PAPER_SHAPES
-    _heading("interpreter: float32, random data, X[{batch}, {hidden}] W[{hidden}, {out_features}]"
-             .format(**shapes))
+    _heading(
+        "interpreter: float32, random data, X[{batch}, {hidden}] W[{hidden}, {out_features}]".format(
+            **shapes
+        )
+    )
     checks["interpreter outputs agree"] = _report_interpretation(shapes, seed)
 
     if superoptimize:
@@ -68,26 +74,32 @@ def run_demo(small: bool, seed: int, superoptimize: bool = True) -> int:
     for name, ok in checks.items():
         print(f"  [{'ok' if ok else 'FAILED'}] {name}")
     passed = all(checks.values())
-    print("PASS: the fused μGraph computes RMSNorm + Linear, and broken variants are caught."
-          if passed else "FAIL: see the checks marked FAILED above.")
+    print(
+        "PASS: the fused μGraph computes RMSNorm + Linear, and broken variants are caught."
+        if passed
+        else "FAIL: see the checks marked FAILED above."
+    )
     return 0 if passed else 1
 
 
 def _report_superoptimize(ref: mj.KernelGraph, seed: int) -> bool:
     start = time.perf_counter()
     fast = mj.superoptimize(ref, config=DEMO_SEARCH, progress=False)
-    print(f"  (superoptimize took {time.perf_counter() - start:.1f} s; a warm cache skips the "
-          f"search and the compiler)")
+    print(
+        f"  (superoptimize took {time.perf_counter() - start:.1f} s; a warm cache skips the "
+        f"search and the compiler)"
+    )
     print("\n".join("  " + line for line in fast.report().splitlines()))
     rng = np.random.default_rng(seed)
-    inputs = [jax.device_put(rng.standard_normal(t.shape).astype(np.float32))
-              for t in ref.inputs]
+    inputs = [jax.device_put(rng.standard_normal(t.shape).astype(np.float32)) for t in ref.inputs]
     (got,) = jax.jit(fast)(*inputs)
     (want,) = jax.jit(mj.compile(ref))(*inputs)
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     error = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-    print(f"  jax.jit(superoptimized) vs jax.jit(original) on new random data: normwise error "
-          f"{error:.2g} (tolerance {RELATIVE_TOLERANCE:g})")
+    print(
+        f"  jax.jit(superoptimized) vs jax.jit(original) on new random data: normwise error "
+        f"{error:.2g} (tolerance {RELATIVE_TOLERANCE:g})"
+    )
     return error <= RELATIVE_TOLERANCE
 
 
@@ -118,8 +130,10 @@ def _report_interpretation(shapes: dict, seed: int) -> bool:
     scale = float(np.max(np.abs(outputs["reference"])))
     max_abs = float(diff.max())
     max_rel = max_abs / scale
-    print(f"  interpreter time:   reference {timings['reference']:.2f} s, "
-          f"fused {timings['fused']:.2f} s")
+    print(
+        f"  interpreter time:   reference {timings['reference']:.2f} s, "
+        f"fused {timings['fused']:.2f} s"
+    )
     print(f"  output scale:       max |Y| = {scale:.4g}")
     print(f"  max abs error:      {max_abs:.3g}")
     print(f"  max rel error:      {max_rel:.3g} (of max |Y|; tolerance {RELATIVE_TOLERANCE:g})")
@@ -130,11 +144,15 @@ def _mutants(fused: mj.KernelGraph):
     """(description, graph) pairs, each the fused graph with one block-graph attribute
     changed, rebuilt through JSON so the IR re-checks it."""
     yield "eps dropped from the epilogue", _with_block_op(fused, "add_scalar", scalar=0.0)
-    yield "sum of x² where the mean is needed", _with_block_op(
-        fused, "accum_mean_last", kind="accum_sum_last")
+    yield (
+        "sum of x² where the mean is needed",
+        _with_block_op(fused, "accum_mean_last", kind="accum_sum_last"),
+    )
     # blocks stacked along the rows: a [768, 64] output instead of [8, 6144]
-    yield "output tiles stored along the rows (omap)", _with_block_op(
-        fused, "output", omap=[0, -1, -1])
+    yield (
+        "output tiles stored along the rows (omap)",
+        _with_block_op(fused, "output", omap=[0, -1, -1]),
+    )
 
 
 def _with_block_op(graph: mj.KernelGraph, op_kind: str, /, **attrs) -> mj.KernelGraph:

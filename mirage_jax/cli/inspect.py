@@ -28,8 +28,14 @@ import numpy as np
 
 from mirage_jax.rewrite.decorator import DEFAULT_CONFIG, Optimized, optimize
 
-_DTYPES = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "f64": "float64",
-           "i32": "int32", "i64": "int64"}
+_DTYPES = {
+    "f32": "float32",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f64": "float64",
+    "i32": "int32",
+    "i64": "int64",
+}
 _SPEC = re.compile(r"^\s*([A-Za-z0-9_]+)\s*\[\s*([0-9,\s]*)\]\s*$")
 
 
@@ -38,17 +44,20 @@ class InspectError(Exception):
 
 
 def parse_spec(spec: str):
-    """"f32[8,256]" -> (shape, dtype name)."""
+    """ "f32[8,256]" -> (shape, dtype name)."""
     m = _SPEC.match(spec)
     if not m:
-        raise InspectError(f"--arg {spec!r}: expected DTYPE[D0,D1,...] such as f32[8,256] "
-                           f"or bf16[] for a scalar")
+        raise InspectError(
+            f"--arg {spec!r}: expected DTYPE[D0,D1,...] such as f32[8,256] or bf16[] for a scalar"
+        )
     name = _DTYPES.get(m[1], m[1])
     try:
         dtype = jnp.dtype(name)
     except TypeError:
-        raise InspectError(f"--arg {spec!r}: unknown dtype {m[1]!r} (use f32, bf16, f16, "
-                           f"f64, i32, i64 or a numpy dtype name)") from None
+        raise InspectError(
+            f"--arg {spec!r}: unknown dtype {m[1]!r} (use f32, bf16, f16, "
+            f"f64, i32, i64 or a numpy dtype name)"
+        ) from None
     dims = [d for d in m[2].replace(" ", "").split(",") if d]
     shape = tuple(int(d) for d in dims)
     if any(d <= 0 for d in shape):
@@ -110,18 +119,22 @@ def example_arguments(fn, module, specs, args_from, seed):
         if source is None:
             raise InspectError(
                 "no example arguments: give --arg DTYPE[SHAPE] per positional argument, "
-                "--args MODULE:CALLABLE, or set the function's example_args attribute")
+                "--args MODULE:CALLABLE, or set the function's example_args attribute"
+            )
     value = source() if callable(source) else source
     if isinstance(value, dict) and set(value) <= {"args", "kwargs"}:
         return tuple(value.get("args", ())), dict(value.get("kwargs", {}))
     if isinstance(value, (tuple, list)):
         return tuple(value), {}
-    raise InspectError(f"the example arguments must be a tuple or a dict with 'args' and "
-                       f"'kwargs', got {type(value).__name__}")
+    raise InspectError(
+        f"the example arguments must be a tuple or a dict with 'args' and "
+        f"'kwargs', got {type(value).__name__}"
+    )
 
 
-def run_inspect(target: str, specs=(), args_from=None, seed=0, backend=None,
-                min_region_flops=None, budget=None) -> int:
+def run_inspect(
+    target: str, specs=(), args_from=None, seed=0, backend=None, min_region_flops=None, budget=None
+) -> int:
     try:
         fn, module = resolve(target)
         args, kwargs = example_arguments(fn, module, specs, args_from, seed)
@@ -133,20 +146,29 @@ def run_inspect(target: str, specs=(), args_from=None, seed=0, backend=None,
         return 2
     options = {}
     if isinstance(fn, Optimized):
-        options = dict(config=fn._config, backend=fn._backend, cache_dir=fn._cache_dir,
-                       min_region_flops=fn._min_region_flops,
-                       static_argnums=fn._static_argnums, static_argnames=fn._static_argnames)
+        options = dict(
+            config=fn._config,
+            backend=fn._backend,
+            cache_dir=fn._cache_dir,
+            min_region_flops=fn._min_region_flops,
+            static_argnums=fn._static_argnums,
+            static_argnames=fn._static_argnames,
+        )
         fn = fn._fun
     if backend is not None:
         options["backend"] = backend
     if min_region_flops is not None:
         options["min_region_flops"] = min_region_flops
     if budget is not None:
-        options["config"] = dataclasses.replace(options.get("config") or DEFAULT_CONFIG,
-                                                time_budget_s=float(budget))
+        options["config"] = dataclasses.replace(
+            options.get("config") or DEFAULT_CONFIG, time_budget_s=float(budget)
+        )
     opt = optimize(fn, **options)
-    print(f"== {target}: {len(args)} positional argument(s)"
-          + "".join(f"\n   {_describe(a)}" for a in args) + "\n")
+    print(
+        f"== {target}: {len(args)} positional argument(s)"
+        + "".join(f"\n   {_describe(a)}" for a in args)
+        + "\n"
+    )
     opt.explain(*args, **kwargs)
     return 0
 

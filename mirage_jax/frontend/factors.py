@@ -97,10 +97,16 @@ def localize(region: Region, factors: Factors, split: dict) -> Region:
         for k in ("sharding", "out_sharding"):
             if k in params:
                 params[k] = None
-        nodes.append(Node(n.index, n.primitive, params, [local(v) for v in n.invars], outs,
-                          n.source))
-    return Region(region.index, nodes, [local(v) for v in region.inputs],
-                  [local(v) for v in region.outputs], list(region.sources))
+        nodes.append(
+            Node(n.index, n.primitive, params, [local(v) for v in n.invars], outs, n.source)
+        )
+    return Region(
+        region.index,
+        nodes,
+        [local(v) for v in region.inputs],
+        [local(v) for v in region.outputs],
+        list(region.sources),
+    )
 
 
 def all_values(region: Region) -> list:

@@ -212,8 +212,7 @@ def flatten(closed_jaxpr) -> FlatProgram:
                 outs = walk(sub[0], sub[1], args, src)
             else:
                 outs = [fresh(ov.aval) for ov in eqn.outvars]
-                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs,
-                                  src))
+                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src))
             for ov, val in zip(eqn.outvars, outs):
                 if not isinstance(ov, jcore.DropVar):
                     env[ov] = val
@@ -229,18 +228,19 @@ def flatten(closed_jaxpr) -> FlatProgram:
         outs = walk(sub[0], sub[1], args, src)
         open_calls.pop()
         produced = {v for n in nodes[start:] for v in n.outvars}
-        if (all(isinstance(v, Var) and v in produced for v in outs)
-                and len(set(outs)) == len(outs)):
+        if all(isinstance(v, Var) and v in produced for v in outs) and len(set(outs)) == len(outs):
             parent = open_calls[-1] if open_calls else None
-            calls[index] = CustomCall(index, eqn.primitive, dict(eqn.params), args, outs,
-                                      nodes[start:], parent)
+            calls[index] = CustomCall(
+                index, eqn.primitive, dict(eqn.params), args, outs, nodes[start:], parent
+            )
             return outs
         del nodes[start:]
         for i in range(index, len(calls)):
             calls[i] = None  # this call and the ones nested in it
         outs = [fresh(ov.aval) for ov in eqn.outvars]
-        nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src,
-                          opaque=True))
+        nodes.append(
+            Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src, opaque=True)
+        )
         return outs
 
     jaxpr = closed_jaxpr.jaxpr

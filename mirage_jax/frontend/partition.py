@@ -103,8 +103,10 @@ def partition(closed_jaxpr_or_flat) -> Partition:
         if inside:
             for n in call.nodes:
                 if reasons[n.index] is None:
-                    reasons[n.index] = (f"{n.name}: inside a {call.name} whose body also "
-                                        f"holds unsupported ops ({inside[0]})")
+                    reasons[n.index] = (
+                        f"{n.name}: inside a {call.name} whose body also "
+                        f"holds unsupported ops ({inside[0]})"
+                    )
     supported = {i for i, r in reasons.items() if r is None}
 
     # anc[i]: bitset of all ancestors of node i.
@@ -230,8 +232,10 @@ def _calls_of(custom_calls, members: int) -> tuple[list, str]:
     for call in custom_calls:
         inside = sum(members >> n.index & 1 for n in call.nodes)
         if 0 < inside < len(call.nodes) and not blocked:
-            blocked = (f"it holds part of a {call.name} (the rest of which runs outside it); a "
-                       f"kernel's backward pass would lose the call's derivative rule")
+            blocked = (
+                f"it holds part of a {call.name} (the rest of which runs outside it); a "
+                f"kernel's backward pass would lose the call's derivative rule"
+            )
         elif inside == len(call.nodes):
             whole.append(call)
     ids = {c.index for c in whole}

@@ -86,7 +86,7 @@ def is_neg_inf(v: Var | Lit) -> bool:
 
 
 def dot_general_form(node: Node) -> str | None:
-    """"nn" (rhs [..., k, n]), "nt" (rhs [..., n, k]) or None when not a supported matmul."""
+    """ "nn" (rhs [..., k, n]), "nt" (rhs [..., n, k]) or None when not a supported matmul."""
     (lc, rc), (lb, rb) = node.params["dimension_numbers"]
     lhs, rhs = node.invars
     nb = len(lb)
@@ -534,24 +534,65 @@ def _register(
         RULES[name] = Rule(name, admit, convert, factors, flops, anchor)
 
 
-_register(("exp", "sqrt", "rsqrt", "logistic", "neg", "square"), convert=_convert_unary,
-          factors=_factors_same_shape)
+_register(
+    ("exp", "sqrt", "rsqrt", "logistic", "neg", "square"),
+    convert=_convert_unary,
+    factors=_factors_same_shape,
+)
 _register(("tanh",), convert=_convert_tanh, factors=_factors_same_shape)
 _register(("add", "sub", "mul", "div"), convert=_convert_binary, factors=_factors_same_shape)
-_register(("integer_pow",), admit=_admit_integer_pow, convert=_convert_integer_pow,
-          factors=_factors_same_shape)
+_register(
+    ("integer_pow",),
+    admit=_admit_integer_pow,
+    convert=_convert_integer_pow,
+    factors=_factors_same_shape,
+)
 _register(("max",), admit=_admit_max, convert=_convert_max, factors=_factors_same_shape)
-_register(("reduce_sum", "reduce_max"), convert=_convert_reduction, factors=_factors_reduction,
-          flops=_flops_reduction, anchor=True)
-_register(("dot_general",), admit=_admit_dot_general, convert=_convert_dot_general,
-          factors=_factors_dot_general, flops=_flops_dot_general, anchor=True)
-_register(("stop_gradient", "copy", "copy_p"), convert=_convert_identity,
-          factors=_factors_same_shape, flops=_flops_free)
-_register(("convert_element_type",), admit=_admit_convert, convert=_convert_identity,
-          factors=_factors_same_shape, flops=_flops_free)
-_register(("broadcast_in_dim",), convert=_convert_broadcast_in_dim,
-          factors=_factors_broadcast_in_dim, flops=_flops_free)
-_register(("reshape", "squeeze"), admit=_admit_reshape, convert=_convert_reshape,
-          factors=_factors_reshape, flops=_flops_free)
-_register(("transpose",), admit=_admit_transpose, convert=_convert_transpose,
-          factors=_factors_transpose, flops=_flops_free)
+_register(
+    ("reduce_sum", "reduce_max"),
+    convert=_convert_reduction,
+    factors=_factors_reduction,
+    flops=_flops_reduction,
+    anchor=True,
+)
+_register(
+    ("dot_general",),
+    admit=_admit_dot_general,
+    convert=_convert_dot_general,
+    factors=_factors_dot_general,
+    flops=_flops_dot_general,
+    anchor=True,
+)
+_register(
+    ("stop_gradient", "copy", "copy_p"),
+    convert=_convert_identity,
+    factors=_factors_same_shape,
+    flops=_flops_free,
+)
+_register(
+    ("convert_element_type",),
+    admit=_admit_convert,
+    convert=_convert_identity,
+    factors=_factors_same_shape,
+    flops=_flops_free,
+)
+_register(
+    ("broadcast_in_dim",),
+    convert=_convert_broadcast_in_dim,
+    factors=_factors_broadcast_in_dim,
+    flops=_flops_free,
+)
+_register(
+    ("reshape", "squeeze"),
+    admit=_admit_reshape,
+    convert=_convert_reshape,
+    factors=_factors_reshape,
+    flops=_flops_free,
+)
+_register(
+    ("transpose",),
+    admit=_admit_transpose,
+    convert=_convert_transpose,
+    factors=_factors_transpose,
+    flops=_flops_free,
+)

@@ -157,8 +157,7 @@ def region_to_graph(region: Region) -> RegionGraph:
             if kind in ("mul_scalar", "add_scalar"):
                 t = getattr(kg, kind)(args[0], c)
             elif kind == "tanh":
-                t = kg.add_scalar(kg.mul_scalar(kg.sigmoid(kg.mul_scalar(args[0], 2.0)), 2.0),
-                                  -1.0)
+                t = kg.add_scalar(kg.mul_scalar(kg.sigmoid(kg.mul_scalar(args[0], 2.0)), 2.0), -1.0)
             else:
                 t = getattr(kg, kind)(args[0])
         elif d.op == "binary":

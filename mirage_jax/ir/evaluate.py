@@ -36,8 +36,7 @@ def _to_array(value, tensor, index: int, dtype: str) -> np.ndarray:
         array = np.ascontiguousarray(value, dtype=dtype)
     except (TypeError, ValueError) as e:
         raise TypeError(
-            f"evaluate: input {index} ({tensor.name}) cannot be converted to a {dtype} "
-            f"array: {e}"
+            f"evaluate: input {index} ({tensor.name}) cannot be converted to a {dtype} array: {e}"
         ) from None
     if array.shape != tensor.shape:
         raise ValueError(

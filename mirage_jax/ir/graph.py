@@ -151,8 +151,7 @@ class _Graph:
         self._check_writable(op)
         if not isinstance(t, Tensor):
             raise TypeError(
-                f"{op}: argument '{arg}' must be a mirage_jax Tensor, "
-                f"got {type(t).__name__} {t!r}"
+                f"{op}: argument '{arg}' must be a mirage_jax Tensor, got {type(t).__name__} {t!r}"
             )
         if t.graph is not self:
             raise ValueError(

@@ -47,7 +47,7 @@ class Tensor:
 
     @property
     def phase(self) -> str | None:
-        """"invariant", "body" or "epilogue" in a block graph; None in a kernel graph."""
+        """ "invariant", "body" or "epilogue" in a block graph; None in a kernel graph."""
         return self._info().phase if self._graph._is_block else None
 
     @property

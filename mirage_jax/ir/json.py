@@ -117,10 +117,16 @@ def kernel_graph_from_json(
     except ValueError as e:  # JSONDecodeError and bad UTF-8 both
         raise ValueError(f"from_json: not valid JSON: {e}") from None
     _expect(isinstance(doc, dict), "the document", "must be a JSON object")
-    _expect(doc.get("format") == FORMAT, "the document",
-            f"has format {doc.get('format')!r}, expected {FORMAT!r}")
-    _expect(doc.get("version") == VERSION, "the document",
-            f"has version {doc.get('version')!r}; this reader supports version {VERSION}")
+    _expect(
+        doc.get("format") == FORMAT,
+        "the document",
+        f"has format {doc.get('format')!r}, expected {FORMAT!r}",
+    )
+    _expect(
+        doc.get("version") == VERSION,
+        "the document",
+        f"has version {doc.get('version')!r}; this reader supports version {VERSION}",
+    )
     _check_keys(doc, {"format", "version", "ops"}, "the document")
     graph = kernel_graph()
     _replay_ops(graph, doc["ops"], _KERNEL_ATTRS, "ops", block_graph)
@@ -144,8 +150,7 @@ def _replay_ops(
         at = f"{where}[{index}]"
         _expect(isinstance(obj, dict), at, "must be a JSON object")
         kind = obj.get("kind")
-        _expect(kind in attrs_of, at,
-                f"has unknown kind {kind!r} for a {type(graph).__name__}")
+        _expect(kind in attrs_of, at, f"has unknown kind {kind!r} for a {type(graph).__name__}")
         at = f"{at} ({kind})"
         attrs = attrs_of[kind]
         keys = {"kind", *attrs}
@@ -154,8 +159,9 @@ def _replay_ops(
         _check_keys(obj, keys, at)
         inputs = [_lookup(tensors, i, at) for i in _id_list(obj, "inputs", at)]
         arity = _arity(kind)
-        _expect(arity is None or len(inputs) == arity, at,
-                f"has {len(inputs)} inputs, expected {arity}")
+        _expect(
+            arity is None or len(inputs) == arity, at, f"has {len(inputs)} inputs, expected {arity}"
+        )
         values = {key: obj[key] for key in attrs}
         if kind == "customized":
             values["block_graph"] = _block_graph_from_json(
@@ -163,8 +169,11 @@ def _replay_ops(
             )
         results = _call(lambda: _build(graph, kind, inputs, values), at)
         recorded = _id_list(obj, "outputs", at)
-        _expect(len(recorded) == len(results), at,
-                f"records {len(recorded)} outputs but the op has {len(results)}")
+        _expect(
+            len(recorded) == len(results),
+            at,
+            f"records {len(recorded)} outputs but the op has {len(results)}",
+        )
         for recorded_id, tensor in zip(recorded, results):
             _expect(recorded_id not in tensors, at, f"redefines tensor id {recorded_id}")
             tensors[recorded_id] = tensor
@@ -216,8 +225,11 @@ def _id_list(obj: dict, key: str, where: str) -> list[int]:
 
 
 def _lookup(tensors: dict, tensor_id: int, where: str):
-    _expect(tensor_id in tensors, where,
-            f"uses tensor id {tensor_id}, which no earlier op of this graph defines")
+    _expect(
+        tensor_id in tensors,
+        where,
+        f"uses tensor id {tensor_id}, which no earlier op of this graph defines",
+    )
     return tensors[tensor_id]
 
 

@@ -32,9 +32,15 @@ def _parts(total: int, parts: int, what: str) -> int:
 # --------------------------------------------------------------------------- rmsnorm_linear
 
 
-def rmsnorm_linear(batch: int = 8, hidden: int = 4096, out_features: int = 6144,
-                   col_tile: int = 64, k_tile: int = 128, eps: float = 1e-6,
-                   dtype: str = "float32") -> GraphPair:
+def rmsnorm_linear(
+    batch: int = 8,
+    hidden: int = 4096,
+    out_features: int = 6144,
+    col_tile: int = 64,
+    k_tile: int = 128,
+    eps: float = 1e-6,
+    dtype: str = "float32",
+) -> GraphPair:
     """rms_norm(X)·G @ W. Fused: one kernel whose blocks own ``col_tile`` output columns and
     walk the hidden dim in ``k_tile`` steps; the normalization is divided out after the matmul,
     with mean(x²) accumulated over the same loop (the paper's RMSNorm+Linear μGraph)."""
@@ -66,8 +72,14 @@ def rmsnorm_linear(batch: int = 8, hidden: int = 4096, out_features: int = 6144,
 # ------------------------------------------------------------------------------- gated_mlp
 
 
-def gated_mlp(batch: int = 8, hidden: int = 4096, intermediate: int = 4096,
-              col_tile: int = 64, k_tile: int = 128, dtype: str = "float32") -> GraphPair:
+def gated_mlp(
+    batch: int = 8,
+    hidden: int = 4096,
+    intermediate: int = 4096,
+    col_tile: int = 64,
+    k_tile: int = 128,
+    dtype: str = "float32",
+) -> GraphPair:
     """silu(X@W1) * (X@W3). Fused: one kernel; both matmuls read the same X tile each
     iteration, and silu and the product run once in the epilogue."""
     grid = _parts(intermediate, col_tile, "intermediate / col_tile")
@@ -98,8 +110,14 @@ def gated_mlp(batch: int = 8, hidden: int = 4096, intermediate: int = 4096,
 # ------------------------------------------------------------------------------------ lora
 
 
-def lora(tokens: int = 16, d_in: int = 256, d_out: int = 4096, rank: int = 16,
-         col_tile: int = 128, dtype: str = "float32") -> GraphPair:
+def lora(
+    tokens: int = 16,
+    d_in: int = 256,
+    d_out: int = 4096,
+    rank: int = 16,
+    col_tile: int = 128,
+    dtype: str = "float32",
+) -> GraphPair:
     """X@W + (X@A)@B. Fused: concat(X, X·A) @ concat(W, B) in one kernel. X·A is computed
     inside the block graph (every block recomputes the small [tokens, rank] product from the
     whole X and A) so the program is a single kernel. The for-loop range is 1: a loop over
@@ -150,8 +168,22 @@ def _rms_norm_keys(g, k, eps: float):
     return g.div(k, g.sqrt(g.add_scalar(mean_sq, eps)))
 
 
-def _split_kv_partials(fused: KernelGraph, Q, K, V, *, rank: int, grid, steps, q_imap,
-                       k_imap, v_imap, omap, scale: float, norm_eps: float | None = None):
+def _split_kv_partials(
+    fused: KernelGraph,
+    Q,
+    K,
+    V,
+    *,
+    rank: int,
+    grid,
+    steps,
+    q_imap,
+    k_imap,
+    v_imap,
+    omap,
+    scale: float,
+    norm_eps: float | None = None,
+):
     """Kernel 1 of split-KV attention: every block owns some query rows and one KV slice and
     walks the slice in ``steps`` iterations (K over its last dim, V over its rows). E =
     exp(scale·Q·K) has no max stabilizer because partials from different slices combine by
@@ -171,8 +203,9 @@ def _split_kv_partials(fused: KernelGraph, Q, K, V, *, rank: int, grid, steps, q
     return fused.customized([Q, K, V], bg)
 
 
-def _combine_partials(fused: KernelGraph, partial_ev, partial_sums, *, rank: int, grid,
-                      splits: int, imap, omap):
+def _combine_partials(
+    fused: KernelGraph, partial_ev, partial_sums, *, rank: int, grid, splits: int, imap, omap
+):
     """Kernel 2 of split-KV attention: a for-loop over the partial slots (the last dim) sums
     the partial E·V tiles and the partial row sums, and the epilogue divides."""
     bg = BlockGraph(grid=grid, forloop_range=splits)
@@ -183,16 +216,18 @@ def _combine_partials(fused: KernelGraph, partial_ev, partial_sums, *, rank: int
     return out
 
 
-def _attention_inputs(g: KernelGraph, lead: tuple[int, ...], rows: int, kv_len: int,
-                      head_dim: int, dtype: str):
+def _attention_inputs(
+    g: KernelGraph, lead: tuple[int, ...], rows: int, kv_len: int, head_dim: int, dtype: str
+):
     Q = g.new_input((*lead, rows, head_dim), dtype)
     K = g.new_input((*lead, head_dim, kv_len), dtype)
     V = g.new_input((*lead, kv_len, head_dim), dtype)
     return Q, K, V
 
 
-def _gqa_prefill_pair(heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop, scale,
-                      dtype, norm_eps) -> GraphPair:
+def _gqa_prefill_pair(
+    heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop, scale, dtype, norm_eps
+) -> GraphPair:
     _parts(q_len, q_tiles, "q_len / q_tiles")
     _parts(kv_len, kv_splits * forloop, "kv_len / (kv_splits * forloop)")
     scale = 1.0 / math.sqrt(head_dim) if scale is None else scale
@@ -208,38 +243,86 @@ def _gqa_prefill_pair(heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloo
     # grid (heads, kv slices, query tiles), as in the paper: Q (0, -1, 1), K (0, 2, -1),
     # V (0, 1, -1), partials stored with omap (0, 2, 1).
     partial_ev, partial_sums = _split_kv_partials(
-        fused, Q, K, V, rank=3, grid=(heads, kv_splits, q_tiles), steps=forloop,
-        q_imap=(0, -1, 1), k_imap=(0, 2, -1), v_imap=(0, 1, -1), omap=(0, 2, 1), scale=scale,
-        norm_eps=norm_eps)
-    fused.mark_output(_combine_partials(
-        fused, partial_ev, partial_sums, rank=3, grid=(heads, q_tiles, 1), splits=kv_splits,
-        imap=(0, 1, -1), omap=(0, 1, -1)))
+        fused,
+        Q,
+        K,
+        V,
+        rank=3,
+        grid=(heads, kv_splits, q_tiles),
+        steps=forloop,
+        q_imap=(0, -1, 1),
+        k_imap=(0, 2, -1),
+        v_imap=(0, 1, -1),
+        omap=(0, 2, 1),
+        scale=scale,
+        norm_eps=norm_eps,
+    )
+    fused.mark_output(
+        _combine_partials(
+            fused,
+            partial_ev,
+            partial_sums,
+            rank=3,
+            grid=(heads, q_tiles, 1),
+            splits=kv_splits,
+            imap=(0, 1, -1),
+            omap=(0, 1, -1),
+        )
+    )
     return ref, fused
 
 
-def gqa_prefill(heads: int = 2, q_len: int = 256, kv_len: int = 4096, head_dim: int = 64,
-                kv_splits: int = 8, q_tiles: int = 16, forloop: int = 4,
-                scale: float | None = None, dtype: str = "float32") -> GraphPair:
+def gqa_prefill(
+    heads: int = 2,
+    q_len: int = 256,
+    kv_len: int = 4096,
+    head_dim: int = 64,
+    kv_splits: int = 8,
+    q_tiles: int = 16,
+    forloop: int = 4,
+    scale: float | None = None,
+    dtype: str = "float32",
+) -> GraphPair:
     """softmax(scale·Q·K)·V per KV head, with the query heads of a group folded into the rows
     (the paper's Q[2,256,64], K[2,64,4096], V[2,4096,64]). Fused: the paper's two kernels,
     a split-KV kernel with grid (heads, kv_splits, q_tiles) and a combine kernel."""
-    return _gqa_prefill_pair(heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop,
-                             scale, dtype, norm_eps=None)
+    return _gqa_prefill_pair(
+        heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop, scale, dtype, norm_eps=None
+    )
 
 
-def qknorm_gqa(heads: int = 2, q_len: int = 256, kv_len: int = 4096, head_dim: int = 64,
-               kv_splits: int = 8, q_tiles: int = 16, forloop: int = 4, eps: float = 1e-6,
-               scale: float | None = None, dtype: str = "float32") -> GraphPair:
+def qknorm_gqa(
+    heads: int = 2,
+    q_len: int = 256,
+    kv_len: int = 4096,
+    head_dim: int = 64,
+    kv_splits: int = 8,
+    q_tiles: int = 16,
+    forloop: int = 4,
+    eps: float = 1e-6,
+    scale: float | None = None,
+    dtype: str = "float32",
+) -> GraphPair:
     """gqa_prefill after rms_norm of every query and every key (over head_dim). Fused: the
     same two kernels, with both norms applied to the tiles inside kernel 1 (a tile always
     holds whole query rows and whole keys, so no extra pass is needed)."""
-    return _gqa_prefill_pair(heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop,
-                             scale, dtype, norm_eps=eps)
+    return _gqa_prefill_pair(
+        heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop, scale, dtype, norm_eps=eps
+    )
 
 
-def gqa_decode(batch: int = 8, kv_heads: int = 8, group: int = 4, q_len: int = 1,
-               kv_len: int = 4096, head_dim: int = 128, kv_splits: int = 4, forloop: int = 8,
-               scale: float | None = None, dtype: str = "float32") -> GraphPair:
+def gqa_decode(
+    batch: int = 8,
+    kv_heads: int = 8,
+    group: int = 4,
+    q_len: int = 1,
+    kv_len: int = 4096,
+    head_dim: int = 128,
+    kv_splits: int = 4,
+    forloop: int = 8,
+    scale: float | None = None,
+    dtype: str = "float32",
+) -> GraphPair:
     """Grouped-query attention: ``group`` query heads share each KV head. Rank 4:
     Q[batch, kv_heads, group·q_len, d], K[batch, kv_heads, d, kv], V[batch, kv_heads, kv, d].
     Fused: split-KV kernel with grid (batch, kv_heads, kv_splits), every block taking all the
@@ -255,17 +338,44 @@ def gqa_decode(batch: int = 8, kv_heads: int = 8, group: int = 4, q_len: int = 1
     fused = KernelGraph()
     Q, K, V = _attention_inputs(fused, (batch, kv_heads), rows, kv_len, head_dim, dtype)
     partial_ev, partial_sums = _split_kv_partials(
-        fused, Q, K, V, rank=4, grid=(batch, kv_heads, kv_splits), steps=forloop,
-        q_imap=(0, 1, -1), k_imap=(0, 1, 3), v_imap=(0, 1, 2), omap=(0, 1, 3), scale=scale)
-    fused.mark_output(_combine_partials(
-        fused, partial_ev, partial_sums, rank=4, grid=(batch, kv_heads, 1), splits=kv_splits,
-        imap=(0, 1, -1), omap=(0, 1, -1)))
+        fused,
+        Q,
+        K,
+        V,
+        rank=4,
+        grid=(batch, kv_heads, kv_splits),
+        steps=forloop,
+        q_imap=(0, 1, -1),
+        k_imap=(0, 1, 3),
+        v_imap=(0, 1, 2),
+        omap=(0, 1, 3),
+        scale=scale,
+    )
+    fused.mark_output(
+        _combine_partials(
+            fused,
+            partial_ev,
+            partial_sums,
+            rank=4,
+            grid=(batch, kv_heads, 1),
+            splits=kv_splits,
+            imap=(0, 1, -1),
+            omap=(0, 1, -1),
+        )
+    )
     return ref, fused
 
 
-def flash_attention_online(heads: int = 2, q_len: int = 256, kv_len: int = 4096,
-                           head_dim: int = 64, q_tiles: int = 16, kv_tile: int = 128,
-                           scale: float | None = None, dtype: str = "float32") -> GraphPair:
+def flash_attention_online(
+    heads: int = 2,
+    q_len: int = 256,
+    kv_len: int = 4096,
+    head_dim: int = 64,
+    q_tiles: int = 16,
+    kv_tile: int = 128,
+    scale: float | None = None,
+    dtype: str = "float32",
+) -> GraphPair:
     """The same attention as gqa_prefill in one kernel with the stabilized online softmax:
     every block owns query rows and walks all keys; accum_exp_matmul and accum_exp_sum_last
     share the running max of the scores, and the epilogue divides."""
@@ -294,8 +404,9 @@ def flash_attention_online(heads: int = 2, q_len: int = 256, kv_len: int = 4096,
 # ---------------------------------------------------------------------------------- ntrans
 
 
-def ntrans(batch: int = 8, hidden: int = 4096, row_tile: int = 1, eps: float = 1e-6,
-           dtype: str = "float32") -> GraphPair:
+def ntrans(
+    batch: int = 8, hidden: int = 4096, row_tile: int = 1, eps: float = 1e-6, dtype: str = "float32"
+) -> GraphPair:
     """rms_norm(X + α·(rms_norm(H) − X)) (nGPT's normalized update). Fused: one kernel whose
     blocks own ``row_tile`` whole rows; both norms are over a row, so each is an rms_norm on
     the tile, and the for-loop range is 1 (a loop over the hidden dim could accumulate the
@@ -336,26 +447,58 @@ class PaperProgram:
     small: dict[str, Any]  # keyword arguments of `build` for a seconds-free test instance
 
 
-PROGRAMS: dict[str, PaperProgram] = {p.name: p for p in (
-    PaperProgram("rmsnorm_linear", "rms_norm(X)·g @ W, the norm divided out after the matmul",
-                 rmsnorm_linear,
-                 dict(batch=2, hidden=16, out_features=12, col_tile=4, k_tile=4)),
-    PaperProgram("gated_mlp", "silu(X@W1) * (X@W3), both matmuls on shared X tiles",
-                 gated_mlp, dict(batch=2, hidden=16, intermediate=12, col_tile=4, k_tile=4)),
-    PaperProgram("lora", "X@W + (X@A)@B as concat(X, X·A) @ concat(W, B) in one kernel",
-                 lora, dict(tokens=4, d_in=8, d_out=12, rank=2, col_tile=4)),
-    PaperProgram("gqa_prefill", "softmax(Q·K/√d)·V, split-KV kernel + combine kernel",
-                 gqa_prefill, dict(heads=2, q_len=8, kv_len=16, head_dim=4, kv_splits=2,
-                                   q_tiles=2, forloop=2)),
-    PaperProgram("gqa_decode", "grouped-query decode attention (rank 4), split-KV + combine",
-                 gqa_decode, dict(batch=2, kv_heads=2, group=2, q_len=1, kv_len=16,
-                                  head_dim=4, kv_splits=2, forloop=2)),
-    PaperProgram("flash_attention_online", "attention in one kernel with online softmax",
-                 flash_attention_online,
-                 dict(heads=2, q_len=8, kv_len=16, head_dim=4, q_tiles=2, kv_tile=4)),
-    PaperProgram("qknorm_gqa", "rms_norm on Q and K, then split-KV attention",
-                 qknorm_gqa, dict(heads=2, q_len=8, kv_len=16, head_dim=4, kv_splits=2,
-                                  q_tiles=2, forloop=2)),
-    PaperProgram("ntrans", "rms_norm(X + α·(rms_norm(H) − X)), rows over the grid",
-                 ntrans, dict(batch=4, hidden=8, row_tile=2)),
-)}
+PROGRAMS: dict[str, PaperProgram] = {
+    p.name: p
+    for p in (
+        PaperProgram(
+            "rmsnorm_linear",
+            "rms_norm(X)·g @ W, the norm divided out after the matmul",
+            rmsnorm_linear,
+            dict(batch=2, hidden=16, out_features=12, col_tile=4, k_tile=4),
+        ),
+        PaperProgram(
+            "gated_mlp",
+            "silu(X@W1) * (X@W3), both matmuls on shared X tiles",
+            gated_mlp,
+            dict(batch=2, hidden=16, intermediate=12, col_tile=4, k_tile=4),
+        ),
+        PaperProgram(
+            "lora",
+            "X@W + (X@A)@B as concat(X, X·A) @ concat(W, B) in one kernel",
+            lora,
+            dict(tokens=4, d_in=8, d_out=12, rank=2, col_tile=4),
+        ),
+        PaperProgram(
+            "gqa_prefill",
+            "softmax(Q·K/√d)·V, split-KV kernel + combine kernel",
+            gqa_prefill,
+            dict(heads=2, q_len=8, kv_len=16, head_dim=4, kv_splits=2, q_tiles=2, forloop=2),
+        ),
+        PaperProgram(
+            "gqa_decode",
+            "grouped-query decode attention (rank 4), split-KV + combine",
+            gqa_decode,
+            dict(
+                batch=2, kv_heads=2, group=2, q_len=1, kv_len=16, head_dim=4, kv_splits=2, forloop=2
+            ),
+        ),
+        PaperProgram(
+            "flash_attention_online",
+            "attention in one kernel with online softmax",
+            flash_attention_online,
+            dict(heads=2, q_len=8, kv_len=16, head_dim=4, q_tiles=2, kv_tile=4),
+        ),
+        PaperProgram(
+            "qknorm_gqa",
+            "rms_norm on Q and K, then split-KV attention",
+            qknorm_gqa,
+            dict(heads=2, q_len=8, kv_len=16, head_dim=4, kv_splits=2, q_tiles=2, forloop=2),
+        ),
+        PaperProgram(
+            "ntrans",
+            "rms_norm(X + α·(rms_norm(H) − X)), rows over the grid",
+            ntrans,
+            dict(batch=4, hidden=8, row_tile=2),
+        ),
+    )
+}

@@ -44,9 +44,16 @@ DEFAULT_CONFIG = _region_config.MLP
 BACKENDS = ("auto", "cpu", "cuda", "xla")
 
 
-def optimize(fun: Callable | None = None, *, config=None, backend: str = "auto",
-             cache_dir=None, min_region_flops: float = 0, static_argnums=(),
-             static_argnames=()):
+def optimize(
+    fun: Callable | None = None,
+    *,
+    config=None,
+    backend: str = "auto",
+    cache_dir=None,
+    min_region_flops: float = 0,
+    static_argnums=(),
+    static_argnames=(),
+):
     """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
     config: the search's SearchConfig for every region (default: per region, by
@@ -61,12 +68,24 @@ def optimize(fun: Callable | None = None, *, config=None, backend: str = "auto",
       hashable, and each value gets its own specialization.
     """
     if fun is None:
-        return functools.partial(optimize, config=config, backend=backend, cache_dir=cache_dir,
-                                 min_region_flops=min_region_flops,
-                                 static_argnums=static_argnums, static_argnames=static_argnames)
-    return Optimized(fun, config=config, backend=backend, cache_dir=cache_dir,
-                     min_region_flops=min_region_flops, static_argnums=static_argnums,
-                     static_argnames=static_argnames)
+        return functools.partial(
+            optimize,
+            config=config,
+            backend=backend,
+            cache_dir=cache_dir,
+            min_region_flops=min_region_flops,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
+        )
+    return Optimized(
+        fun,
+        config=config,
+        backend=backend,
+        cache_dir=cache_dir,
+        min_region_flops=min_region_flops,
+        static_argnums=static_argnums,
+        static_argnames=static_argnames,
+    )
 
 
 def _as_tuple(x, what, kind):
@@ -83,14 +102,16 @@ def _infer_static(fun, nums: tuple, names: tuple) -> tuple[tuple, tuple]:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
         return nums, names
-    positional = [p for p in params
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     nums, names = list(nums), list(names)
     for i, p in enumerate(positional):
         if p.name in names and i not in nums:
             nums.append(i)
-        if (i in nums or i - len(positional) in nums) and p.name not in names \
-                and p.kind == p.POSITIONAL_OR_KEYWORD:
+        if (
+            (i in nums or i - len(positional) in nums)
+            and p.name not in names
+            and p.kind == p.POSITIONAL_OR_KEYWORD
+        ):
             names.append(p.name)
     return tuple(nums), tuple(names)
 
@@ -98,19 +119,32 @@ def _infer_static(fun, nums: tuple, names: tuple) -> tuple[tuple, tuple]:
 class Optimized:
     """The wrapped function; specializations are kept per input signature."""
 
-    def __init__(self, fun, *, config=None, backend="auto", cache_dir=None, min_region_flops=0,
-                 static_argnums=(), static_argnames=(), settings: Settings | None = None):
+    def __init__(
+        self,
+        fun,
+        *,
+        config=None,
+        backend="auto",
+        cache_dir=None,
+        min_region_flops=0,
+        static_argnums=(),
+        static_argnames=(),
+        settings: Settings | None = None,
+    ):
         if not callable(fun):
             raise TypeError(f"optimize: expected a function, got {type(fun).__name__}")
         if backend not in BACKENDS:
-            raise ValueError(f"optimize: unknown backend {backend!r}; expected 'auto', 'cpu', "
-                             f"'cuda' or 'xla'")
+            raise ValueError(
+                f"optimize: unknown backend {backend!r}; expected 'auto', 'cpu', 'cuda' or 'xla'"
+            )
         if config is not None and not isinstance(config, SearchConfig):
-            raise TypeError(f"optimize: config must be a mirage_jax SearchConfig, got "
-                            f"{type(config).__name__}")
+            raise TypeError(
+                f"optimize: config must be a mirage_jax SearchConfig, got {type(config).__name__}"
+            )
         if not isinstance(min_region_flops, numbers.Real) or min_region_flops < 0:
-            raise ValueError(f"optimize: min_region_flops must be a number >= 0, got "
-                             f"{min_region_flops!r}")
+            raise ValueError(
+                f"optimize: min_region_flops must be a number >= 0, got {min_region_flops!r}"
+            )
         functools.update_wrapper(self, fun)
         self._fun = fun
         self._config = config  # None: per region (_region_config)
@@ -118,8 +152,10 @@ class Optimized:
         self._cache_dir = cache_dir
         self._min_region_flops = float(min_region_flops)
         self._static_argnums, self._static_argnames = _infer_static(
-            fun, _as_tuple(static_argnums, "static_argnums", int),
-            _as_tuple(static_argnames, "static_argnames", str))
+            fun,
+            _as_tuple(static_argnums, "static_argnums", int),
+            _as_tuple(static_argnames, "static_argnames", str),
+        )
         self._settings = settings
         self._specializations: dict = {}
         self._jitted = None
@@ -129,12 +165,14 @@ class Optimized:
         # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
         jitted = self._jitted
         if jitted is None:
+
             @functools.wraps(self._fun)  # jax.jit's errors name the user's function
             def traced(*args, **kwargs):
                 return self._trace(*args, **kwargs)
 
-            jitted = self._jitted = jax.jit(traced, static_argnums=self._static_argnums,
-                                            static_argnames=self._static_argnames)
+            jitted = self._jitted = jax.jit(
+                traced, static_argnums=self._static_argnums, static_argnames=self._static_argnames
+            )
         return jitted(*args, **kwargs)
 
     def _trace(self, *args, **kwargs):
@@ -146,8 +184,9 @@ class Optimized:
 
     def settings(self) -> Settings:
         if self._settings is None:
-            return Settings(self._config, _backend(self._backend), self._cache_dir,
-                            self._min_region_flops)
+            return Settings(
+                self._config, _backend(self._backend), self._cache_dir, self._min_region_flops
+            )
         return self._settings
 
     def _specialization(self, args, kwargs):
@@ -251,8 +290,9 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
         keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
     else:
         keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
-    return _Specialization(rewritten if keep else plain, out_tree, reports, settings.backend,
-                           note, keep)
+    return _Specialization(
+        rewritten if keep else plain, out_tree, reports, settings.backend, note, keep
+    )
 
 
 def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
@@ -278,11 +318,15 @@ def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
         return True, f"whole program not timed ({type(e).__name__}: {e})"
     x, r = times["xla"] * 1e3, times["rewritten"] * 1e3
     if times["rewritten"] < times["xla"]:
-        return True, (f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit "
-                      f"({x / r:.2f}x, median of {rounds} rounds on random inputs)")
-    return False, (f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit (median of "
-                   f"{rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
-                   f"regions' kernels stay cached")
+        return True, (
+            f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit "
+            f"({x / r:.2f}x, median of {rounds} rounds on random inputs)"
+        )
+    return False, (
+        f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit (median of "
+        f"{rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
+        f"regions' kernels stay cached"
+    )
 
 
 def _whole_calls(program, kernel_regions) -> list:

@@ -27,8 +27,9 @@ class RegionReport:
         return f"region at {describe_sources(self.sources)}: {self.chosen} ({self.reason})"
 
     def __str__(self):
-        text = (f"{self.headline()}\n  primitives: {' '.join(self.primitives)}\n"
-                f"  flops: {self.flops}")
+        text = (
+            f"{self.headline()}\n  primitives: {' '.join(self.primitives)}\n  flops: {self.flops}"
+        )
         lines = source_lines(self.sources)
         if lines:
             text += "\n  source:\n" + "\n".join("    " + line for line in lines)
@@ -54,7 +55,7 @@ def _parsed(sources) -> list[tuple[str, int, str]]:
 
 
 def describe_sources(sources) -> str:
-    """"file.py:9-10 (fn)": the region's lines, per file and function."""
+    """ "file.py:9-10 (fn)": the region's lines, per file and function."""
     groups: dict = {}
     for file, line, fn in _parsed(sources):
         groups.setdefault((file, fn), []).append(line)
@@ -84,11 +85,15 @@ def explain(spec) -> str:
         return "no region with a matmul or a reduction: the function runs as plain JAX"
     kernels = sum(r.chosen == "kernel" for r in spec.reports)
     if spec.whole_program_kept:
-        head = (f"{len(spec.reports)} region(s), {kernels} run as generated kernels "
-                f"(backend {spec.backend}), {len(spec.reports) - kernels} as plain JAX")
+        head = (
+            f"{len(spec.reports)} region(s), {kernels} run as generated kernels "
+            f"(backend {spec.backend}), {len(spec.reports) - kernels} as plain JAX"
+        )
     else:
-        head = (f"{len(spec.reports)} region(s), {kernels} with a kernel that beat XLA on "
-                f"the region alone (backend {spec.backend}); the function runs as jax.jit")
+        head = (
+            f"{len(spec.reports)} region(s), {kernels} with a kernel that beat XLA on "
+            f"the region alone (backend {spec.backend}); the function runs as jax.jit"
+        )
     if spec.note:
         head += "\n" + spec.note
     return "\n\n".join([head] + [str(r) for r in spec.reports])

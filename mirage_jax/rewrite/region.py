@@ -31,10 +31,17 @@ class Settings:
     sources: tuple = ()
 
 
-def _new_report(region: Region, chosen: str, reason: str, text: str = "",
-               sources=()) -> RegionReport:
-    return RegionReport(list(dict.fromkeys(sources or region.sources)), region.primitives,
-                        chosen, reason, text, region_flops(region))
+def _new_report(
+    region: Region, chosen: str, reason: str, text: str = "", sources=()
+) -> RegionReport:
+    return RegionReport(
+        list(dict.fromkeys(sources or region.sources)),
+        region.primitives,
+        chosen,
+        reason,
+        text,
+        region_flops(region),
+    )
 
 
 def warn_fallback(r: RegionReport) -> RegionReport:
@@ -52,15 +59,15 @@ def region_kernel(region: Region, settings: Settings):
 
     flops = region_flops(region)
     if flops < settings.min_region_flops:
-        return None, new_report("xla", f"{flops} flops < min_region_flops "
-                                               f"{settings.min_region_flops:g}")
+        return None, new_report(
+            "xla", f"{flops} flops < min_region_flops {settings.min_region_flops:g}"
+        )
     if region.blocked:
         return None, warn_fallback(new_report("xla", f"kept as plain JAX: {region.blocked}"))
     try:
         rg = region_to_graph(region)
     except RegionNotSupported as e:
-        return None, warn_fallback(new_report("xla",
-                                              f"not expressible as a μGraph: {e.reason}"))
+        return None, warn_fallback(new_report("xla", f"not expressible as a μGraph: {e.reason}"))
     try:
         # Regions are specialized while jax traces (under jit, vmap, grad): the search's
         # timing and float checks must run eagerly, not be staged into that trace.
@@ -68,11 +75,17 @@ def region_kernel(region: Region, settings: Settings):
             config = settings.config
             if config is None:  # the user gave none: limits that suit this region
                 config = default_config(rg.graph)
-            fast = superoptimize(rg.graph, config, backend=settings.backend,
-                                 cache_dir=settings.cache_dir, progress=False)
+            fast = superoptimize(
+                rg.graph,
+                config,
+                backend=settings.backend,
+                cache_dir=settings.cache_dir,
+                progress=False,
+            )
     except Exception as e:  # noqa: BLE001 (any failure runs the region as plain JAX, named)
-        return None, warn_fallback(new_report(
-            "xla", f"superoptimize failed: {type(e).__name__}: {e}"))
+        return None, warn_fallback(
+            new_report("xla", f"superoptimize failed: {type(e).__name__}: {e}")
+        )
     if fast.graph is rg.graph or not any(op.kind == "customized" for op in fast.graph.ops):
         return None, new_report("xla", "no candidate beat XLA", fast.report())
 
@@ -80,5 +93,6 @@ def region_kernel(region: Region, settings: Settings):
         outs = fast(*rg.prepare_inputs(values, xp=jnp))
         return rg.finish_outputs(outs, xp=jnp)
 
-    return run, new_report("kernel", f"{fast.speedup:.2f}x over XLA in its own "
-                                             f"timing", fast.report())
+    return run, new_report(
+        "kernel", f"{fast.speedup:.2f}x over XLA in its own timing", fast.report()
+    )

@@ -40,8 +40,9 @@ def partitioned(region, kernel, report, settings):
     `kernel` itself when the region has no dim that may be split."""
     factors, why = region_factors(region)
     if factors is None:
-        report.variants.append(("sharding", f"not partitioned ({why}); under a sharded "
-                                            f"jit its inputs are gathered"))
+        report.variants.append(
+            ("sharding", f"not partitioned ({why}); under a sharded jit its inputs are gathered")
+        )
         return kernel
     names = [f"f{i}" for i in range(factors.count)]
     splittable = [i for i in range(factors.count) if factors.splittable(i)]
@@ -71,8 +72,9 @@ def partitioned(region, kernel, report, settings):
                 n = 1
                 for a in axes:
                     n *= mesh.shape[a]
-                if all(s % n == 0 for u in values for s, g in zip(u.shape, factors.of(u))
-                       if g == f):
+                if all(
+                    s % n == 0 for u in values for s, g in zip(u.shape, factors.of(u)) if g == f
+                ):
                     chosen[f] = axes
                     used |= set(axes)
         return chosen
@@ -82,8 +84,7 @@ def partitioned(region, kernel, report, settings):
             axes = chosen.get(f, ())
             return None if not axes else axes[0] if len(axes) == 1 else axes
 
-        return [NamedSharding(mesh, PartitionSpec(*[entry(f) for f in factors.of(v)]))
-                for v in vs]
+        return [NamedSharding(mesh, PartitionSpec(*[entry(f) for f in factors.of(v)])) for v in vs]
 
     def local_kernel(mesh, chosen):
         split = {}
@@ -98,14 +99,15 @@ def partitioned(region, kernel, report, settings):
         if key not in local_kernels:
             local = localize(region, factors, split)
             run, local_report = region_kernel(
-                local, dataclasses.replace(settings, sources=tuple(report.sources)))
+                local, dataclasses.replace(settings, sources=tuple(report.sources))
+            )
             shapes = ", ".join(str(list(v.shape)) for v in local.inputs)
             report.variants.append((f"per shard (inputs {shapes})", local_report))
             local_kernels[key] = run if run is not None else local.evaluate
         return local_kernels[key]
 
     def gathered_dims(shardings, chosen):
-        """"input i dim d (mesh axes)" for every operand dim that arrives split but is not
+        """ "input i dim d (mesh axes)" for every operand dim that arrives split but is not
         split in the chosen partitioning."""
         out = []
         for i, (v, sharding) in enumerate(zip(region.inputs, shardings)):
@@ -113,8 +115,11 @@ def partitioned(region, kernel, report, settings):
             for d, f in enumerate(factors.of(v)):
                 axes = _spec_axes(spec[d] if d < len(spec) else None)
                 if axes and chosen.get(f, ()) != axes:
-                    why = ("reduced over" if not factors.splittable(f)
-                           else "its axes taken by another dim or not dividing it")
+                    why = (
+                        "reduced over"
+                        if not factors.splittable(f)
+                        else "its axes taken by another dim or not dividing it"
+                    )
                     out.append(f"input {i} dim {d} ({'+'.join(axes)}, {why})")
         return out
 
@@ -125,32 +130,49 @@ def partitioned(region, kernel, report, settings):
     def partition(mesh, arg_shapes, result_shape):
         shardings = [a.sharding for a in arg_shapes]
         if not all(isinstance(s, NamedSharding) for s in shardings):
-            warnings.warn(f"mirage_jax.optimize: {report.headline()}: operand shardings "
-                          f"{shardings} are not named shardings; the region's inputs are "
-                          f"gathered", RuntimeWarning, stacklevel=2)
+            warnings.warn(
+                f"mirage_jax.optimize: {report.headline()}: operand shardings "
+                f"{shardings} are not named shardings; the region's inputs are "
+                f"gathered",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             chosen = {}
         else:
             chosen = choose_axes(mesh, shardings)
             gathered = gathered_dims(shardings, chosen)
             if gathered:
-                note = (f"inputs gathered along {', '.join(gathered)} (a dim the region "
-                        f"reduces over must be whole on each device; so must a dim whose "
-                        f"mesh axes another dim took or that they do not divide)")
+                note = (
+                    f"inputs gathered along {', '.join(gathered)} (a dim the region "
+                    f"reduces over must be whole on each device; so must a dim whose "
+                    f"mesh axes another dim took or that they do not divide)"
+                )
                 report.variants.append(("sharding", note))
-                warnings.warn(f"mirage_jax.optimize: {report.headline()}: {note}",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"mirage_jax.optimize: {report.headline()}: {note}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         run = local_kernel(mesh, chosen)
 
         def lower(*xs):
             return list(run(*xs))
 
-        return (mesh, lower, shardings_for(mesh, chosen, region.outputs),
-                tuple(shardings_for(mesh, chosen, region.inputs)))
+        return (
+            mesh,
+            lower,
+            shardings_for(mesh, chosen, region.outputs),
+            tuple(shardings_for(mesh, chosen, region.inputs)),
+        )
 
     @custom_partitioning
     def call(*xs):
         return list(kernel(*xs))
 
-    call.def_partition(partition, infer_sharding_from_operands=infer, sharding_rule=rule,
-                       need_replication_factors=need_replication)
+    call.def_partition(
+        partition,
+        infer_sharding_from_operands=infer,
+        sharding_rule=rule,
+        need_replication_factors=need_replication,
+    )
     return call

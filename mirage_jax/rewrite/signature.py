@@ -32,16 +32,17 @@ class Signature:
             if 0 <= j < nargs:
                 static_nums.add(j)
         static = [(("arg", i), args[i]) for i in sorted(static_nums)]
-        static += [(("kwarg", k), kwargs[k]) for k in sorted(kwargs)
-                   if k in opt._static_argnames]
+        static += [(("kwarg", k), kwargs[k]) for k in sorted(kwargs) if k in opt._static_argnames]
         for where, value in static:
             try:
                 hash(value)
             except TypeError:
-                raise ValueError(f"Non-hashable static arguments are not supported. An error "
-                                 f"occurred while trying to hash an object of type "
-                                 f"{type(value)}, {value!r}. The error was: not hashable "
-                                 f"(static {where[0]} {where[1]!r} of {name})") from None
+                raise ValueError(
+                    f"Non-hashable static arguments are not supported. An error "
+                    f"occurred while trying to hash an object of type "
+                    f"{type(value)}, {value!r}. The error was: not hashable "
+                    f"(static {where[0]} {where[1]!r} of {name})"
+                ) from None
         dyn_args = tuple(a for i, a in enumerate(args) if i not in static_nums)
         dyn_kwargs = {k: v for k, v in kwargs.items() if k not in opt._static_argnames}
         leaves, tree = jax.tree_util.tree_flatten((dyn_args, dyn_kwargs))
@@ -61,9 +62,11 @@ class Signature:
                     f"mirage_jax.optimize-wrapped function (like a jax.jit-wrapped one) was "
                     f"called with a non-array argument, and this argument was not marked as "
                     f"static using the static_argnums or static_argnames parameters of "
-                    f"mirage_jax.optimize.") from None
-            described.append((tuple(aval.shape), aval.dtype,
-                              bool(getattr(aval, "weak_type", False))))
+                    f"mirage_jax.optimize."
+                ) from None
+            described.append(
+                (tuple(aval.shape), aval.dtype, bool(getattr(aval, "weak_type", False)))
+            )
         self.dynamic = leaves
         self.described = described
         self.tree = tree
@@ -73,15 +76,16 @@ class Signature:
 
     @property
     def avals(self) -> list:
-        return [jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
-                for shape, dtype, weak in self.described]
+        return [
+            jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+            for shape, dtype, weak in self.described
+        ]
 
     def rebuild(self, dynamic_values):
         """The call's (args, kwargs) with the traced leaves replaced by `dynamic_values`."""
         dyn_args, dyn_kwargs = jax.tree_util.tree_unflatten(self.tree, dynamic_values)
         it = iter(dyn_args)
-        args = [self.args[i] if i in self.static_nums else next(it)
-                for i in range(len(self.args))]
+        args = [self.args[i] if i in self.static_nums else next(it) for i in range(len(self.args))]
         kwargs = dict(dyn_kwargs)
         kwargs.update({k: self.kwargs[k] for (kind, k), _ in self.static if kind == "kwarg"})
         return args, kwargs

@@ -26,11 +26,17 @@ from mirage_jax.rewrite.shard import partitioned
 Respecialize = Callable[[Callable, Settings], Callable]
 
 
-def region_function(region: Region, kernel: Callable, report: RegionReport,
-                    settings: Settings, respecialize: Respecialize) -> Callable:
+def region_function(
+    region: Region,
+    kernel: Callable,
+    report: RegionReport,
+    settings: Settings,
+    respecialize: Respecialize,
+) -> Callable:
     """The kernel of `region` made transparent to grad, vmap and sharding (module doc).
     `respecialize(fn, settings)`: `fn` optimized as a function of its own (the decorator),
     for the batched region under vmap."""
+
     def plain(*values):
         return region.evaluate(*values)
 
@@ -49,10 +55,16 @@ def region_function(region: Region, kernel: Callable, report: RegionReport,
                 return jax.vmap(plain, in_axes=axes, axis_size=key[0])(*xs)
 
             opt = batched[key] = respecialize(
-                batched_region, dataclasses.replace(settings, sources=tuple(report.sources)))
+                batched_region, dataclasses.replace(settings, sources=tuple(report.sources))
+            )
             which = [i for i, b in enumerate(key[1]) if b]
-            report.variants.append((f"under vmap (axis size {key[0]}, batched inputs "
-                                    f"{which}): optimized again at the batched shapes", opt))
+            report.variants.append(
+                (
+                    f"under vmap (axis size {key[0]}, batched inputs "
+                    f"{which}): optimized again at the batched shapes",
+                    opt,
+                )
+            )
         outs = opt(*values)
         return list(outs), [True] * len(outs)
 

@@ -33,7 +33,9 @@ def _check_graph(kg: object, what: str) -> KernelGraph:
     return kg
 
 
-def _kernels(kg: KernelGraph, target: Backend, options: dict[str, Any]) -> dict[int, tuple[str, str]]:
+def _kernels(
+    kg: KernelGraph, target: Backend, options: dict[str, Any]
+) -> dict[int, tuple[str, str]]:
     """op index -> (handler symbol, source) for every customized op of kg."""
     kernels = {}
     for op in kg.ops:

@@ -54,8 +54,9 @@ for _backend in BACKENDS.values():
     store.register_kind(_backend.cache_kind, _backend.cache_directory, entry_problem)
 
 
-def _build_entry(parent: Path, key: str, source: str, backend: Backend,
-                 options: dict[str, Any]) -> None:
+def _build_entry(
+    parent: Path, key: str, source: str, backend: Backend, options: dict[str, Any]
+) -> None:
     with store.staged_entry(parent, key) as staging:
         (staging / backend.source_name).write_text(source)
         backend.build(staging / backend.source_name, staging / LIBRARY, options)
@@ -69,8 +70,7 @@ def _build_entry(parent: Path, key: str, source: str, backend: Backend,
         (staging / META).write_text(json.dumps(meta, indent=1))
 
 
-def library_for(source: str, backend: Backend = CPU,
-                options: dict[str, Any] | None = None) -> Path:
+def library_for(source: str, backend: Backend = CPU, options: dict[str, Any] | None = None) -> Path:
     """The path of the compiled library of `source` for `backend`, compiling it on a miss.
     `options`: the backend's options of this compilation (default: its current ones)."""
     options = backend.options() if options is None else options

@@ -81,8 +81,16 @@ def lower_kernel_graph(graph, lower_customized: CustomizedLowering) -> Callable:
     """A function of one array per graph input (in order) returning a tuple with one array
     per graph output."""
     steps = [
-        _Step(op.kind, tuple(t.id for t in op.inputs), tuple(t.id for t in op.outputs),
-              tuple(t.dtype for t in op.outputs), op.scalar, op.dim, op.reduce_kind, op.index)
+        _Step(
+            op.kind,
+            tuple(t.id for t in op.inputs),
+            tuple(t.id for t in op.outputs),
+            tuple(t.dtype for t in op.outputs),
+            op.scalar,
+            op.dim,
+            op.reduce_kind,
+            op.index,
+        )
         for op in graph.ops
     ]
     inputs = [(t.id, t.name, t.shape, jnp.dtype(t.dtype)) for t in graph.inputs]
@@ -91,9 +99,7 @@ def lower_kernel_graph(graph, lower_customized: CustomizedLowering) -> Callable:
 
     def run(*args):
         if len(args) != len(inputs):
-            raise TypeError(
-                f"{label} takes {len(inputs)} input arrays, got {len(args)}"
-            )
+            raise TypeError(f"{label} takes {len(inputs)} input arrays, got {len(args)}")
         values = {}
         for i, (arg, (tid, name, shape, dtype)) in enumerate(zip(args, inputs)):
             array = jnp.asarray(arg)

@@ -31,8 +31,9 @@ def _seconds(fn: Callable, args: Sequence) -> float:
     return time.perf_counter() - start
 
 
-def median_times(functions: Mapping[str, Callable], args: Sequence,
-                 budget_s: float = BUDGET_S) -> tuple[dict[str, float], int]:
+def median_times(
+    functions: Mapping[str, Callable], args: Sequence, budget_s: float = BUDGET_S
+) -> tuple[dict[str, float], int]:
     """({name: median seconds per call}, rounds) for functions all taking `args`, run in
     rounds for about budget_s seconds."""
     names = list(functions)

@@ -75,8 +75,15 @@ def find_gxx() -> str:
 def compile_cpu_library(source: Path, library: Path) -> None:
     """g++ `source` into the shared library `library`; KernelCompileError with the
     compiler's diagnostics when it fails."""
-    command = [find_gxx(), *GXX_FLAGS, "-isystem", ffi_include_dir(), str(source),
-               "-o", str(library)]
+    command = [
+        find_gxx(),
+        *GXX_FLAGS,
+        "-isystem",
+        ffi_include_dir(),
+        str(source),
+        "-o",
+        str(library),
+    ]
     run(GXX, command, str(source))
 
 
@@ -113,7 +120,7 @@ def find_nvcc() -> str:
 
 
 def parse_archs(text: str) -> tuple[str, ...]:
-    """"80,90a" -> ("80", "90a"); KernelCompileError for anything that is not a list of
+    """ "80,90a" -> ("80", "90a"); KernelCompileError for anything that is not a list of
     compute capabilities."""
     archs = tuple(a.strip().removeprefix("sm_") for a in text.split(",") if a.strip())
     bad = [a for a in archs if not _ARCH.match(a)]
@@ -170,8 +177,11 @@ def compile_cuda_library(source: Path, library: Path, archs: Sequence[str]) -> N
     """nvcc `source` into the shared library `library` for `archs`; KernelCompileError with
     the compiler's diagnostics when it fails."""
     # --threads 2: the architectures' device passes run side by side (output unchanged).
-    run(NVCC, [*_nvcc_command(archs), "--threads", "2", "-shared", str(source), "-o",
-               str(library)], str(source))
+    run(
+        NVCC,
+        [*_nvcc_command(archs), "--threads", "2", "-shared", str(source), "-o", str(library)],
+        str(source),
+    )
 
 
 def check_cuda_compiles(sources: Sequence[str], archs: Sequence[str], jobs: int = 2) -> None:
@@ -183,9 +193,11 @@ def check_cuda_compiles(sources: Sequence[str], archs: Sequence[str], jobs: int 
         def one(i: int) -> None:
             path = Path(tmp) / f"unit{i}.cu"
             path.write_text(sources[i])
-            run(NVCC, [*_nvcc_command(archs), "-c", str(path), "-o",
-                       str(path.with_suffix(".o"))],
-                f"{path.name} (source {i} of {len(sources)})")
+            run(
+                NVCC,
+                [*_nvcc_command(archs), "-c", str(path), "-o", str(path.with_suffix(".o"))],
+                f"{path.name} (source {i} of {len(sources)})",
+            )
 
         with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
             for future in [pool.submit(one, i) for i in range(len(sources))]:

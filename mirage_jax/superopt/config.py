@@ -54,9 +54,7 @@ def _sizes(value, field: str) -> tuple[int, ...] | None:
             f"got {type(value).__name__} {value!r}"
         )
     if not value:
-        raise ValueError(
-            f"{_where(field)} is empty; use None to derive the sizes from the shapes"
-        )
+        raise ValueError(f"{_where(field)} is empty; use None to derive the sizes from the shapes")
     return tuple(_at_least(v, 1, f"{field}[{i}]") for i, v in enumerate(value))
 
 
@@ -116,8 +114,11 @@ class SearchConfig:
             "max_grids": _at_least(self.max_grids, 1, "max_grids"),
             # 0 for-loop ranges: no for-loops.
             "max_forloop_ranges": _at_least(self.max_forloop_ranges, 0, "max_forloop_ranges"),
-            "max_verified": (None if self.max_verified is None
-                             else _at_least(self.max_verified, 1, "max_verified")),
+            "max_verified": (
+                None
+                if self.max_verified is None
+                else _at_least(self.max_verified, 1, "max_verified")
+            ),
             "grid_sizes": _sizes(self.grid_sizes, "grid_sizes"),
             "forloop_ranges": _sizes(self.forloop_ranges, "forloop_ranges"),
             "seed": self._seed(self.seed),
@@ -171,9 +172,20 @@ class SearchConfig:
 
     def _to_core(self):
         core = _core.SearchConfig()
-        for name in ("preset", "time_budget_s", "pruning", "max_kernel_ops", "max_block_ops",
-                     "max_block_graphs", "max_block_inputs", "max_block_outputs",
-                     "max_grid_axes", "max_grids", "max_forloop_ranges", "seed"):
+        for name in (
+            "preset",
+            "time_budget_s",
+            "pruning",
+            "max_kernel_ops",
+            "max_block_ops",
+            "max_block_graphs",
+            "max_block_inputs",
+            "max_block_outputs",
+            "max_grid_axes",
+            "max_grids",
+            "max_forloop_ranges",
+            "seed",
+        ):
             setattr(core, name, getattr(self, name))
         core.max_verified = self.max_verified or 0
         core.threads = _usable_cores() if self.threads is None else self.threads
@@ -196,9 +208,16 @@ def _usable_cores() -> int:
 # superoptimize times only the best few candidates, so only the cost model's best 8 are
 # verified (attention regions find hundreds).
 MLP = SearchConfig(max_kernel_ops=1, max_block_ops=6, time_budget_s=60, max_verified=8)
-ATTENTION = SearchConfig(preset="attention", max_kernel_ops=1, max_block_ops=5,
-                         max_grid_axes=2, max_grids=2, max_forloop_ranges=1,
-                         time_budget_s=60, max_verified=8)
+ATTENTION = SearchConfig(
+    preset="attention",
+    max_kernel_ops=1,
+    max_block_ops=5,
+    max_grid_axes=2,
+    max_grids=2,
+    max_forloop_ranges=1,
+    time_budget_s=60,
+    max_verified=8,
+)
 
 
 def default_config(graph) -> SearchConfig:

@@ -57,8 +57,9 @@ class FloatCheck:
 
     def __str__(self):
         verdict = "passed" if self else f"FAILED: {self.detail}"
-        return (f"max error {self.error:.3g} of max|output| "
-                f"(tolerance {self.tolerance:.3g}), {verdict}")
+        return (
+            f"max error {self.error:.3g} of max|output| (tolerance {self.tolerance:.3g}), {verdict}"
+        )
 
 
 def _error(got: np.ndarray, want: np.ndarray) -> tuple[float, str]:

@@ -29,8 +29,13 @@ class SearchProgress:
 
     @classmethod
     def from_core(cls, info) -> SearchProgress:
-        return cls(info.tasks_done, info.tasks_total, info.states_explored,
-                   info.candidates_accepted, info.seconds)
+        return cls(
+            info.tasks_done,
+            info.tasks_total,
+            info.states_explored,
+            info.candidates_accepted,
+            info.seconds,
+        )
 
     def summary(self) -> str:
         return (
@@ -50,8 +55,14 @@ class ProgressReporter:
     """Shows reports as one line redrawn in place on a terminal, as absl log lines otherwise.
     Call it with each SearchProgress, then close() once the search has returned."""
 
-    def __init__(self, stream: TextIO | None, *, terminal: bool,
-                 redraw_every_s: float = 0.1, log_every_s: float = 5.0):
+    def __init__(
+        self,
+        stream: TextIO | None,
+        *,
+        terminal: bool,
+        redraw_every_s: float = 0.1,
+        log_every_s: float = 5.0,
+    ):
         self._stream = stream
         self._terminal = terminal
         self._interval = redraw_every_s if terminal else log_every_s

@@ -37,8 +37,11 @@ class SearchStats:
     candidates_unverified: int = 0  # found but never verified (max_verified)
 
     def __str__(self):
-        unverified = (f", {self.candidates_unverified:,} more left unverified"
-                      if self.candidates_unverified else "")
+        unverified = (
+            f", {self.candidates_unverified:,} more left unverified"
+            if self.candidates_unverified
+            else ""
+        )
         return (
             f"explored {self.states_explored:,} states ({self.states_pruned:,} pruned); "
             f"verified {self.candidates_verified:,} candidates, accepted "
@@ -91,8 +94,7 @@ def search(
     """
     if not isinstance(graph, KernelGraph):
         raise TypeError(
-            f"search: argument 'graph' must be a mirage_jax KernelGraph, "
-            f"got {type(graph).__name__}"
+            f"search: argument 'graph' must be a mirage_jax KernelGraph, got {type(graph).__name__}"
         )
     if config is None:
         config = SearchConfig()

@@ -46,8 +46,7 @@ def _core_digest() -> str:
 
 def search_key(graph, config, backend: str) -> str:
     """The cache key of searching `graph` with `config` for `backend`."""
-    fields = {k: v for k, v in dataclasses.asdict(config).items()
-              if k not in _FIELDS_NOT_IN_KEY}
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in _FIELDS_NOT_IN_KEY}
     parts = {
         "graph": graph.hash(),
         "config": fields,
@@ -61,12 +60,15 @@ def search_key(graph, config, backend: str) -> str:
 
 
 def _encode(result) -> str:
-    return json.dumps({
-        "candidates": [c.to_json() for c in result.candidates],
-        "costs": list(result.costs),
-        "stats": dataclasses.asdict(result.stats),
-        "reason": result.reason,
-    }, indent=1)
+    return json.dumps(
+        {
+            "candidates": [c.to_json() for c in result.candidates],
+            "costs": list(result.costs),
+            "stats": dataclasses.asdict(result.stats),
+            "reason": result.reason,
+        },
+        indent=1,
+    )
 
 
 def _decode(text: str):
@@ -74,8 +76,12 @@ def _decode(text: str):
     candidates = [KernelGraph.from_json(c) for c in doc["candidates"]]
     if len(candidates) != len(doc["costs"]):
         raise ValueError(f"{len(candidates)} candidates but {len(doc['costs'])} costs")
-    return SearchResult(candidates=candidates, costs=[float(c) for c in doc["costs"]],
-                        stats=SearchStats(**doc["stats"]), reason=str(doc["reason"]))
+    return SearchResult(
+        candidates=candidates,
+        costs=[float(c) for c in doc["costs"]],
+        stats=SearchStats(**doc["stats"]),
+        reason=str(doc["reason"]),
+    )
 
 
 def entry_problem(entry: Path) -> str | None:
@@ -115,8 +121,13 @@ cache.register_fingerprint("core", _core_digest)
 def _store(searches: Path, key: str, result) -> None:
     with cache.staged_entry(searches, key) as staging:
         (staging / _RESULT).write_text(_encode(result))
-        meta = {"kind": KIND, "key": key, "sha256": cache.sha256_of(staging / _RESULT),
-                "core": _core_digest(), **cache.versions()}
+        meta = {
+            "kind": KIND,
+            "key": key,
+            "sha256": cache.sha256_of(staging / _RESULT),
+            "core": _core_digest(),
+            **cache.versions(),
+        }
         (staging / _META).write_text(json.dumps(meta, indent=1))
 
 

@@ -31,8 +31,14 @@ def split_before_first_computed_matmul(kg: KernelGraph) -> Split | None:
     out, or an output computed before the cut."""
     ops = json.loads(kg.to_json())["ops"]
     produced_by_input = {op["outputs"][0] for op in ops if op["kind"] == "input"}
-    cut = next((i for i, op in enumerate(ops) if op["kind"] == "matmul"
-                and any(t not in produced_by_input for t in op["inputs"])), None)
+    cut = next(
+        (
+            i
+            for i, op in enumerate(ops)
+            if op["kind"] == "matmul" and any(t not in produced_by_input for t in op["inputs"])
+        ),
+        None,
+    )
     if cut is None:
         return None
     before, after = ops[:cut], ops[cut:]
@@ -50,8 +56,15 @@ def split_before_first_computed_matmul(kg: KernelGraph) -> Split | None:
     if any(t in made_before for t in outputs):
         return None  # an output passed through from before the cut
     tensors = {t.id: t for op in kg.ops for t in op.outputs}
-    tail_ops = [{"kind": "input", "outputs": [t], "shape": list(tensors[t].shape),
-                 "dtype": tensors[t].dtype} for t in boundary]
+    tail_ops = [
+        {
+            "kind": "input",
+            "outputs": [t],
+            "shape": list(tensors[t].shape),
+            "dtype": tensors[t].dtype,
+        }
+        for t in boundary
+    ]
     tail_ops += after
     tail = KernelGraph.from_json(_document(tail_ops))
     return Split(tail, ops[cut]["outputs"][0], tuple(before), tuple(boundary))
@@ -65,8 +78,9 @@ def splice(split: Split, tail_candidate: KernelGraph) -> KernelGraph:
     offset = 1 + max(t for op in split.prefix_ops for t in op.get("outputs", []))
     inputs = [op["outputs"][0] for op in ops if op["kind"] == "input"]
     if len(inputs) != len(split.boundary):
-        raise ValueError(f"splice: the candidate has {len(inputs)} inputs, the tail "
-                         f"{len(split.boundary)}")
+        raise ValueError(
+            f"splice: the candidate has {len(inputs)} inputs, the tail {len(split.boundary)}"
+        )
     rename = dict(zip(inputs, split.boundary))
 
     def moved(t):

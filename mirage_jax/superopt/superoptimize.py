@@ -63,8 +63,15 @@ class Superoptimized:
     speedup: the original's time over the chosen one's (1.0 when XLA won).
     """
 
-    def __init__(self, graph: KernelGraph, fn: Callable, source: str,
-                 timings: dict[str, float], speedup: float, report_text: str):
+    def __init__(
+        self,
+        graph: KernelGraph,
+        fn: Callable,
+        source: str,
+        timings: dict[str, float],
+        speedup: float,
+        report_text: str,
+    ):
         self.graph = graph
         self.source = source
         self.timings = timings
@@ -83,9 +90,14 @@ class Superoptimized:
         return f"<Superoptimized {self.graph.label}: {self.speedup:.2f}x vs XLA>"
 
 
-def superoptimize(kg: KernelGraph, config: SearchConfig | None = None, backend: str = "cpu",
-                  cache_dir: str | os.PathLike | None = None, top_k: int = 4,
-                  progress: bool = True) -> Superoptimized:
+def superoptimize(
+    kg: KernelGraph,
+    config: SearchConfig | None = None,
+    backend: str = "cpu",
+    cache_dir: str | os.PathLike | None = None,
+    top_k: int = 4,
+    progress: bool = True,
+) -> Superoptimized:
     """The fastest verified equivalent of `kg` found by the search, as a callable.
 
     config: the search's (default SearchConfig()). cache_dir: the cache root for search
@@ -95,23 +107,29 @@ def superoptimize(kg: KernelGraph, config: SearchConfig | None = None, backend: 
     progress: show the search's progress and log each stage.
     """
     if not isinstance(kg, KernelGraph):
-        raise TypeError(f"superoptimize: argument 'kg' must be a mirage_jax KernelGraph, "
-                        f"got {type(kg).__name__}")
+        raise TypeError(
+            f"superoptimize: argument 'kg' must be a mirage_jax KernelGraph, "
+            f"got {type(kg).__name__}"
+        )
     if config is None:
         config = SearchConfig()
     elif not isinstance(config, SearchConfig):
-        raise TypeError(f"superoptimize: argument 'config' must be a mirage_jax SearchConfig, "
-                        f"got {type(config).__name__}")
+        raise TypeError(
+            f"superoptimize: argument 'config' must be a mirage_jax SearchConfig, "
+            f"got {type(config).__name__}"
+        )
     backends.backend_named(backend, "superoptimize")
     top_k = _args.integer(top_k, "superoptimize", "top_k")
     if top_k < 1:
         raise ValueError(f"superoptimize: argument 'top_k' must be >= 1, got {top_k}")
     if not isinstance(progress, bool):
-        raise TypeError(f"superoptimize: argument 'progress' must be a bool, "
-                        f"got {type(progress).__name__}")
+        raise TypeError(
+            f"superoptimize: argument 'progress' must be a bool, got {type(progress).__name__}"
+        )
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
-        raise TypeError(f"superoptimize: argument 'cache_dir' must be a path, "
-                        f"got {type(cache_dir).__name__}")
+        raise TypeError(
+            f"superoptimize: argument 'cache_dir' must be a path, got {type(cache_dir).__name__}"
+        )
     device = None  # the default device
     if backend == "cuda":
         device, config = _cuda_setup(config)
@@ -127,8 +145,10 @@ def _cuda_setup(config: SearchConfig):
     try:
         gpu = jax.devices("gpu")[0]
     except RuntimeError as e:
-        raise RuntimeError(f"superoptimize: backend 'cuda' times candidates on a GPU, and none "
-                           f"is visible to jax ({e})") from None
+        raise RuntimeError(
+            f"superoptimize: backend 'cuda' times candidates on a GPU, and none "
+            f"is visible to jax ({e})"
+        ) from None
     if config.target == "cpu":
         major = str(getattr(gpu, "compute_capability", "8.0")).split(".")[0]
         config = dataclasses.replace(config, target="h100" if major == "9" else "a100")
@@ -184,14 +204,18 @@ class _Run:
             try:
                 result, hit = search_cache.cached_search(self.kg, self.config, self.backend, run)
             except OSError as e:
-                warnings.warn(f"mirage_jax: the search cache is unusable ({e}); searching "
-                              f"without it", RuntimeWarning, stacklevel=4)
+                warnings.warn(
+                    f"mirage_jax: the search cache is unusable ({e}); searching without it",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
                 result, hit = run(), False
         except Exception as e:  # noqa: BLE001 (any failure falls back to XLA, named)
             self.search_note = f"the search failed ({_error_head(e)})"
             return None
-        self.search_note = ("loaded from the search cache (no search run)" if hit
-                            else f"searched: {result.stats}")
+        self.search_note = (
+            "loaded from the search cache (no search run)" if hit else f"searched: {result.stats}"
+        )
         if result.reason:
             self.search_note += f"; reason: {result.reason}"
         return result
@@ -215,8 +239,9 @@ class _Run:
             self.search_note += f"; {where} could not be searched ({_error_head(e)})"
             return []
         how = "loaded from the search cache" if hit else f"searched: {result.stats}"
-        self.search_note += f"; nothing fused the whole program, so {where} was searched " \
-                            f"on its own ({how})"
+        self.search_note += (
+            f"; nothing fused the whole program, so {where} was searched on its own ({how})"
+        )
         tails = [c for c in result.candidates if _fuses(c)][: self.top_k]
         return [(_split.splice(split, c), None) for c in tails]
 
@@ -260,9 +285,10 @@ class _Run:
         self.costs = {c.hash(): cost for c, cost in contenders if cost is not None}
 
         rng = np.random.default_rng(_SEED)
-        inputs = [jax.device_put(jnp.asarray(rng.standard_normal(t.shape), dtype=t.dtype),
-                                 self.device)
-                  for t in self.kg.inputs]
+        inputs = [
+            jax.device_put(jnp.asarray(rng.standard_normal(t.shape), dtype=t.dtype), self.device)
+            for t in self.kg.inputs
+        ]
         # The original is compiled outside the try: it is the fallback, so its failure
         # (a user's customized op that does not compile) is the caller's error to see.
         xla_fn = jax.jit(_compile.compile(self.kg, self.backend))
@@ -286,7 +312,11 @@ class _Run:
         for name in sorted(runnable, key=self.timings.__getitem__):
             if self.timings[name] >= self.timings[XLA] and not forced:
                 break
-            graph, candidate_fn, outputs = runnable[name].graph, runnable[name].fn, runnable[name].outputs
+            graph, candidate_fn, outputs = (
+                runnable[name].graph,
+                runnable[name].fn,
+                runnable[name].outputs,
+            )
             # Trials independent of the search's own (another seed): a second, fresh proof, which
             # also guards against a cache entry edited behind its checksum's back.
             verdict = verify_equivalent(self.kg, graph, seed=(self.config.seed + 1) % 2**64)
@@ -299,14 +329,20 @@ class _Run:
                 continue
             stressed = self._stress_check(candidate_fn, xla_fn, inputs, input_dtypes)
             if not stressed:
-                self.dropped.append((name, f"float check on inputs scaled by "
-                                           f"{_float_check.STRESS_SCALE:g} failed (an exp "
-                                           f"without its max stabilizer overflows?): "
-                                           f"{stressed.detail}"))
+                self.dropped.append(
+                    (
+                        name,
+                        f"float check on inputs scaled by "
+                        f"{_float_check.STRESS_SCALE:g} failed (an exp "
+                        f"without its max stabilizer overflows?): "
+                        f"{stressed.detail}",
+                    )
+                )
                 continue
             if not forced and not self._confirm_faster(name, candidate_fn, xla_fn, inputs):
-                self.dropped.append((name, f"slower than XLA when timed again on its own "
-                                           f"({self.confirmation})"))
+                self.dropped.append(
+                    (name, f"slower than XLA when timed again on its own ({self.confirmation})")
+                )
                 break
             chosen, fn, source = graph, candidate_fn, runnable[name].source
             self.verification, self.float_check = verdict, check
@@ -315,8 +351,9 @@ class _Run:
         self._warn_dropped(chosen)
         chosen_time = self.timings[XLA] if chosen is self.kg else self.timings[chosen.hash()]
         speedup = self.timings[XLA] / chosen_time if chosen_time > 0 else 1.0
-        return Superoptimized(chosen, fn, source, dict(self.timings), speedup,
-                              report.text(self, chosen, speedup))
+        return Superoptimized(
+            chosen, fn, source, dict(self.timings), speedup, report.text(self, chosen, speedup)
+        )
 
     def _confirm_faster(self, name, candidate_fn, xla_fn, inputs) -> bool:
         """A winner by less than CONFIRM_BELOW, or over an XLA time under
@@ -326,11 +363,14 @@ class _Run:
         first = self.timings[XLA] / self.timings[name]
         if first >= CONFIRM_BELOW and self.timings[XLA] >= CONFIRM_SHORTER_THAN_S:
             return True
-        again, rounds = _profile.median_times({XLA: xla_fn, name: candidate_fn}, inputs,
-                                              budget_s=CONFIRM_BUDGET_S)
+        again, rounds = _profile.median_times(
+            {XLA: xla_fn, name: candidate_fn}, inputs, budget_s=CONFIRM_BUDGET_S
+        )
         self.timings.update(again)
-        self.confirmation = (f"{first:.2f}x in the first timing, "
-                             f"{again[XLA] / again[name]:.2f}x over {rounds} more rounds")
+        self.confirmation = (
+            f"{first:.2f}x in the first timing, "
+            f"{again[XLA] / again[name]:.2f}x over {rounds} more rounds"
+        )
         return again[name] < again[XLA]
 
     def _warn_dropped(self, chosen: KernelGraph) -> None:
@@ -341,10 +381,16 @@ class _Run:
                 notes.append(f"the search found no candidate ({self.result.reason})")
         if not notes:
             return
-        outcome = (f"running {report.original(self.kg)}" if chosen is self.kg
-                   else f"using candidate {chosen.hash()}")
-        warnings.warn(f"mirage_jax.superoptimize({self.kg.label}): {'; '.join(notes)}; "
-                      f"{outcome}", RuntimeWarning, stacklevel=4)
+        outcome = (
+            f"running {report.original(self.kg)}"
+            if chosen is self.kg
+            else f"using candidate {chosen.hash()}"
+        )
+        warnings.warn(
+            f"mirage_jax.superoptimize({self.kg.label}): {'; '.join(notes)}; {outcome}",
+            RuntimeWarning,
+            stacklevel=4,
+        )
 
 
 def _fuses(graph: KernelGraph) -> bool:

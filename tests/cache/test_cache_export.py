@@ -36,8 +36,11 @@ def source(monkeypatch, tmp_path):
 
 def files_of(root):
     """{relative path: bytes} of every entry file (locks and staging excluded)."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
+    }
 
 
 def cli(monkeypatch, capsys, root, *argv):
@@ -91,25 +94,28 @@ def test_export_then_import_reproduces_every_entry(source, tmp_path, monkeypatch
     assert status == 0 and "imported 0 entries" in out and "3 already present" in out
 
 
-def test_an_altered_file_is_refused_and_the_rest_imported(source, tmp_path, monkeypatch,
-                                                          capsys):
+def test_an_altered_file_is_refused_and_the_rest_imported(source, tmp_path, monkeypatch, capsys):
     archive = tmp_path / "good.tar.gz"
     cache_admin.export_cache(archive, source)
     key = sorted(p.name for p in (source / "kernels").iterdir() if p.name != ".locks")[0]
-    bad = rewrite(archive, tmp_path / "bad.tar.gz",
-                  replace={f"kernels/{key}/kernel.so": b"compiled:// something else"})
+    bad = rewrite(
+        archive,
+        tmp_path / "bad.tar.gz",
+        replace={f"kernels/{key}/kernel.so": b"compiled:// something else"},
+    )
     target = tmp_path / "target"
     status, out = cli(monkeypatch, capsys, target, "import", str(bad))
     assert status == 1
-    assert (f"REFUSED  kernel  {key}: kernel.so does not match its checksum (the archive is "
-            f"damaged or was altered)") in out
+    assert (
+        f"REFUSED  kernel  {key}: kernel.so does not match its checksum (the archive is "
+        f"damaged or was altered)"
+    ) in out
     assert "imported 2 entries" in out and "1 refused" in out
     assert not (target / "kernels" / key).exists()
     assert len([p for p in (target / "kernels").iterdir() if not p.name.startswith(".")]) == 1
 
 
-def test_a_consistent_but_wrong_entry_fails_its_own_check(source, tmp_path, monkeypatch,
-                                                          capsys):
+def test_a_consistent_but_wrong_entry_fails_its_own_check(source, tmp_path, monkeypatch, capsys):
     """A library replaced together with the manifest's checksum still contradicts the
     entry's own meta.json: the cache's check refuses it before it is published."""
     archive = tmp_path / "good.tar.gz"
@@ -119,17 +125,24 @@ def test_a_consistent_but_wrong_entry_fails_its_own_check(source, tmp_path, monk
 
     def fix_manifest(doc):
         import hashlib
+
         for e in doc["entries"]:
             if e["key"] == key:
                 e["files"]["kernel.so"] = hashlib.sha256(evil).hexdigest()
 
-    bad = rewrite(archive, tmp_path / "bad.tar.gz", manifest=fix_manifest,
-                  replace={f"kernels/{key}/kernel.so": evil})
+    bad = rewrite(
+        archive,
+        tmp_path / "bad.tar.gz",
+        manifest=fix_manifest,
+        replace={f"kernels/{key}/kernel.so": evil},
+    )
     target = tmp_path / "target"
     status, out = cli(monkeypatch, capsys, target, "import", str(bad))
     assert status == 1
-    assert f"REFUSED  kernel  {key}: the entry fails its cache's check: its library does " \
-           f"not match the recorded checksum" in out
+    assert (
+        f"REFUSED  kernel  {key}: the entry fails its cache's check: its library does "
+        f"not match the recorded checksum" in out
+    )
     assert not (target / "kernels" / key).exists()
     assert not [p for p in (target / "kernels").iterdir() if p.name.startswith(f".{key}")]
 
@@ -144,20 +157,26 @@ def test_unlisted_files_and_unsafe_names_are_refused(source, tmp_path, monkeypat
             if e["kind"] == "search":
                 e["files"]["../../escape"] = "0" * 64
 
-    bad = rewrite(archive, tmp_path / "bad.tar.gz", manifest=unsafe,
-                  extra={f"searches/{search_key}/../../escape": b"x"})
+    bad = rewrite(
+        archive,
+        tmp_path / "bad.tar.gz",
+        manifest=unsafe,
+        extra={f"searches/{search_key}/../../escape": b"x"},
+    )
     target = tmp_path / "target"
     status, out = cli(monkeypatch, capsys, target, "import", str(bad))
     assert status == 1
     assert f"REFUSED  search  {search_key}: unsafe file name '../../escape'" in out
     assert not (tmp_path / "escape").exists() and not (target / "escape").exists()
 
-    extra = rewrite(archive, tmp_path / "extra.tar.gz",
-                    extra={f"searches/{search_key}/payload.sh": b"echo hi"})
+    extra = rewrite(
+        archive, tmp_path / "extra.tar.gz", extra={f"searches/{search_key}/payload.sh": b"echo hi"}
+    )
     status, out = cli(monkeypatch, capsys, tmp_path / "target2", "import", str(extra))
     assert status == 1
-    assert f"REFUSED  search  {search_key}: files differ from the manifest; unlisted " \
-           f"payload.sh" in out
+    assert (
+        f"REFUSED  search  {search_key}: files differ from the manifest; unlisted payload.sh" in out
+    )
 
 
 def test_export_leaves_out_corrupt_entries(source, tmp_path, monkeypatch, capsys):
@@ -172,8 +191,7 @@ def test_export_leaves_out_corrupt_entries(source, tmp_path, monkeypatch, capsys
         assert not [n for n in tar.getnames() if key in n]
 
 
-def test_a_local_corrupt_entry_is_replaced_by_the_archives(source, tmp_path, monkeypatch,
-                                                           capsys):
+def test_a_local_corrupt_entry_is_replaced_by_the_archives(source, tmp_path, monkeypatch, capsys):
     archive = tmp_path / "kernels.tar.gz"
     cache_admin.export_cache(archive, source)
     target = tmp_path / "target"
@@ -206,8 +224,7 @@ def test_what_is_not_an_archive_is_refused_with_a_reason(tmp_path, monkeypatch, 
 
 
 def test_exporting_an_empty_cache_says_so(tmp_path, monkeypatch, capsys):
-    status, out = cli(monkeypatch, capsys, tmp_path / "empty", "export",
-                      str(tmp_path / "a.tar.gz"))
+    status, out = cli(monkeypatch, capsys, tmp_path / "empty", "export", str(tmp_path / "a.tar.gz"))
     assert status == 1 and "holds no sound entry to export" in out
     assert not (tmp_path / "a.tar.gz").exists()
 
@@ -215,12 +232,21 @@ def test_exporting_an_empty_cache_says_so(tmp_path, monkeypatch, capsys):
 def test_the_command_line_round_trip(source, tmp_path):
     archive = tmp_path / "kernels.tar.gz"
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(source)}
-    done = subprocess.run([sys.executable, "-P", "-m", "mirage_jax", "cache", "export",
-                           str(archive)], env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "export", str(archive)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     target = tmp_path / "target"
-    done = subprocess.run([sys.executable, "-P", "-m", "mirage_jax", "cache", "import",
-                           str(archive)], env={**env, "MIRAGE_JAX_CACHE": str(target)},
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "import", str(archive)],
+        env={**env, "MIRAGE_JAX_CACHE": str(target)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert files_of(target) == files_of(source)

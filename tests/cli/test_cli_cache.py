@@ -50,8 +50,10 @@ def test_list_shows_each_entry_with_kind_key_size_and_age(root, capsys):
     status, out = run(capsys, "list")
     assert status == 0
     assert out.startswith(f"cache {root}: 3 entries, ")
-    expected = sorted([("search", k) for k in keys(root, "searches")]
-                      + [("kernel", k) for k in keys(root, "kernels")])
+    expected = sorted(
+        [("search", k) for k in keys(root, "searches")]
+        + [("kernel", k) for k in keys(root, "kernels")]
+    )
     assert listed(out) == expected and len(expected) == 3
     line = next(line for line in out.splitlines() if line.startswith("  search"))
     assert re.search(r"\d+(\.\d)? (B|KiB) +\d+s$", line), line
@@ -64,8 +66,9 @@ def test_verify_removes_a_corrupt_entry_and_keeps_the_rest(root, capsys):
     (root / "kernels" / bad / "kernel.so").write_bytes(b"tampered")
     status, out = run(capsys, "verify")
     assert status == 1
-    assert f"CORRUPT  kernel  {bad}: its library does not match the recorded checksum; " \
-           f"removed" in out
+    assert (
+        f"CORRUPT  kernel  {bad}: its library does not match the recorded checksum; removed" in out
+    )
     assert "3 entries checked, 1 corrupt" in out
     assert bad not in keys(root, "kernels") and len(keys(root, "kernels")) == 1
     assert len(keys(root, "searches")) == 1
@@ -112,13 +115,22 @@ def test_clear_with_yes_removes_everything_it_owns(root, capsys):
 
 def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_path):
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(root)}
-    done = subprocess.run([sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert len(listed(done.stdout)) == 3
-    empty = subprocess.run([sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
-                           env={**env, "MIRAGE_JAX_CACHE": str(tmp_path / "none")},
-                           capture_output=True, text=True, timeout=120)
+    empty = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
+        env={**env, "MIRAGE_JAX_CACHE": str(tmp_path / "none")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert empty.stdout.startswith(f"cache {tmp_path / 'none'}: 0 entries")
 
 

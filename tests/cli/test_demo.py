@@ -19,9 +19,13 @@ def demo_run(tmp_path_factory):
     It runs outside the checkout so that it imports the installed package, compiled
     extension included, not the source folder (the same reason the suite runs with -P).
     """
-    return subprocess.run([sys.executable, "-m", "mirage_jax", "demo"],
-                          capture_output=True, text=True, timeout=300,
-                          cwd=tmp_path_factory.mktemp("demo"))
+    return subprocess.run(
+        [sys.executable, "-m", "mirage_jax", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path_factory.mktemp("demo"),
+    )
 
 
 def test_demo_passes(demo_run):
@@ -67,8 +71,9 @@ def test_demo_rejects_every_mutant(demo_run):
 
 def test_demo_fails_with_a_verifier_that_accepts_everything(monkeypatch, capsys):
     def accept_all(a, b, **kwargs):
-        return mj.VerifyResult(equivalent=True, reason="", trials=1,
-                               false_accept_bound=2.0**-64, shrunk=True)
+        return mj.VerifyResult(
+            equivalent=True, reason="", trials=1, false_accept_bound=2.0**-64, shrunk=True
+        )
 
     monkeypatch.setattr(mj, "verify_equivalent", accept_all)
     assert cli.main(["demo", "--small"]) == 1

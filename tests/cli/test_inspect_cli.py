@@ -23,9 +23,20 @@ with_attribute.example_args = inputs
 
 
 def test_inspect_explains_a_function_for_shapes_given_on_the_command_line(
-        kernels_always_win, capsys):
-    status = cli.main(["inspect", "optimize_test_support:rmsnorm_linear", "--arg", "f32[8,256]",
-                       "--arg", "f32[256]", "--arg", "f32[256, 64]"])
+    kernels_always_win, capsys
+):
+    status = cli.main(
+        [
+            "inspect",
+            "optimize_test_support:rmsnorm_linear",
+            "--arg",
+            "f32[8,256]",
+            "--arg",
+            "f32[256]",
+            "--arg",
+            "f32[256, 64]",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0, out
     assert "float32[8, 256]" in out and "float32[256, 64]" in out
@@ -63,12 +74,30 @@ def test_python_dash_m_inspect_runs_in_a_fresh_process(session_kernel_cache):
     # No empty PYTHONPATH entry (it would mean the working directory, the checkout, whose
     # mirage_jax/ has no compiled extension), and run from the tests folder.
     path = [tests] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    env = {**os.environ, "MIRAGE_JAX_CACHE": str(session_kernel_cache),
-           "PYTHONPATH": os.pathsep.join(path)}
+    env = {
+        **os.environ,
+        "MIRAGE_JAX_CACHE": str(session_kernel_cache),
+        "PYTHONPATH": os.pathsep.join(path),
+    }
     done = subprocess.run(
-        [sys.executable, "-P", "-m", "mirage_jax", "inspect", "optimize_test_support:rmsnorm_linear",
-         "--args", ":inputs", "--min-region-flops", "1e12"],
-        env=env, capture_output=True, text=True, timeout=300, cwd=tests)
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "mirage_jax",
+            "inspect",
+            "optimize_test_support:rmsnorm_linear",
+            "--args",
+            ":inputs",
+            "--min-region-flops",
+            "1e12",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tests,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "xla (270360 flops < min_region_flops 1e+12)" in done.stdout
     assert "return (x * jax.lax.rsqrt(ms + 1e-6) * g) @ w" in done.stdout

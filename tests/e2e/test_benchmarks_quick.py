@@ -15,9 +15,13 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "run.py"), "--quick", "--runs",
-                           "5", "--out", str(out)], cwd=out, capture_output=True, text=True,
-                          timeout=900)
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "run.py"), "--quick", "--runs", "5", "--out", str(out)],
+        cwd=out,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     return done, out
 
 
@@ -66,17 +70,19 @@ def test_json_has_every_program_with_sane_fields(quick_run, bench_modules):
         for key in ("xla_roofline", "mirage_roofline", "mirage_GBps", "mirage_GFLOPs"):
             assert math.isfinite(r[key]) and r[key] > 0, (name, key)
         assert 0 <= r["kernel_regions"] <= r["regions"], name
-        assert isinstance(r["runs_kernels"], bool) and (r["kernel_regions"] or
-                                                        not r["runs_kernels"]), name
+        assert isinstance(r["runs_kernels"], bool) and (
+            r["kernel_regions"] or not r["runs_kernels"]
+        ), name
         assert r["regions"] - r["kernel_regions"] == sum(
-            n.startswith("region left to XLA") for n in r["notes"]), name
+            n.startswith("region left to XLA") for n in r["notes"]
+        ), name
     # every program has a matmul or a reduction: each yields at least one region (whether a
     # kernel wins it depends on timing, which a test cannot pin down)
-    assert all(r["regions"] >= 1 for r in rows.values()), {n: r["regions"] for n, r in
-                                                            rows.items()}
+    assert all(r["regions"] >= 1 for r in rows.values()), {n: r["regions"] for n, r in rows.items()}
     speedups = [r["speedup"] for r in rows.values()]
     assert result["geomean_speedup"] == pytest.approx(
-        math.exp(sum(map(math.log, speedups)) / len(speedups)))
+        math.exp(sum(map(math.log, speedups)) / len(speedups))
+    )
 
 
 def test_markdown_table_has_a_row_per_program(quick_run, bench_modules):
@@ -125,9 +131,13 @@ def test_unknown_program_names_are_refused(bench_modules, capsys):
 def test_python_m_benchmarks_runs_from_the_repository_root(bench_modules, tmp_path):
     """`python -m benchmarks` from the checkout imports the installed mirage_jax (not the
     source folder) and reaches run.py's argument parsing."""
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--only", "no_such_program",
-                           "--out", str(tmp_path)], cwd=BENCHMARKS.parent,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--only", "no_such_program", "--out", str(tmp_path)],
+        cwd=BENCHMARKS.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert "unknown program(s) no_such_program" in done.stderr
     assert "Traceback" not in done.stderr

@@ -25,14 +25,26 @@ def model_cache(tmp_path_factory):
 def run_example(name, *args, cwd, env=None, timeout=600):
     """Runs examples/<name> with -P from `cwd` (not the checkout, so that it imports the
     installed package)."""
-    return subprocess.run([sys.executable, "-P", str(EXAMPLES / name), *args], cwd=cwd,
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-P", str(EXAMPLES / name), *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_quickstart_optimizes_checks_and_times(tmp_path):
-    done = run_example("quickstart.py", "--small", "--runs", "10",
-                       "--cache-dir", str(tmp_path / "cache"), cwd=tmp_path)
+    done = run_example(
+        "quickstart.py",
+        "--small",
+        "--runs",
+        "10",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        cwd=tmp_path,
+    )
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert "rmsnorm_linear(x[8,512], g[512], w[512,768])" in out
@@ -42,14 +54,18 @@ def test_quickstart_optimizes_checks_and_times(tmp_path):
     assert "kernel graph" in out
     if "chosen: candidate" in out:
         assert "customized(" in out and "block graph grid=" in out
-        assert re.search(r"verification: equivalent to the original by finite-field "
-                         r"fingerprints", out)
+        assert re.search(
+            r"verification: equivalent to the original by finite-field "
+            r"fingerprints",
+            out,
+        )
     # the check against jax.jit on new data, with its number
     error = float(re.search(r"normwise error (\S+) \(tolerance", out).group(1))
     assert 0 <= error <= 1e-4 and "): ok" in out
     t_jit = float(re.search(r"jax\.jit\s+([\d.]+) ms", out).group(1))
-    t_mj, speedup = map(float, re.search(r"mj\.optimize\s+([\d.]+) ms\s+speedup ([\d.]+)x",
-                                         out).groups())
+    t_mj, speedup = map(
+        float, re.search(r"mj\.optimize\s+([\d.]+) ms\s+speedup ([\d.]+)x", out).groups()
+    )
     assert t_jit > 0 and t_mj > 0 and speedup == pytest.approx(t_jit / t_mj, rel=0.02)
 
 
@@ -59,8 +75,9 @@ def test_flax_decoder_same_tokens_with_and_without_optimize(model_cache, capsys)
         import flax_inference
     finally:
         sys.path.remove(str(EXAMPLES))
-    result = flax_inference.run(flax_inference.SMALL, new_tokens=4, cache_dir=model_cache,
-                                repeats=1)
+    result = flax_inference.run(
+        flax_inference.SMALL, new_tokens=4, cache_dir=model_cache, repeats=1
+    )
     out = capsys.readouterr().out
     assert result["same_tokens"], out
     tokens = result["tokens_optimized"]
@@ -87,27 +104,37 @@ def test_flax_decoder_greedy_decoding_is_the_argmax(model_cache):
         sys.path.remove(str(EXAMPLES))
     cfg = flax_inference.SMALL
     forward, params, prompt = flax_inference.build(cfg)
-    tokens, _ = flax_inference.greedy_decode(jax.jit(forward), params, prompt, 3,
-                                             cfg.max_len)
+    tokens, _ = flax_inference.greedy_decode(jax.jit(forward), params, prompt, 3, cfg.max_len)
     p = prompt.shape[1]
-    buffer = jnp.zeros((2, cfg.max_len), jnp.int32).at[:, :p].set(prompt).at[:, p:p + 3] \
-        .set(tokens)
+    buffer = (
+        jnp.zeros((2, cfg.max_len), jnp.int32).at[:, :p].set(prompt).at[:, p : p + 3].set(tokens)
+    )
     logits = forward(params, buffer)
     for i in range(3):
         np.testing.assert_array_equal(tokens[:, i], np.argmax(logits[:, p + i - 1], axis=-1))
 
 
-def test_deploy_serves_from_the_imported_cache_without_search_or_compile(model_cache,
-                                                                          tmp_path):
-    done = run_example("deploy_gpu.py", "demo", "--small", "--tokens", "4",
-                       "--build-cache", str(model_cache), cwd=tmp_path)
+def test_deploy_serves_from_the_imported_cache_without_search_or_compile(model_cache, tmp_path):
+    done = run_example(
+        "deploy_gpu.py",
+        "demo",
+        "--small",
+        "--tokens",
+        "4",
+        "--build-cache",
+        str(model_cache),
+        cwd=tmp_path,
+    )
     out = done.stdout
     assert done.returncode == 0, out + done.stderr
     assert "no GPU visible to jax" in out or "GPU visible to jax" in out
     exported = int(re.search(r"exported (\d+) entries to", out).group(1))
     imported = int(re.search(r"imported (\d+) entries from", out).group(1))
     assert exported == imported > 0 and "0 refused" in out
-    assert re.search(r"first call [\d.]+ s: (\d+) regions, \d+ as kernels; \1 needed no "
-                     r"search, 0 cache entries added", out), out
+    assert re.search(
+        r"first call [\d.]+ s: (\d+) regions, \d+ as kernels; \1 needed no "
+        r"search, 0 cache entries added",
+        out,
+    ), out
     assert "no search and no compile" in out
     assert "build and serve produced the same tokens: yes" in out

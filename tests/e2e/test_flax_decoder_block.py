@@ -37,21 +37,19 @@ def attention(q, k, v):
     """Causal GQA: q [S, H·D], k and v [S, KV·D]; the query heads sharing a kv head are
     stacked along the rows, so each kv head is one [G·S, D] x [S, D] attention."""
     s, g = q.shape[0], HEADS // KV_HEADS
-    q = q.reshape(s, KV_HEADS, g, HEAD_DIM).transpose(1, 2, 0, 3).reshape(
-        KV_HEADS, g * s, HEAD_DIM)
+    q = q.reshape(s, KV_HEADS, g, HEAD_DIM).transpose(1, 2, 0, 3).reshape(KV_HEADS, g * s, HEAD_DIM)
     k = k.reshape(s, KV_HEADS, HEAD_DIM).transpose(1, 0, 2)
     v = v.reshape(s, KV_HEADS, HEAD_DIM).transpose(1, 0, 2)
     rows = jnp.tile(jnp.arange(s), g)
     bias = jnp.where(rows[:, None] >= jnp.arange(s)[None, :], 0.0, -1e9).astype(q.dtype)
-    scores = jnp.einsum("kqd,ktd->kqt", q, k) * (HEAD_DIM ** -0.5) + bias
+    scores = jnp.einsum("kqd,ktd->kqt", q, k) * (HEAD_DIM**-0.5) + bias
     o = jnp.einsum("kqt,ktd->kqd", jax.nn.softmax(scores, axis=-1), v)
-    return o.reshape(KV_HEADS, g, s, HEAD_DIM).transpose(2, 0, 1, 3).reshape(
-        s, HEADS * HEAD_DIM)
+    return o.reshape(KV_HEADS, g, s, HEAD_DIM).transpose(2, 0, 1, 3).reshape(s, HEADS * HEAD_DIM)
 
 
 def split_qkv(qkv):
     q, kv = HEADS * HEAD_DIM, KV_HEADS * HEAD_DIM
-    return qkv[:, :q], qkv[:, q:q + kv], qkv[:, q + kv:]
+    return qkv[:, :q], qkv[:, q : q + kv], qkv[:, q + kv :]
 
 
 class NnxBlock(nnx.Module):
@@ -63,8 +61,11 @@ class NnxBlock(nnx.Module):
         self.qkv = linear(HIDDEN, (HEADS + 2 * KV_HEADS) * HEAD_DIM)
         self.o = linear(HEADS * HEAD_DIM, HIDDEN)
         self.norm2 = nnx.RMSNorm(HIDDEN, dtype=dtype, param_dtype=dtype, rngs=rngs)
-        self.gate, self.up, self.down = linear(HIDDEN, FFN), linear(HIDDEN, FFN), linear(FFN,
-                                                                                       HIDDEN)
+        self.gate, self.up, self.down = (
+            linear(HIDDEN, FFN),
+            linear(HIDDEN, FFN),
+            linear(FFN, HIDDEN),
+        )
 
     def __call__(self, x):
         x = x + self.o(attention(*split_qkv(self.qkv(self.norm1(x)))))
@@ -78,12 +79,12 @@ class LinenBlock(nn.Module):
     @nn.compact
     def __call__(self, x):
         def linear(o, name):
-            return nn.Dense(o, use_bias=False, dtype=self.dtype, param_dtype=self.dtype,
-                            name=name)
+            return nn.Dense(o, use_bias=False, dtype=self.dtype, param_dtype=self.dtype, name=name)
 
         h = nn.RMSNorm(dtype=self.dtype, param_dtype=self.dtype, name="norm1")(x)
-        x = x + linear(HIDDEN, "o")(attention(*split_qkv(
-            linear((HEADS + 2 * KV_HEADS) * HEAD_DIM, "qkv")(h))))
+        x = x + linear(HIDDEN, "o")(
+            attention(*split_qkv(linear((HEADS + 2 * KV_HEADS) * HEAD_DIM, "qkv")(h)))
+        )
         h = nn.RMSNorm(dtype=self.dtype, param_dtype=self.dtype, name="norm2")(x)
         return x + linear(HIDDEN, "down")(nn.silu(linear(FFN, "gate")(h)) * linear(FFN, "up")(h))
 
@@ -128,8 +129,12 @@ def test_the_decoder_block_matches_jit_and_runs_kernels(kind, dtype, kernels_alw
 
 
 # The test modules a subprocess imports: this one and the shared helpers in tests/.
-SUBPROCESS_PATH = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
-                                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))])
+SUBPROCESS_PATH = os.pathsep.join(
+    [
+        os.path.dirname(os.path.abspath(__file__)),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ]
+)
 
 # The same block optimized in a fresh process that shares only the cache directory.
 WARM_PROCESS = textwrap.dedent("""
@@ -154,7 +159,8 @@ WARM_PROCESS = textwrap.dedent("""
 
 
 def test_a_warm_cache_optimizes_the_block_without_searching_or_compiling(
-        kernels_always_win, session_kernel_cache):
+    kernels_always_win, session_kernel_cache
+):
     from mirage_jax.superopt import search_cache
     from search_test_support import skip_if_the_core_changed
 
@@ -162,8 +168,13 @@ def test_a_warm_cache_optimizes_the_block_without_searching_or_compiling(
     opt(*args)  # warms the cache (or finds it warm from the test above)
     chosen = [r.chosen for r in opt.regions(*args)]
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(session_kernel_cache)}
-    done = subprocess.run([sys.executable, "-P", "-c", WARM_PROCESS, SUBPROCESS_PATH],
-                          env=env, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", WARM_PROCESS, SUBPROCESS_PATH],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     skip_if_the_core_changed(counts.pop("core"), search_cache._core_digest())

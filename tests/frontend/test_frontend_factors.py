@@ -37,9 +37,10 @@ def test_rows_and_columns_split_the_reduced_dim_does_not():
     want = np.asarray(region.evaluate(x, g, w)[0])
     for i in range(2):
         for j in range(4):
-            (got,) = local.evaluate(x[4 * i:4 * i + 4], g, w[:, 8 * j:8 * j + 8])
-            np.testing.assert_allclose(got, want[4 * i:4 * i + 4, 8 * j:8 * j + 8],
-                                       rtol=1e-5, atol=1e-6)
+            (got,) = local.evaluate(x[4 * i : 4 * i + 4], g, w[:, 8 * j : 8 * j + 8])
+            np.testing.assert_allclose(
+                got, want[4 * i : 4 * i + 4, 8 * j : 8 * j + 8], rtol=1e-5, atol=1e-6
+            )
 
 
 def test_attention_heads_split_and_its_softmax_row_does_not():

@@ -137,8 +137,10 @@ def test_unsupported_op_splits_regions():
     assert sin_node.outvars[0] in second.inputs
     h = first.evaluate(*[args[part.program.invars.index(v)] for v in first.inputs])
     _check_region(first, [args[part.program.invars.index(v)] for v in first.inputs])
-    vals2 = [jnp.sin(h[0]) if v is sin_node.outvars[0] else args[part.program.invars.index(v)]
-             for v in second.inputs]
+    vals2 = [
+        jnp.sin(h[0]) if v is sin_node.outvars[0] else args[part.program.invars.index(v)]
+        for v in second.inputs
+    ]
     _check_region(second, vals2, kinds=["mean"])
 
 
@@ -176,6 +178,7 @@ def test_unsupported_pattern_raises():
     args = (_rand(rng, 8, 8), _rand(rng, 8, 8))
     part = _whole(f, *args)
     assert any("transpose" in r for r in part.unsupported.values())
+
     # Force the unfoldable region: dot_general contracting lhs's first dim.
     def g(x, w):
         return jax.lax.dot_general(jnp.exp(x), w, (((0,), (0,)), ((), ()))).sum(axis=-1)
@@ -198,7 +201,7 @@ def test_unsupported_pattern_raises():
 
 def test_unsupported_max_and_pow():
     def f(x, w):
-        return jnp.maximum(x @ w, 0.5).sum() + (x ** 5).sum()
+        return jnp.maximum(x @ w, 0.5).sum() + (x**5).sum()
 
     part = partition(jax.make_jaxpr(f)(jnp.ones((4, 4)), jnp.ones((4, 4))))
     reasons = " ".join(part.unsupported.values())
@@ -210,6 +213,7 @@ def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
     run as the original call, keeping its derivative rule); an identity with a custom
     gradient, whose output its body does not compute, stays one opaque node; a call with an
     unsupported op in its body keeps all of its body out of the regions."""
+
     @jax.custom_vjp
     def identity(x):
         return x
@@ -220,16 +224,18 @@ def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
     def sin_matmul(x, w):
         return jnp.sin(x) @ w
 
-    sin_matmul.defvjp(lambda x, w: (sin_matmul(x, w), (x, w)),
-                      lambda res, ct: (ct @ res[1].T, res[0].T @ ct))
+    sin_matmul.defvjp(
+        lambda x, w: (sin_matmul(x, w), (x, w)), lambda res, ct: (ct @ res[1].T, res[0].T @ ct)
+    )
 
     @jax.custom_jvp
     def softmax(x):
         return jax.nn.softmax(x, axis=-1)
 
     # a deliberately unusual rule (half the true tangent), so that losing it shows
-    softmax.defjvp(lambda p, t: (softmax(*p), 0.5 * jax.jvp(
-        lambda x: jax.nn.softmax(x, axis=-1), p, t)[1]))
+    softmax.defjvp(
+        lambda p, t: (softmax(*p), 0.5 * jax.jvp(lambda x: jax.nn.softmax(x, axis=-1), p, t)[1])
+    )
 
     def f(x, w):
         return sin_matmul(softmax(identity(x) @ w), w.T)
@@ -242,8 +248,11 @@ def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
     names = sorted(c.name for c in part.program.custom_calls)
     assert names == ["custom_jvp_call", "custom_vjp_call"]  # softmax, sin_matmul
     sin_call = next(c for c in part.program.custom_calls if c.name == "custom_vjp_call")
-    assert all("inside a custom_vjp_call" in part.unsupported[n.index] for n in sin_call.nodes
-               if n.name != "sin")
+    assert all(
+        "inside a custom_vjp_call" in part.unsupported[n.index]
+        for n in sin_call.nodes
+        if n.name != "sin"
+    )
     (region,) = part.regions  # the matmul and the softmax, the whole softmax call inside
     assert "dot_general" in region.primitives and "exp" in region.primitives
     assert [c.name for c in region.calls] == ["custom_jvp_call"] and not region.blocked

@@ -24,8 +24,16 @@ finally:
 
 # Regions per program: what a reader of the program expects (norms, matmuls with their
 # prologues and epilogues, attention between the GQA reshapes).
-EXPECTED_REGIONS = {"rmsnorm_linear_bs8": 1, "rmsnorm_linear_bs1": 1, "gated_mlp": 1,
-                    "gqa_decode": 1, "gqa_prefill": 1, "qknorm_gqa": 3, "lora": 1, "ntrans": 1}
+EXPECTED_REGIONS = {
+    "rmsnorm_linear_bs8": 1,
+    "rmsnorm_linear_bs1": 1,
+    "gated_mlp": 1,
+    "gqa_decode": 1,
+    "gqa_prefill": 1,
+    "qknorm_gqa": 3,
+    "lora": 1,
+    "ntrans": 1,
+}
 
 
 def normwise(got, want):
@@ -47,8 +55,9 @@ def test_every_region_of_the_program_converts_and_computes_the_same(program, dty
         values = [env[v] for v in region.inputs]
         rg = region_to_graph(region)  # raises RegionNotSupported, naming the op, if not
         want = region.evaluate(*values)
-        got = rg.finish_outputs(rg.graph.evaluate(rg.prepare_inputs(
-            [np.asarray(v, np.float32) for v in values])))
+        got = rg.finish_outputs(
+            rg.graph.evaluate(rg.prepare_inputs([np.asarray(v, np.float32) for v in values]))
+        )
         for g, w in zip(got, want):
             assert g.shape == w.shape
             # jax rounds each bfloat16 intermediate, the interpreter none: the float check's

@@ -34,18 +34,26 @@ def _gpu():
 
 
 GPU = _gpu()
-pytestmark = pytest.mark.skipif(GPU is None, reason="no GPU visible to jax "
-                                                    "(jax.devices('gpu') failed)")
+pytestmark = pytest.mark.skipif(
+    GPU is None, reason="no GPU visible to jax (jax.devices('gpu') failed)"
+)
 
 # A bf16 reference lowered to XLA rounds after every op; the kernel rounds once (and its
 # tensor-core operands once): a handful of roundings, normwise (test_codegen_cpu's bound).
 BF16_VS_XLA_RTOL = 4 * float(jnp.finfo(jnp.bfloat16).eps)
 
-SHAPES = {"small": lambda p: p.small, "fragment": lambda p: FRAGMENT_SIZED.get(p.name),
-          "paper": lambda p: {}}
-CASES = [(name, size, dtype) for name in sorted(PROGRAMS) for size in SHAPES
-         for dtype in ("float32", "bfloat16")
-         if SHAPES[size](PROGRAMS[name]) is not None]
+SHAPES = {
+    "small": lambda p: p.small,
+    "fragment": lambda p: FRAGMENT_SIZED.get(p.name),
+    "paper": lambda p: {},
+}
+CASES = [
+    (name, size, dtype)
+    for name in sorted(PROGRAMS)
+    for size in SHAPES
+    for dtype in ("float32", "bfloat16")
+    if SHAPES[size](PROGRAMS[name]) is not None
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -59,7 +67,9 @@ def cache_and_prebuild(tmp_path_factory):
     for name, size, dtype in CASES:
         _, fused = PROGRAMS[name].build(**SHAPES[size](PROGRAMS[name]), dtype=dtype)
         options = backends.CUDA.options()
-        sources.update(source for _, source in _compile._kernels(fused, backends.CUDA, options).values())
+        sources.update(
+            source for _, source in _compile._kernels(fused, backends.CUDA, options).values()
+        )
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
         list(pool.map(lambda s: kernel_cache.library_for(s, backends.CUDA), sources))
     yield
@@ -111,6 +121,7 @@ def test_superoptimize_times_candidates_on_the_gpu():
     inputs = random_inputs(reference, seed=9)
     got = f(*on_gpu(inputs))
     want = reference.evaluate([np.asarray(x) for x in inputs])
-    assert_close(got[0], want[0], storage_rtol("float32"), "superoptimized vs interpreter",
-                 floor=1.0)
+    assert_close(
+        got[0], want[0], storage_rtol("float32"), "superoptimized vs interpreter", floor=1.0
+    )
     print(f.report())

@@ -71,8 +71,12 @@ def test_numpy_integer_dims_are_accepted(kg):
 
 @pytest.mark.parametrize(
     "dtype, error, fragment",
-    [("int8", ValueError, "unknown dtype 'int8'"), ("f32", ValueError, "float32, bfloat16"),
-     (7, TypeError, "must be a dtype name"), (np.int32, ValueError, "unknown dtype 'int32'")],
+    [
+        ("int8", ValueError, "unknown dtype 'int8'"),
+        ("f32", ValueError, "float32, bfloat16"),
+        (7, TypeError, "must be a dtype name"),
+        (np.int32, ValueError, "unknown dtype 'int32'"),
+    ],
 )
 def test_bad_dtypes(kg, dtype, error, fragment):
     with pytest.raises(error, match=fragment):

@@ -193,7 +193,8 @@ def test_row_accumulators_and_block_read_accessors():
     got_half_sum, got_rms = kg.evaluate([x_np])
     np.testing.assert_allclose(got_half_sum, 0.5 * x_np.sum(-1, keepdims=True), rtol=1e-12)
     np.testing.assert_allclose(
-        got_rms, np.sqrt(np.mean(x_np**2, -1, keepdims=True) + 1e-5), rtol=1e-12)
+        got_rms, np.sqrt(np.mean(x_np**2, -1, keepdims=True) + 1e-5), rtol=1e-12
+    )
 
 
 def test_block_graph_of_customized_op_is_a_read_only_copy():

@@ -74,10 +74,13 @@ def test_unary(name, precision, rng):
     assert_close(y, UNARY[name](x.astype(dtype).astype(np.float64)), rtol)
 
 
-@pytest.mark.parametrize("name,c,ref", [
-    ("mul_scalar", -0.375, lambda x, c: x * c),
-    ("add_scalar", 1.25, lambda x, c: x + c),
-])
+@pytest.mark.parametrize(
+    "name,c,ref",
+    [
+        ("mul_scalar", -0.375, lambda x, c: x * c),
+        ("add_scalar", 1.25, lambda x, c: x + c),
+    ],
+)
 def test_scalar_ops(name, c, ref, precision, rng):
     dtype, rtol = precision
     x = rng.normal(size=(2, 3, 4))
@@ -87,8 +90,14 @@ def test_scalar_ops(name, c, ref, precision, rng):
 
 
 BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
-BROADCAST_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((4,), (3, 4)), ((2, 1, 4), (3, 1)),
-                    ((1, 4), (3, 1)), ((2, 3, 1, 5), (4, 1))]
+BROADCAST_SHAPES = [
+    ((3, 4), (3, 4)),
+    ((3, 4), (4,)),
+    ((4,), (3, 4)),
+    ((2, 1, 4), (3, 1)),
+    ((1, 4), (3, 1)),
+    ((2, 3, 1, 5), (4, 1)),
+]
 
 
 @pytest.mark.parametrize("name", sorted(BINARY))
@@ -104,12 +113,15 @@ def test_binary_broadcasting(name, shape_a, shape_b, precision, rng):
     assert_close(y, expected, rtol)
 
 
-@pytest.mark.parametrize("shape_a,shape_b", [
-    ((3, 4), (4, 5)),
-    ((2, 3, 4), (2, 4, 5)),
-    ((1, 3, 4), (2, 4, 5)),       # batch dim broadcast
-    ((2, 1, 3, 4), (3, 4, 2)),    # batch dims [2, 1] and [3] broadcast to [2, 3]
-])
+@pytest.mark.parametrize(
+    "shape_a,shape_b",
+    [
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (2, 4, 5)),
+        ((1, 3, 4), (2, 4, 5)),  # batch dim broadcast
+        ((2, 1, 3, 4), (3, 4, 2)),  # batch dims [2, 1] and [3] broadcast to [2, 3]
+    ],
+)
 def test_matmul(shape_a, shape_b, precision, rng):
     dtype, rtol = precision
     a, b = rng.normal(size=shape_a), rng.normal(size=shape_b)
@@ -160,8 +172,7 @@ def test_concat(dim, precision, rng):
 def test_outputs_in_marked_order_including_an_input(precision, rng):
     dtype, rtol = precision
     x, w = rng.normal(size=(3, 4)), rng.normal(size=(4, 2))
-    kg = kernel_program([x.shape, w.shape],
-                        lambda g, a, b: [g.exp(g.matmul(a, b)), a, g.neg(a)])
+    kg = kernel_program([x.shape, w.shape], lambda g, a, b: [g.exp(g.matmul(a, b)), a, g.neg(a)])
     y0, y1, y2 = evaluate(kg, [x, w], dtype)
     x64, w64 = x.astype(dtype).astype(np.float64), w.astype(dtype).astype(np.float64)
     assert_close(y0, np.exp(x64 @ w64), rtol)
@@ -206,7 +217,9 @@ def test_omap_may_store_along_other_dims_than_imap_read(precision, rng):
     expected = np.zeros((6, 4))
     for bx in range(2):
         for by in range(3):
-            expected[2 * by:2 * by + 2, 2 * bx:2 * bx + 2] = x[2 * bx:2 * bx + 2, 2 * by:2 * by + 2]
+            expected[2 * by : 2 * by + 2, 2 * bx : 2 * bx + 2] = x[
+                2 * bx : 2 * bx + 2, 2 * by : 2 * by + 2
+            ]
     np.testing.assert_array_equal(y, expected.astype(dtype))
 
 
@@ -269,16 +282,20 @@ def test_replicated_input_and_tiled_matmul(precision, rng):
 # numpy formulas of the whole rows.
 ACCUMULATORS = {
     "accum_sum": (lambda bg, t: bg.accum_sum(t), lambda x: x.reshape(4, 4, 2).sum(axis=1)),
-    "accum_sum_last": (lambda bg, t: bg.accum_sum_last(t),
-                       lambda x: x.sum(axis=1, keepdims=True)),
-    "accum_mean_last": (lambda bg, t: bg.accum_mean_last(t),
-                        lambda x: x.mean(axis=1, keepdims=True)),
-    "accum_rms_last": (lambda bg, t: bg.accum_rms_last(t, eps=0.25),
-                       lambda x: np.sqrt(np.mean(x**2, axis=1, keepdims=True) + 0.25)),
+    "accum_sum_last": (lambda bg, t: bg.accum_sum_last(t), lambda x: x.sum(axis=1, keepdims=True)),
+    "accum_mean_last": (
+        lambda bg, t: bg.accum_mean_last(t),
+        lambda x: x.mean(axis=1, keepdims=True),
+    ),
+    "accum_rms_last": (
+        lambda bg, t: bg.accum_rms_last(t, eps=0.25),
+        lambda x: np.sqrt(np.mean(x**2, axis=1, keepdims=True) + 0.25),
+    ),
     "accum_max_last": (lambda bg, t: bg.accum_max_last(t), lambda x: x.max(axis=1, keepdims=True)),
     "accum_exp_sum_last": (
         lambda bg, t: bg.accum_exp_sum_last(t),
-        lambda x: np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True)),
+        lambda x: np.exp(x - x.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True),
+    ),
 }
 
 
@@ -342,7 +359,8 @@ def test_tile_ops_reduce_rms_norm_concat(precision, rng):
         bg.new_output(bg.reduce(b, 0, "sum"), omap=(0, -1, -1))
 
     y_cat, y_max, y_colsum = evaluate(
-        block_program([x.shape, w.shape], (2, 1, 1), 1, build), [x, w], dtype)
+        block_program([x.shape, w.shape], (2, 1, 1), 1, build), [x, w], dtype
+    )
     x64, w64 = x.astype(dtype).astype(np.float64), w.astype(dtype).astype(np.float64)
     rn = x64 / np.sqrt(np.mean(x64**2, axis=1, keepdims=True) + 0.1)
     assert_close(y_cat, np.concatenate([rn, w64], axis=1), rtol)

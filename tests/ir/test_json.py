@@ -13,8 +13,18 @@ def every_kernel_op_graph():
     a = kg.new_input((2, 4, 8), "bfloat16")
     b = kg.new_input((8, 8), "float16")
     t = kg.matmul(a, b)
-    for kind in ("exp", "square", "sqrt", "rsqrt", "silu", "gelu", "relu", "sigmoid", "neg",
-                 "recip"):
+    for kind in (
+        "exp",
+        "square",
+        "sqrt",
+        "rsqrt",
+        "silu",
+        "gelu",
+        "relu",
+        "sigmoid",
+        "neg",
+        "recip",
+    ):
         t = getattr(kg, kind)(t)
     t = kg.mul_scalar(kg.add_scalar(t, 0.1), 1 / 3)  # constants that are not short decimals
     t = kg.div(kg.mul(kg.sub(kg.add(t, a), a), t), a)
@@ -34,8 +44,11 @@ def every_accumulator_graph():
     tk = att.new_input(k, imap=(-1, -1, -1), fmap=1)
     tv = att.new_input(v, imap=(-1, -1, -1), fmap=0)
     s = att.matmul(tq, tk)
-    att.new_output(att.div(att.accum_exp_matmul(s, tv), att.accum_exp_sum_last(s)),
-                   omap=(0, -1, -1), dtype="float16")
+    att.new_output(
+        att.div(att.accum_exp_matmul(s, tv), att.accum_exp_sum_last(s)),
+        omap=(0, -1, -1),
+        dtype="float16",
+    )
     att.new_output(att.accum_max_last(s), omap=(0, -1, -1))
     out, row_max = kg.customized([q, k, v], att)
 
@@ -71,9 +84,21 @@ def op_summary(graph):
     """Everything the read accessors expose, nested block graphs included."""
     rows = []
     for op in graph.ops:
-        rows.append((op.kind, [(t.id, t.shape, t.dtype, t.phase) for t in op.inputs + op.outputs],
-                     op.scalar, op.dim, op.reduce_kind, op.imap, op.fmap, op.omap,
-                     op.kernel_shape, op.dtype, op.fusion_group))
+        rows.append(
+            (
+                op.kind,
+                [(t.id, t.shape, t.dtype, t.phase) for t in op.inputs + op.outputs],
+                op.scalar,
+                op.dim,
+                op.reduce_kind,
+                op.imap,
+                op.fmap,
+                op.omap,
+                op.kernel_shape,
+                op.dtype,
+                op.fusion_group,
+            )
+        )
         if op.block_graph is not None:
             bg = op.block_graph
             rows.append((bg.grid, bg.forloop_range, op_summary(bg)))
@@ -109,8 +134,14 @@ def test_document_shape():
     doc = json.loads(every_accumulator_graph().to_json())
     block = doc["ops"][3]["block_graph"]
     assert block["grid"] == [2, 1, 1] and block["forloop_range"] == 4
-    assert block["ops"][1] == {"kind": "input", "outputs": [1], "shape": [16, 32],
-                               "dtype": "float32", "imap": [-1, -1, -1], "fmap": 1}
+    assert block["ops"][1] == {
+        "kind": "input",
+        "outputs": [1],
+        "shape": [16, 32],
+        "dtype": "float32",
+        "imap": [-1, -1, -1],
+        "fmap": 1,
+    }
 
 
 def edit(mutate):
@@ -133,8 +164,10 @@ MALFORMED = [
     (edit(lambda d: d.update(ops={})), "ops must be a list"),
     (edit(lambda d: d["ops"].insert(0, 5)), r"ops\[0\] must be a JSON object"),
     (edit(lambda d: d["ops"][0].update(kind="reshape")), r"ops\[0\] has unknown kind 'reshape'"),
-    (edit(lambda d: d["ops"][0].update(kind="accum_sum")),
-     "unknown kind 'accum_sum' for a KernelGraph"),
+    (
+        edit(lambda d: d["ops"][0].update(kind="accum_sum")),
+        "unknown kind 'accum_sum' for a KernelGraph",
+    ),
     (edit(lambda d: d["ops"][0].pop("dtype")), r"ops\[0\] \(input\) is missing 'dtype'"),
     (edit(lambda d: d["ops"][0].update(imap=[0])), r"ops\[0\] \(input\) has unexpected 'imap'"),
     (edit(lambda d: d["ops"][0].update(shape=[4, "16"])), r"ops\[0\] \(input\).*shape\[1\]"),
@@ -145,14 +178,21 @@ MALFORMED = [
     (edit(lambda d: d["ops"][3].update(inputs=[0, 1])), r"ops\[3\] \(customized\): .*customized"),
     (edit(lambda d: d["ops"][3].update(outputs=[4])), "records 1 outputs but the op has 2"),
     (edit(lambda d: d["ops"][3].update(outputs=[1, 4])), "redefines tensor id 1"),
-    (edit(lambda d: d["ops"][3].update(block_graph=[])), r"ops\[3\] \(customized\)\.block_graph must"),
+    (
+        edit(lambda d: d["ops"][3].update(block_graph=[])),
+        r"ops\[3\] \(customized\)\.block_graph must",
+    ),
     (edit(lambda d: d["ops"][3]["block_graph"].update(grid=[2, 1])), "grid' must have 3 entries"),
     (edit(lambda d: d["ops"][3]["block_graph"].update(forloop_range=3)), "does not divide"),
-    (edit(lambda d: block_op(d, 0).update(shape=[3, 16])),
-     r"block_graph\.ops\[0\] \(input\): .*does not divide"),
+    (
+        edit(lambda d: block_op(d, 0).update(shape=[3, 16])),
+        r"block_graph\.ops\[0\] \(input\): .*does not divide",
+    ),
     (edit(lambda d: block_op(d, 3).update(inputs=[0])), r"block_graph\.ops\[3\] \(matmul\) has 1"),
-    (edit(lambda d: block_op(d, 4).update(kind="accum_sum")),
-     r"block_graph\.ops\[4\] \(accum_sum\) has 2 inputs, expected 1"),
+    (
+        edit(lambda d: block_op(d, 4).update(kind="accum_sum")),
+        r"block_graph\.ops\[4\] \(accum_sum\) has 2 inputs, expected 1",
+    ),
     (edit(lambda d: block_op(d, -1).update(omap=[-1, -1, -1])), "cross-block reduction"),
     (edit(lambda d: d["ops"][-1].update(inputs=[])), r"\(output\) has 0 inputs, expected 1"),
 ]

@@ -102,7 +102,10 @@ def test_paper_gqa_structure_at_full_size():
     kernel1, kernel2 = [op.block_graph for op in fused.ops if op.kind == "customized"]
     assert tuple(kernel1.grid) == (2, 8, 16) and kernel1.forloop_range == 4
     ins = [op for op in kernel1.ops if op.kind == "input"]
-    assert [(op.imap, op.fmap) for op in ins] == [((0, -1, 1), -1), ((0, 2, -1), 2),
-                                                   ((0, 1, -1), 1)]
+    assert [(op.imap, op.fmap) for op in ins] == [
+        ((0, -1, 1), -1),
+        ((0, 2, -1), 2),
+        ((0, 1, -1), 1),
+    ]
     assert [op.omap for op in kernel1.ops if op.kind == "output"] == [(0, 2, 1)] * 2
     assert kernel2.forloop_range == 8

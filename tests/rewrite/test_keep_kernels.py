@@ -19,15 +19,18 @@ def test_kernels_kept_and_correct(monkeypatch, tmp_path):
     x = jnp.asarray(rng.standard_normal((4, 64)), jnp.float32)
     g = jnp.asarray(rng.standard_normal((64,)), jnp.float32)
     w = jnp.asarray(rng.standard_normal((64, 32)), jnp.float32)
-    f = mj.optimize(_rmsnorm_linear, cache_dir=tmp_path,
-                    config=mj.SearchConfig(max_kernel_ops=1, max_block_ops=6,
-                                           time_budget_s=30, max_verified=4))
+    f = mj.optimize(
+        _rmsnorm_linear,
+        cache_dir=tmp_path,
+        config=mj.SearchConfig(max_kernel_ops=1, max_block_ops=6, time_budget_s=30, max_verified=4),
+    )
     got = f(x, g, w)
     assert f.uses_kernels(x, g, w)
     hlo = jax.jit(f).lower(x, g, w).as_text()
     assert "custom_call" in hlo
-    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.jit(_rmsnorm_linear)(x, g, w)),
-                               rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(
+        np.asarray(got), np.asarray(jax.jit(_rmsnorm_linear)(x, g, w)), rtol=2e-5, atol=2e-5
+    )
 
 
 def test_switch_off_by_default(monkeypatch):

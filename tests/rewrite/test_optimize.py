@@ -45,9 +45,11 @@ def test_pytrees_kwargs_and_untouched_parts(kernels_always_win):
 
 
 def test_without_a_win_the_function_runs_as_plain_jax(monkeypatch):
-    monkeypatch.setattr(_profile, "median_times",
-                        lambda functions, args: ({n: (0.5 if n == "xla" else 1.0)
-                                                  for n in functions}, 1))
+    monkeypatch.setattr(
+        _profile,
+        "median_times",
+        lambda functions, args: ({n: (0.5 if n == "xla" else 1.0) for n in functions}, 1),
+    )
     f = mj.optimize(rmsnorm_linear)
     x, g, w = inputs()
     assert normwise(f(x, g, w), jax.jit(rmsnorm_linear)(x, g, w)) < 1e-6
@@ -60,7 +62,8 @@ def test_a_region_that_cannot_be_expressed_warns_once_and_runs_as_jax():
         h = x @ w  # then a sum over a broadcast dim: a region no μGraph expresses
         return jnp.broadcast_to(h[:, None, :], (4, 3, 4)).sum(axis=1)
 
-    x = jnp.ones((4, 8)); w = jnp.ones((8, 4))
+    x = jnp.ones((4, 8))
+    w = jnp.ones((8, 4))
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         opt = mj.optimize(f)

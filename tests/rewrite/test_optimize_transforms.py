@@ -65,15 +65,21 @@ def test_vmap_optimizes_the_batched_region_again(kernels_always_win):
     assert "input#0  [3, 8, 256]" in explained
     # vmap over the weights instead; then vmap of grad and grad of vmap
     ws = jnp.stack([w, w * 0.5])
-    assert normwise(jax.vmap(f, in_axes=(None, None, 0))(x, g, ws),
-                    jax.vmap(rmsnorm_linear, in_axes=(None, None, 0))(x, g, ws)) < REL
+    assert (
+        normwise(
+            jax.vmap(f, in_axes=(None, None, 0))(x, g, ws),
+            jax.vmap(rmsnorm_linear, in_axes=(None, None, 0))(x, g, ws),
+        )
+        < REL
+    )
     vg = jax.vmap(jax.grad(loss(f)), in_axes=(0, None, None))(xs, g, w)
     vg_want = jax.vmap(jax.grad(loss(rmsnorm_linear)), in_axes=(0, None, None))(xs, g, w)
     assert normwise(vg, vg_want) < REL
     # test_grad_of_vmap: a loss that depends on the forward values (2·y·dy)
     gv = jax.grad(lambda xs: jnp.sum(jax.vmap(f, in_axes=(0, None, None))(xs, g, w) ** 2))(xs)
-    gv_want = jax.grad(lambda xs: jnp.sum(
-        jax.vmap(rmsnorm_linear, in_axes=(0, None, None))(xs, g, w) ** 2))(xs)
+    gv_want = jax.grad(
+        lambda xs: jnp.sum(jax.vmap(rmsnorm_linear, in_axes=(0, None, None))(xs, g, w) ** 2)
+    )(xs)
     assert normwise(gv, gv_want) < REL
 
 
@@ -107,14 +113,14 @@ def test_regions_below_min_region_flops_run_as_jax_without_a_search(monkeypatch)
         mj.optimize(rmsnorm_linear, min_region_flops=-1)
 
 
-def test_auto_picks_cuda_on_a_gpu_and_an_unavailable_backend_falls_back_per_region(
-        monkeypatch):
+def test_auto_picks_cuda_on_a_gpu_and_an_unavailable_backend_falls_back_per_region(monkeypatch):
     seen = []
 
     def cuda_not_ready(kg, config, backend, **kwargs):
         seen.append(backend)
-        raise NotImplementedError("superoptimize: backend 'cuda' is planned but not "
-                                  "implemented yet")
+        raise NotImplementedError(
+            "superoptimize: backend 'cuda' is planned but not implemented yet"
+        )
 
     monkeypatch.setattr(_optimize_region, "superoptimize", cuda_not_ready)
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
@@ -213,8 +219,9 @@ def _straight_through_bwd(res, ct):
     return ct @ w.T, jnp.zeros_like(g), x.T @ ct
 
 
-straight_through_norm_linear.defvjp(lambda x, g, w: (rmsnorm_linear(x, g, w), (x, g, w)),
-                                     _straight_through_bwd)
+straight_through_norm_linear.defvjp(
+    lambda x, g, w: (rmsnorm_linear(x, g, w), (x, g, w)), _straight_through_bwd
+)
 
 
 def test_custom_derivative_rules_inside_the_function_are_kept(kernels_always_win):

@@ -51,8 +51,9 @@ WITH_INPUT = ("matmul", "matmul_t", "scale_by")
 
 @st.composite
 def programs(draw):
-    steps = draw(st.lists(st.sampled_from(sorted(UNARY) + list(WITH_INPUT)), min_size=1,
-                          max_size=3))
+    steps = draw(
+        st.lists(st.sampled_from(sorted(UNARY) + list(WITH_INPUT)), min_size=1, max_size=3)
+    )
     if not any(s in ("matmul", "matmul_t") for s in steps):
         steps.insert(draw(st.integers(0, len(steps))), "matmul")
     width = draw(st.sampled_from([16, 32]))
@@ -95,8 +96,9 @@ def build(steps, widths, seed):
     return f, args
 
 
-@settings(max_examples=6, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(programs(), st.sampled_from([True, True, False]))
 # Two regions split by sin, each with a fusable prologue, as well as the random ones.
 @example((["exp_neg_square", "matmul", "sin", "rms_norm", "matmul_t"], [32, 16, 32], 1), True)
@@ -105,11 +107,16 @@ def test_random_programs_match_jit_and_account_for_every_region(program, kernels
     search finds one), or slower (so none may run)."""
     steps, widths, seed = program
     f, args = build(steps, widths, seed)
-    timings = (lambda fns, a: ({n: (1.0 if n == "xla" else 0.5) for n in fns}, 1)) \
-        if kernels_win else (lambda fns, a: ({n: (0.5 if n == "xla" else 1.0) for n in fns}, 1))
+    timings = (
+        (lambda fns, a: ({n: (1.0 if n == "xla" else 0.5) for n in fns}, 1))
+        if kernels_win
+        else (lambda fns, a: ({n: (0.5 if n == "xla" else 1.0) for n in fns}, 1))
+    )
     opt = mj.optimize(f, config=CONFIG)
-    with mock.patch.object(_profile, "median_times", timings), \
-            warnings.catch_warnings(record=True) as record:
+    with (
+        mock.patch.object(_profile, "median_times", timings),
+        warnings.catch_warnings(record=True) as record,
+    ):
         warnings.simplefilter("always")
         got = opt(*args)
         reports = opt.regions(*args)

@@ -85,10 +85,24 @@ SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_inputs_run_per_shard_without_gathering(session_kernel_cache):
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
-           "MIRAGE_JAX_CACHE": str(session_kernel_cache)}
-    done = subprocess.run([sys.executable, "-P", "-c", SCRIPT, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))],
-                          env=env, capture_output=True, text=True, timeout=600)
+    env = {
+        **os.environ,
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4",
+        "MIRAGE_JAX_CACHE": str(session_kernel_cache),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-P",
+            "-c",
+            SCRIPT,
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     for name in ("jit_auto", "jit_explicit", "shard_map"):

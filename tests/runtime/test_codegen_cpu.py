@@ -74,8 +74,7 @@ def test_odd_tiles_rmsnorm_linear():
 
 
 def test_odd_tiles_online_softmax():
-    _, fused = flash_attention_online(heads=2, q_len=6, kv_len=15, head_dim=3, q_tiles=2,
-                                      kv_tile=5)
+    _, fused = flash_attention_online(heads=2, q_len=6, kv_len=15, head_dim=3, q_tiles=2, kv_tile=5)
     check_against_interpreter(fused, random_inputs(fused, seed=4), "flash attention odd tiles")
 
 
@@ -91,7 +90,7 @@ def _decode_online_softmax(grid, forloop):
     tq = bg.new_input(q, imap=imap, fmap=-1)
     tk = bg.new_input(k, imap=imap, fmap=3)
     tv = bg.new_input(v, imap=imap, fmap=2)
-    s = bg.mul_scalar(bg.matmul(tq, tk), 8 ** -0.5)
+    s = bg.mul_scalar(bg.matmul(tq, tk), 8**-0.5)
     bg.new_output(bg.div(bg.accum_exp_matmul(s, tv), bg.accum_exp_sum_last(s)), omap=imap)
     (out,) = kg.customized([q, k, v], bg)
     kg.mark_output(out)
@@ -112,20 +111,29 @@ def test_batched_strided_tiles_read_in_place(grid, forloop):
     (interpreted,) = fused.evaluate(inputs)
     assert_close(got, interpreted, storage_rtol("float32"), "vs interpreter", floor=1.0)
     q, k, v = (np.asarray(x, np.float64) for x in inputs)
-    scores = q @ k * 8 ** -0.5
+    scores = q @ k * 8**-0.5
     p = np.exp(scores - scores.max(-1, keepdims=True))
-    assert_close(got, (p / p.sum(-1, keepdims=True)) @ v, storage_rtol("float32"),
-                 "vs numpy softmax attention", floor=1.0)
+    assert_close(
+        got,
+        (p / p.sum(-1, keepdims=True)) @ v,
+        storage_rtol("float32"),
+        "vs numpy softmax attention",
+        floor=1.0,
+    )
 
 
 def test_block_groups_stream_side_by_side_weight_tiles():
     # 16 blocks of 4 columns: blocks run in groups of 4 and each group's matmuls run as one
     # product over the group's side-by-side W tiles (mj_cpu::matmul_group).
     for what, (_, fused) in [
-        ("rmsnorm_linear", rmsnorm_linear(batch=3, hidden=16, out_features=64, col_tile=4,
-                                          k_tile=4)),
-        ("rmsnorm_linear bs1", rmsnorm_linear(batch=1, hidden=16, out_features=64, col_tile=4,
-                                              k_tile=4)),
+        (
+            "rmsnorm_linear",
+            rmsnorm_linear(batch=3, hidden=16, out_features=64, col_tile=4, k_tile=4),
+        ),
+        (
+            "rmsnorm_linear bs1",
+            rmsnorm_linear(batch=1, hidden=16, out_features=64, col_tile=4, k_tile=4),
+        ),
         ("gated_mlp", gated_mlp(batch=2, hidden=16, intermediate=64, col_tile=4, k_tile=4)),
     ]:
         assert "mj_cpu::matmul_group<" in mj.generate_code(fused), what
@@ -162,12 +170,12 @@ def _rank3_batched_graph():
     W = kg.new_input((10, 15))
     bias = kg.new_input((1, 15))
     bg = mj.BlockGraph(grid=(3, 2, 1), forloop_range=2)
-    x = bg.new_input(X, imap=(-1, 0, -1), fmap=2)      # [2, 6, 5]
-    w = bg.new_input(W, imap=(1, -1, -1), fmap=0)      # [5, 5]
+    x = bg.new_input(X, imap=(-1, 0, -1), fmap=2)  # [2, 6, 5]
+    w = bg.new_input(W, imap=(1, -1, -1), fmap=0)  # [5, 5]
     b = bg.new_input(bias, imap=(1, -1, -1), fmap=-1)  # [1, 5], loop-invariant
     acc = bg.accum_sum(bg.matmul(x, w))
     rms = bg.accum_rms_last(x, eps=1e-3)
-    y = bg.div(bg.gelu(bg.add(acc, b)), rms)           # [2, 6, 5]
+    y = bg.div(bg.gelu(bg.add(acc, b)), rms)  # [2, 6, 5]
     bg.new_output(y, omap=(2, 0, -1))
     stats = bg.concat(bg.reduce(y, 1, "max"), bg.reduce(y, 1, "mean"), dim=1)  # [2, 2, 5]
     bg.new_output(bg.sub(stats, bg.reduce(y, 1, "sum")), omap=(2, 0, -1), dtype="bfloat16")
@@ -197,10 +205,9 @@ def test_online_softmax_stats_with_rescaling_and_empty_tiles():
     V = kg.new_input((12, 3))
     bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=3)
     s = bg.mul_scalar(bg.new_input(S, imap=(0, -1, -1), fmap=2), 2.0)  # [1, 4, 4]
-    v = bg.new_input(V, imap=(-1, -1, -1), fmap=0)                      # [4, 3]
+    v = bg.new_input(V, imap=(-1, -1, -1), fmap=0)  # [4, 3]
     bg.new_output(bg.accum_max_last(s), omap=(0, -1, -1))
-    bg.new_output(bg.div(bg.accum_exp_matmul(s, v), bg.accum_exp_sum_last(s)),
-                  omap=(0, -1, -1))
+    bg.new_output(bg.div(bg.accum_exp_matmul(s, v), bg.accum_exp_sum_last(s)), omap=(0, -1, -1))
     for t in kg.customized([S, V], bg):
         kg.mark_output(t)
     scores, values = random_inputs(kg, seed=6)
@@ -224,9 +231,31 @@ def test_storage_conversions_round_like_numpy():
     """f32 -> bf16/f16 stores round to nearest even, including halfway cases, subnormals,
     overflow to inf, inf and nan; bf16/f16 -> f32 loads are exact."""
     specials = np.array(
-        [0.0, -0.0, 1.0, -2.5, 65504.0, 65519.0, 65520.0, 1e6, -1e6, 6.1e-5, 3.0e-8, 2.9e-8,
-         6.0e-8, 1.0e-10, np.inf, -np.inf, np.nan, 1.0 + 2.0**-11, 1.0 + 3 * 2.0**-11,
-         1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, 3.4e38, 1e-40],
+        [
+            0.0,
+            -0.0,
+            1.0,
+            -2.5,
+            65504.0,
+            65519.0,
+            65520.0,
+            1e6,
+            -1e6,
+            6.1e-5,
+            3.0e-8,
+            2.9e-8,
+            6.0e-8,
+            1.0e-10,
+            np.inf,
+            -np.inf,
+            np.nan,
+            1.0 + 2.0**-11,
+            1.0 + 3 * 2.0**-11,
+            1.0 + 2.0**-8,
+            1.0 + 3 * 2.0**-8,
+            3.4e38,
+            1e-40,
+        ],
         dtype=np.float32,
     )
     rng = np.random.default_rng(8)
@@ -241,25 +270,23 @@ def test_storage_conversions_round_like_numpy():
     x_tile = bg.new_input(X, imap=(-1, -1, -1), fmap=-1)
     bg.new_output(x_tile, omap=(-1, -1, -1), dtype="float16")
     bg.new_output(x_tile, omap=(-1, -1, -1), dtype="bfloat16")
-    bg.new_output(bg.new_input(H, imap=(-1, -1, -1), fmap=-1), omap=(-1, -1, -1),
-                  dtype="float32")
-    bg.new_output(bg.new_input(B, imap=(-1, -1, -1), fmap=-1), omap=(-1, -1, -1),
-                  dtype="float32")
+    bg.new_output(bg.new_input(H, imap=(-1, -1, -1), fmap=-1), omap=(-1, -1, -1), dtype="float32")
+    bg.new_output(bg.new_input(B, imap=(-1, -1, -1), fmap=-1), omap=(-1, -1, -1), dtype="float32")
     for t in kg.customized([X, H, B], bg):
         kg.mark_output(t)
     with np.errstate(over="ignore"):  # the overflow to inf is one of the cases under test
         halves = x.astype(np.float16)
     brains = x.astype(jnp.bfloat16)
-    to_f16, to_bf16, from_f16, from_bf16 = mj.compile(kg)(x, jnp.asarray(halves),
-                                                         jnp.asarray(brains))
+    to_f16, to_bf16, from_f16, from_bf16 = mj.compile(kg)(
+        x, jnp.asarray(halves), jnp.asarray(brains)
+    )
 
     def bits(a, dtype):
         return np.asarray(a).view(dtype)
 
     finite = ~np.isnan(x)
     np.testing.assert_array_equal(bits(to_f16, np.uint16)[finite], halves.view(np.uint16)[finite])
-    np.testing.assert_array_equal(bits(to_bf16, np.uint16)[finite],
-                                  brains.view(np.uint16)[finite])
+    np.testing.assert_array_equal(bits(to_bf16, np.uint16)[finite], brains.view(np.uint16)[finite])
     assert np.all(np.isnan(np.asarray(to_f16)[~finite]))
     assert np.all(np.isnan(np.asarray(to_bf16, dtype=np.float32)[~finite]))
     np.testing.assert_array_equal(np.asarray(from_f16), halves.astype(np.float32))

@@ -210,8 +210,10 @@ def cuda_include_dir() -> Path | None:
 def cuda_include():
     found = cuda_include_dir()
     if found is None:
-        pytest.skip("emulating CUDA kernels on the host needs the CUDA toolkit's headers "
-                    "(cuda_bf16.h); none found next to nvcc, in $CUDA_HOME or /usr/local/cuda")
+        pytest.skip(
+            "emulating CUDA kernels on the host needs the CUDA toolkit's headers "
+            "(cuda_bf16.h); none found next to nvcc, in $CUDA_HOME or /usr/local/cuda"
+        )
     return found
 
 
@@ -219,18 +221,24 @@ def emulation_unit(source: str) -> str:
     """A host translation unit from a generated CUDA unit: the device helpers, each kernel
     namespace up to its FFI handler, the shared memory each kernel declares, and one
     `extern "C" void run_<symbol>(void** io)` per kernel."""
-    helpers = source[source.index('#include "xla/ffi/api/ffi.h"') + 1:
-                     source.index("#endif  // MJ_CUDA_PRELUDE")]
-    helpers = helpers[helpers.index("\n"):]
+    helpers = source[
+        source.index('#include "xla/ffi/api/ffi.h"') + 1 : source.index(
+            "#endif  // MJ_CUDA_PRELUDE"
+        )
+    ]
+    helpers = helpers[helpers.index("\n") :]
     parts = [f'#include "{EMULATION_HEADER}"', helpers]
     for match in re.finditer(r"namespace (mj_cuda_\w+)_kernel \{", source):
         symbol = match.group(1)
-        body = source[match.start():source.index("  xla::ffi::Error handler_impl(",
-                                                   match.start())]
-        launch = re.search(r"kernel<<<dim3\((\d+), (\d+), (\d+)\), (\d+), kSmemBytes",
-                           source[match.start():])
-        smem = int(re.search(r"constexpr int kSmemBytes = (\d+);",
-                             source[match.start():]).group(1))
+        body = source[
+            match.start() : source.index("  xla::ffi::Error handler_impl(", match.start())
+        ]
+        launch = re.search(
+            r"kernel<<<dim3\((\d+), (\d+), (\d+)\), (\d+), kSmemBytes", source[match.start() :]
+        )
+        smem = int(
+            re.search(r"constexpr int kSmemBytes = (\d+);", source[match.start() :]).group(1)
+        )
         gx, gy, gz, threads = launch.groups()
         parts += [
             body + "}",
@@ -249,9 +257,24 @@ def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
     unit = directory / "emulated.cc"
     unit.write_text(emulation_unit(source))
     library = directory / "emulated.so"
-    done = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                           "-isystem", str(cuda_include_dir()), str(unit), "-o", str(library)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "g++",
+            "-std=c++20",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-pthread",
+            "-w",
+            "-isystem",
+            str(cuda_include_dir()),
+            str(unit),
+            "-o",
+            str(library),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, f"g++ failed on the emulated kernels:\n{done.stderr[-3000:]}"
     return ctypes.CDLL(str(library))
 
@@ -270,7 +293,8 @@ def run_kernel(library: ctypes.CDLL, op, args: list) -> list:
     args = [np.ascontiguousarray(a) for a in args]
     outs = [np.zeros(t.shape, dtype=jnp.dtype(t.dtype)) for t in op.outputs]
     pointers = (ctypes.c_void_p * (len(args) + len(outs)))(
-        *[a.ctypes.data for a in args], *[o.ctypes.data for o in outs])
+        *[a.ctypes.data for a in args], *[o.ctypes.data for o in outs]
+    )
     getattr(library, "run_" + _core.cuda_kernel_symbol(op.block_graph._core))(pointers)
     return outs
 
@@ -285,8 +309,9 @@ def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list
     return [values[t.id] for t in graph.outputs]
 
 
-def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
-                   smem_limit=None) -> dict[str, str]:
+def check_emulated(
+    graphs: list[mj.KernelGraph], tmp_path: Path, what: str, smem_limit=None
+) -> dict[str, str]:
     """Runs every customized op of `graphs` emulated on random inputs and compares with the
     interpreter (float64): a graph of customized ops only end to end (so a combine kernel
     sees the sums its partner produced), any other graph one kernel at a time. Kernels are
@@ -299,8 +324,11 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
         if all(op.kind == "customized" for op in ops):
             runs.append((graph, graph.label))
         else:
-            runs += [(single_kernel(op), f"{graph.label} op {op.index}")
-                     for op in ops if op.kind == "customized"]
+            runs += [
+                (single_kernel(op), f"{graph.label} op {op.index}")
+                for op in ops
+                if op.kind == "customized"
+            ]
     kernels = {}
     for graph, _ in runs:
         for op in graph.ops:
@@ -324,17 +352,18 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_paper_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype,
-                                                                  tmp_path):
+def test_paper_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype, tmp_path):
     graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
     assert len(check_emulated(graphs, tmp_path, f"paper graphs {dtype}")) >= len(PROGRAMS)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
-def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype,
-                                                                           tmp_path):
-    graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
-              for name, shapes in FRAGMENT_SIZED.items()]
+def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(
+    cuda_include, dtype, tmp_path
+):
+    graphs = [
+        PROGRAMS[name].build(**shapes, dtype=dtype)[1] for name, shapes in FRAGMENT_SIZED.items()
+    ]
     kernels = check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")
     assert len(kernels) >= len(FRAGMENT_SIZED)
     threads = {int(re.search(r"__launch_bounds__\((\d+)\)", s).group(1)) for s in kernels.values()}
@@ -352,8 +381,14 @@ def every_op_graph(dtype: str) -> mj.KernelGraph:
     chain = bg.div(bg.sigmoid(bg.add(bg.gelu(x), y)), bg.sqrt(one))
     chain = bg.sub(bg.mul(chain, bg.rsqrt(one)), bg.recip(one))
     chain = bg.add(chain, bg.relu(bg.neg(bg.silu(bg.exp(bg.mul_scalar(x, 0.5))))))
-    outs = [chain, bg.reduce(x, 0, "mean"), bg.reduce(x, 1, "sum"), bg.reduce(x, -1, "max"),
-            bg.concat(bg.rms_norm(x, 1e-5), x, -1), bg.concat(x, chain, 0)]
+    outs = [
+        chain,
+        bg.reduce(x, 0, "mean"),
+        bg.reduce(x, 1, "sum"),
+        bg.reduce(x, -1, "max"),
+        bg.concat(bg.rms_norm(x, 1e-5), x, -1),
+        bg.concat(x, chain, 0),
+    ]
     for t in outs:
         bg.new_output(t, (0, -1, -1))
     for t in g.customized([X, Y], bg):
@@ -368,9 +403,15 @@ def every_accumulator_graph(dtype: str) -> mj.KernelGraph:
     A, B = g.new_input((3, 4, 12), dtype), g.new_input((12, 5), dtype)
     bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=3)
     a, b = bg.new_input(A, (-1, -1, -1), 2), bg.new_input(B, (-1, -1, -1), 0)
-    outs = [bg.accum_sum(bg.matmul(a, b)), bg.accum_sum_last(a), bg.accum_mean_last(a),
-            bg.accum_rms_last(a, 1e-6), bg.accum_max_last(a), bg.accum_exp_sum_last(a),
-            bg.accum_sum(bg.exp(a))]
+    outs = [
+        bg.accum_sum(bg.matmul(a, b)),
+        bg.accum_sum_last(a),
+        bg.accum_mean_last(a),
+        bg.accum_rms_last(a, 1e-6),
+        bg.accum_max_last(a),
+        bg.accum_exp_sum_last(a),
+        bg.accum_sum(bg.exp(a)),
+    ]
     for t in outs:
         bg.new_output(t, (-1, -1, -1))
     for t in g.customized([A, B], bg):
@@ -379,8 +420,9 @@ def every_accumulator_graph(dtype: str) -> mj.KernelGraph:
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(cuda_include, dtype,
-                                                                             tmp_path):
+def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(
+    cuda_include, dtype, tmp_path
+):
     graphs = [every_op_graph(dtype), every_accumulator_graph(dtype)]
     assert len(check_emulated(graphs, tmp_path, f"every op {dtype}")) == 2
 
@@ -401,11 +443,14 @@ def test_single_buffered_tiles_compute_the_same_emulated(cuda_include, tmp_path)
     """Short of shared memory for two stages, body tiles keep one, loaded at the start of
     every iteration instead of during the previous one."""
     marker = "// this iteration's single-buffered tiles"
-    graphs = [PROGRAMS[name].build(**FRAGMENT_SIZED[name], dtype=dtype)[1]
-              for name in ("rmsnorm_linear", "gated_mlp", "flash_attention_online")
-              for dtype in ("float32", "bfloat16")]
-    kernels = check_emulated(graphs, tmp_path, "single-buffered",
-                             lambda bg: largest_limit_where(bg, marker))
+    graphs = [
+        PROGRAMS[name].build(**FRAGMENT_SIZED[name], dtype=dtype)[1]
+        for name in ("rmsnorm_linear", "gated_mlp", "flash_attention_online")
+        for dtype in ("float32", "bfloat16")
+    ]
+    kernels = check_emulated(
+        graphs, tmp_path, "single-buffered", lambda bg: largest_limit_where(bg, marker)
+    )
     assert all(marker in s for s in kernels.values())
 
 
@@ -424,15 +469,19 @@ def test_input_tiles_read_from_global_memory_compute_the_same_emulated(cuda_incl
     """Planned for the least shared memory they can run in, kernels read the input tiles that
     do not fit in place from the kernel tensors instead of staging them (the plan's fallback
     for tiles too large for shared memory)."""
-    graphs = [PROGRAMS[name].build(**shapes, dtype="bfloat16")[1]
-              for name, shapes in FRAGMENT_SIZED.items()]
+    graphs = [
+        PROGRAMS[name].build(**shapes, dtype="bfloat16")[1]
+        for name, shapes in FRAGMENT_SIZED.items()
+    ]
     kernels = check_emulated(graphs, tmp_path, "inputs in global memory", smallest_limit)
     in_place = [s for s in kernels.values() if re.search(r"\] const \w+\* const t\d+ = io\.in", s)]
     assert len(in_place) >= len(FRAGMENT_SIZED), (
-        f"only {len(in_place)} of {len(kernels)} kernels read an input in place")
+        f"only {len(in_place)} of {len(kernels)} kernels read an input in place"
+    )
 
 
 def test_search_result_kernels_compute_what_the_interpreter_does_emulated(
-        cuda_include, search_results, tmp_path):
+    cuda_include, search_results, tmp_path
+):
     graphs = [g for fused in search_results.values() for g in fused]
     assert len(check_emulated(graphs, tmp_path, "search results")) >= len(SEARCHES)

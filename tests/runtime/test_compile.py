@@ -34,8 +34,11 @@ def test_lowered_hlo_has_one_custom_call_per_customized_op(name, kernels):
     _, fused = small(name)
     inputs = random_inputs(fused)
     targets = custom_call_targets(jax.jit(mj.compile(fused)).lower(*inputs).as_text())
-    symbols = [mj._core.cpu_kernel_symbol(op.block_graph._core)
-               for op in fused.ops if op.kind == "customized"]
+    symbols = [
+        mj._core.cpu_kernel_symbol(op.block_graph._core)
+        for op in fused.ops
+        if op.kind == "customized"
+    ]
     assert targets == symbols
     assert len(targets) == kernels
 
@@ -54,9 +57,18 @@ def _every_predefined_op_graph():
     row = kg.new_input((5,))
     m = kg.matmul(a, w)  # [2, 3, 5], w broadcast over the batch
     squares = kg.square(m)
-    unary = [kg.exp(kg.mul_scalar(m, 0.25)), squares, kg.sqrt(kg.add_scalar(squares, 1.0)),
-             kg.rsqrt(kg.add_scalar(squares, 0.5)), kg.silu(m), kg.gelu(m), kg.relu(m),
-             kg.sigmoid(m), kg.neg(m), kg.recip(kg.add_scalar(squares, 2.0))]
+    unary = [
+        kg.exp(kg.mul_scalar(m, 0.25)),
+        squares,
+        kg.sqrt(kg.add_scalar(squares, 1.0)),
+        kg.rsqrt(kg.add_scalar(squares, 0.5)),
+        kg.silu(m),
+        kg.gelu(m),
+        kg.relu(m),
+        kg.sigmoid(m),
+        kg.neg(m),
+        kg.recip(kg.add_scalar(squares, 2.0)),
+    ]
     total = unary[0]
     for u in unary[1:]:
         total = kg.add(total, u)
@@ -119,17 +131,27 @@ def test_non_graph_argument_is_a_type_error():
 def test_generate_code_is_one_translation_unit_holding_every_kernel(tmp_path):
     ref, fused = small("gqa_prefill")
     source = mj.generate_code(fused)
-    symbols = [mj._core.cpu_kernel_symbol(op.block_graph._core)
-               for op in fused.ops if op.kind == "customized"]
+    symbols = [
+        mj._core.cpu_kernel_symbol(op.block_graph._core)
+        for op in fused.ops
+        if op.kind == "customized"
+    ]
     for symbol in symbols:
         assert f"XLA_FFI_DEFINE_HANDLER_SYMBOL({symbol}," in source
     assert mj.generate_code(ref) == ""
     path = tmp_path / "all_kernels.cc"
     path.write_text(source)
     done = subprocess.run(
-        [toolchain.find_gxx(), "-std=c++17", "-fsyntax-only", "-isystem",
-         toolchain.ffi_include_dir(), str(path)],
-        capture_output=True, text=True,
+        [
+            toolchain.find_gxx(),
+            "-std=c++17",
+            "-fsyntax-only",
+            "-isystem",
+            toolchain.ffi_include_dir(),
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
     )
     assert done.returncode == 0, done.stderr
 

@@ -96,8 +96,9 @@ def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
         f = mj.compile(fused)
     assert len(compiler_calls) == 2
     inputs = random_inputs(fused, seed=3)
-    assert_close(jax.jit(f)(*inputs)[0], fused.evaluate(inputs)[0], storage_rtol("float32"),
-                 "rebuilt kernel")
+    assert_close(
+        jax.jit(f)(*inputs)[0], fused.evaluate(inputs)[0], storage_rtol("float32"), "rebuilt kernel"
+    )
 
 
 def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
@@ -112,16 +113,21 @@ def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
 
 def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
     results = []
-    threads = [threading.Thread(target=lambda: results.append(kernel_cache.library_for("// B")))
-               for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: results.append(kernel_cache.library_for("// B")))
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert len(fake_compiler) == 1
     assert len(set(results)) == 1 and len(results) == 4
-    leftovers = [p.name for p in (fresh_cache / "kernels").iterdir()
-                 if p.name not in (".locks", kernel_cache.library_key("// B"))]
+    leftovers = [
+        p.name
+        for p in (fresh_cache / "kernels").iterdir()
+        if p.name not in (".locks", kernel_cache.library_key("// B"))
+    ]
     assert leftovers == []
 
 

@@ -31,8 +31,9 @@ ENDLESS = dict(threads=2, time_budget_s=60, max_kernel_ops=3, max_block_ops=8)
 def reference(batch=8, hidden=512, out_features=512):
     """rms_norm(X)·g @ W at a size where the CPU cost model ranks the fused kernel first
     (at the paper program's `small` shapes the three library kernels are cheaper)."""
-    ref, _ = rmsnorm_linear(batch=batch, hidden=hidden, out_features=out_features,
-                            col_tile=4, k_tile=4)
+    ref, _ = rmsnorm_linear(
+        batch=batch, hidden=hidden, out_features=out_features, col_tile=4, k_tile=4
+    )
     return ref
 
 
@@ -53,31 +54,34 @@ def block_graphs(graph):
 # ---------------------------------------------------------------------------- config
 
 
-@pytest.mark.parametrize("field, value, error, message", [
-    ("preset", "conv", ValueError, "unknown value 'conv'"),
-    ("preset", 3, TypeError, "must be a string"),
-    ("time_budget_s", -1, ValueError, "positive"),
-    ("time_budget_s", 0, ValueError, "positive"),
-    ("time_budget_s", float("inf"), ValueError, "finite"),
-    ("time_budget_s", "10", TypeError, "number of seconds"),
-    ("time_budget_s", True, TypeError, "number of seconds"),
-    ("threads", 0, ValueError, ">= 1"),
-    ("threads", 1.5, TypeError, "integer"),
-    ("pruning", 1, TypeError, "bool"),
-    ("max_kernel_ops", 0, ValueError, ">= 1"),
-    ("max_block_ops", None, TypeError, "integer"),
-    ("max_block_graphs", -1, ValueError, ">= 0"),
-    ("max_block_inputs", _core.MAX_BLOCK_INPUTS + 1, ValueError, "<="),
-    ("grid_sizes", [], ValueError, "empty"),
-    ("grid_sizes", [4, 0], ValueError, "grid_sizes[1]"),
-    ("grid_sizes", "4", TypeError, "list of positive integers"),
-    ("forloop_ranges", [2.0], TypeError, "forloop_ranges[0]"),
-    ("max_verified", 0, ValueError, ">= 1"),
-    ("max_verified", 2.5, TypeError, "integer"),
-    ("seed", -1, ValueError, "2**64"),
-    ("seed", 2**64, ValueError, "2**64"),
-    ("target", "tpu", ValueError, "unknown value 'tpu'"),
-])
+@pytest.mark.parametrize(
+    "field, value, error, message",
+    [
+        ("preset", "conv", ValueError, "unknown value 'conv'"),
+        ("preset", 3, TypeError, "must be a string"),
+        ("time_budget_s", -1, ValueError, "positive"),
+        ("time_budget_s", 0, ValueError, "positive"),
+        ("time_budget_s", float("inf"), ValueError, "finite"),
+        ("time_budget_s", "10", TypeError, "number of seconds"),
+        ("time_budget_s", True, TypeError, "number of seconds"),
+        ("threads", 0, ValueError, ">= 1"),
+        ("threads", 1.5, TypeError, "integer"),
+        ("pruning", 1, TypeError, "bool"),
+        ("max_kernel_ops", 0, ValueError, ">= 1"),
+        ("max_block_ops", None, TypeError, "integer"),
+        ("max_block_graphs", -1, ValueError, ">= 0"),
+        ("max_block_inputs", _core.MAX_BLOCK_INPUTS + 1, ValueError, "<="),
+        ("grid_sizes", [], ValueError, "empty"),
+        ("grid_sizes", [4, 0], ValueError, "grid_sizes[1]"),
+        ("grid_sizes", "4", TypeError, "list of positive integers"),
+        ("forloop_ranges", [2.0], TypeError, "forloop_ranges[0]"),
+        ("max_verified", 0, ValueError, ">= 1"),
+        ("max_verified", 2.5, TypeError, "integer"),
+        ("seed", -1, ValueError, "2**64"),
+        ("seed", 2**64, ValueError, "2**64"),
+        ("target", "tpu", ValueError, "unknown value 'tpu'"),
+    ],
+)
 def test_config_rejects_a_bad_field_naming_it(field, value, error, message):
     with pytest.raises(error, match=f"SearchConfig: argument '{re.escape(field)}"):
         mj.SearchConfig(**{field: value})
@@ -156,8 +160,9 @@ def test_stats_are_populated_and_print_readably(result):
 
 
 def test_config_fields_reach_the_search(ref, result):
-    restricted = mj.search(ref, mj.SearchConfig(**SMALL, grid_sizes=(4,), forloop_ranges=(8,)),
-                           progress=False)
+    restricted = mj.search(
+        ref, mj.SearchConfig(**SMALL, grid_sizes=(4,), forloop_ranges=(8,)), progress=False
+    )
     blocks = [bg for c in restricted for bg in block_graphs(c)]
     assert blocks
     assert all(set(bg.grid) <= {1, 4} and bg.forloop_range in (1, 8) for bg in blocks)
@@ -176,16 +181,18 @@ def test_max_verified_verifies_only_the_cost_models_best(ref, result):
     assert "more left unverified" in str(best.stats)
     kept = [c.hash() for c in best]
     assert kept == [c.hash() for c in result if c.hash() in kept]  # the same order
-    assert [h for h in kept if h != ref.hash()] == \
-        [c.hash() for c in result if c.hash() != ref.hash()][:2]
+    assert [h for h in kept if h != ref.hash()] == [
+        c.hash() for c in result if c.hash() != ref.hash()
+    ][:2]
     for candidate in best:
         assert mj.verify_equivalent(ref, candidate)
 
 
 def test_a_tiny_time_budget_returns_quickly_with_the_reason():
     start = time.monotonic()
-    r = mj.search(reference(8, 256, 64), mj.SearchConfig(**{**ENDLESS, "time_budget_s": 0.5}),
-                  progress=False)
+    r = mj.search(
+        reference(8, 256, 64), mj.SearchConfig(**{**ENDLESS, "time_budget_s": 0.5}), progress=False
+    )
     elapsed = time.monotonic() - start
     assert r.reason == "time budget spent"
     assert elapsed < 8, elapsed
@@ -230,8 +237,13 @@ class FakeTerminal(io.StringIO):
 
 
 def report(done, seconds, total=10):
-    return mj.SearchProgress(tasks_done=done, tasks_total=total, states_explored=1234 * done,
-                             candidates_accepted=done // 2, seconds=seconds)
+    return mj.SearchProgress(
+        tasks_done=done,
+        tasks_total=total,
+        states_explored=1234 * done,
+        candidates_accepted=done // 2,
+        seconds=seconds,
+    )
 
 
 def test_the_terminal_bar_redraws_one_line_at_a_bounded_rate():
@@ -263,8 +275,11 @@ def test_the_terminal_bar_blanks_the_rest_of_a_longer_line():
 
 def test_a_hook_returning_false_stops_with_what_was_found():
     calls = []
-    r = mj.search(reference(8, 256, 64), mj.SearchConfig(**ENDLESS),
-                  progress=lambda p: calls.append(p) or len(calls) < 3)
+    r = mj.search(
+        reference(8, 256, 64),
+        mj.SearchConfig(**ENDLESS),
+        progress=lambda p: calls.append(p) or len(calls) < 3,
+    )
     assert len(calls) == 3  # not called again once it said stop
     assert r.reason == "stopped"
     assert len(r) >= 1

@@ -22,15 +22,25 @@ def root(monkeypatch, tmp_path):
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
 
+
 def test_key_covers_graph_config_backend_and_target_but_not_threads():
     ref, fused = graphs()
     key = search_cache.search_key(ref, CONFIG, "cpu")
     assert search_cache.search_key(graphs()[0], CONFIG, "cpu") == key  # an equal graph
     assert search_cache.search_key(fused, CONFIG, "cpu") != key
-    assert search_cache.search_key(ref, mj.SearchConfig(threads=1, max_kernel_ops=1,
-                                                        max_block_ops=5), "cpu") == key
-    for change in (dict(max_block_ops=4), dict(preset="attention"), dict(seed=1),
-                   dict(target="h100"), dict(time_budget_s=5.0)):
+    assert (
+        search_cache.search_key(
+            ref, mj.SearchConfig(threads=1, max_kernel_ops=1, max_block_ops=5), "cpu"
+        )
+        == key
+    )
+    for change in (
+        dict(max_block_ops=4),
+        dict(preset="attention"),
+        dict(seed=1),
+        dict(target="h100"),
+        dict(time_budget_s=5.0),
+    ):
         other = dataclasses.replace(CONFIG, **change)
         assert search_cache.search_key(ref, other, "cpu") != key, change
     assert search_cache.search_key(ref, CONFIG, "cuda") != key
@@ -100,9 +110,12 @@ def test_concurrent_threads_search_a_key_once(root):
     ref, _ = graphs()
     search = Searches(delay=0.3)
     hits = []
-    threads = [threading.Thread(
-        target=lambda: hits.append(search_cache.cached_search(ref, CONFIG, "cpu", search)[1]))
-        for _ in range(4)]
+    threads = [
+        threading.Thread(
+            target=lambda: hits.append(search_cache.cached_search(ref, CONFIG, "cpu", search)[1])
+        )
+        for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -135,9 +148,17 @@ PROCESS_SCRIPT = textwrap.dedent("""
 def test_a_second_process_waits_for_the_first_and_reads_its_result(root, tmp_path):
     log = tmp_path / "searches.log"
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(root)}
-    command = [sys.executable, "-P", "-c", PROCESS_SCRIPT, os.path.dirname(os.path.dirname(os.path.abspath(__file__))), str(log)]
-    processes = [subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True)
-                 for _ in range(2)]
+    command = [
+        sys.executable,
+        "-P",
+        "-c",
+        PROCESS_SCRIPT,
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        str(log),
+    ]
+    processes = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outputs = sorted(p.communicate(timeout=120)[0].split() for p in processes)
     assert [p.returncode for p in processes] == [0, 0]
     skip_if_the_core_changed(*(digest for _, _, digest in outputs))

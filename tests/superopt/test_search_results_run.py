@@ -32,8 +32,12 @@ def test_search_results_run_as_generated_kernels(name):
         got = jax.jit(mj.compile(graph))(*inputs)
         interpreted = graph.evaluate([np.asarray(x) for x in inputs])
         for i, (g, w, x, r) in enumerate(zip(got, want, reference_by_xla, interpreted)):
-            assert_close(g, r, RTOL, f"{name} candidate {graph.hash()} output {i} vs interpreter", floor=1.0)
-            assert_close(g, x, RTOL, f"{name} candidate {graph.hash()} output {i} vs XLA", floor=1.0)
+            assert_close(
+                g, r, RTOL, f"{name} candidate {graph.hash()} output {i} vs interpreter", floor=1.0
+            )
+            assert_close(
+                g, x, RTOL, f"{name} candidate {graph.hash()} output {i} vs XLA", floor=1.0
+            )
             assert_close(w, x, RTOL, f"{name} reference eager vs jit output {i}", floor=1.0)
 
 
@@ -41,15 +45,25 @@ def test_search_results_run_as_generated_kernels(name):
 # the float64 interpreter they are within half an ulp of bf16 plus float32 accumulation;
 # XLA rounds after every op of the reference, a chain of a few bf16 roundings (normwise).
 BF16_SEARCHES = {
-    "rmsnorm_linear": (lambda: paper_graphs.rmsnorm_linear(8, 256, 64, col_tile=16, k_tile=32,
-                                                           dtype="bfloat16")[0],
-                       mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2,
-                                       max_verified=4)),
-    "attention": (lambda: paper_graphs.flash_attention_online(2, 16, 64, 8, q_tiles=2,
-                                                              kv_tile=16,
-                                                              dtype="bfloat16")[0],
-                  mj.SearchConfig(preset="attention", max_kernel_ops=1, max_block_ops=5,
-                                  max_grids=2, max_verified=4, threads=2)),
+    "rmsnorm_linear": (
+        lambda: paper_graphs.rmsnorm_linear(8, 256, 64, col_tile=16, k_tile=32, dtype="bfloat16")[
+            0
+        ],
+        mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2, max_verified=4),
+    ),
+    "attention": (
+        lambda: paper_graphs.flash_attention_online(
+            2, 16, 64, 8, q_tiles=2, kv_tile=16, dtype="bfloat16"
+        )[0],
+        mj.SearchConfig(
+            preset="attention",
+            max_kernel_ops=1,
+            max_block_ops=5,
+            max_grids=2,
+            max_verified=4,
+            threads=2,
+        ),
+    ),
 }
 
 
@@ -67,7 +81,13 @@ def test_bf16_search_results_run_as_generated_kernels(name):
         (got,) = jax.jit(mj.compile(graph))(*inputs)
         assert got.dtype == jax.numpy.bfloat16
         (interpreted,) = graph.evaluate([np.asarray(x, np.float32) for x in inputs])
-        assert_close(got, interpreted, eps / 2 + 1e-5, f"{name} bf16 {graph.hash()} vs "
-                     f"interpreter", floor=1.0)
-        assert_close(got, reference_by_xla, 4 * eps, f"{name} bf16 {graph.hash()} vs XLA",
-                     floor=1.0)
+        assert_close(
+            got,
+            interpreted,
+            eps / 2 + 1e-5,
+            f"{name} bf16 {graph.hash()} vs interpreter",
+            floor=1.0,
+        )
+        assert_close(
+            got, reference_by_xla, 4 * eps, f"{name} bf16 {graph.hash()} vs XLA", floor=1.0
+        )

@@ -45,8 +45,9 @@ def test_a_fused_tail_spliced_back_is_the_original_program():
     assert_close(got, want, 1e-5, "spliced vs original", floor=1.0)
     # a tail that computes something else is caught by the verifier, not by the splice
     _, wrong = flash_attention_online(**SHAPES, q_tiles=2, kv_tile=4, scale=0.25)
-    assert not mj.verify_equivalent(qknorm(), splice(split_before_first_computed_matmul(
-        qknorm()), wrong))
+    assert not mj.verify_equivalent(
+        qknorm(), splice(split_before_first_computed_matmul(qknorm()), wrong)
+    )
 
 
 def test_programs_with_nothing_to_split_give_none():
@@ -68,9 +69,16 @@ def test_programs_with_nothing_to_split_give_none():
 
 def test_superoptimize_falls_back_to_the_tail_when_the_whole_fuses_nothing(monkeypatch):
     # One kernel of at most 5 block ops cannot hold the norms and the attention together.
-    config = mj.SearchConfig(preset="attention", max_kernel_ops=1, max_block_ops=5,
-                             max_grid_axes=1, max_grids=1, max_verified=4, threads=2,
-                             time_budget_s=60)
+    config = mj.SearchConfig(
+        preset="attention",
+        max_kernel_ops=1,
+        max_block_ops=5,
+        max_grid_axes=1,
+        max_grids=1,
+        max_verified=4,
+        threads=2,
+        time_budget_s=60,
+    )
     whole = mj.search(qknorm(), config, progress=False)
     assert not any(op.kind == "customized" for c in whole for op in c.ops)
 

@@ -38,8 +38,12 @@ from mirage_jax.superopt import search_cache
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
 TOP_K = 2
 # The test modules a subprocess imports: this one and the shared helpers in tests/.
-SUBPROCESS_PATH = os.pathsep.join([os.path.dirname(os.path.abspath(__file__)),
-                                   os.path.dirname(os.path.dirname(os.path.abspath(__file__)))])
+SUBPROCESS_PATH = os.pathsep.join(
+    [
+        os.path.dirname(os.path.abspath(__file__)),
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ]
+)
 
 
 def reference():
@@ -60,8 +64,9 @@ def ranked():
 
 
 def superoptimize(**kwargs):
-    return mj.superoptimize(reference(), CONFIG, top_k=kwargs.pop("top_k", TOP_K),
-                            progress=False, **kwargs)
+    return mj.superoptimize(
+        reference(), CONFIG, top_k=kwargs.pop("top_k", TOP_K), progress=False, **kwargs
+    )
 
 
 def xla_outputs(inputs):
@@ -101,7 +106,8 @@ def test_result_matches_xla_and_the_report_shows_timings(ranked):
     assert all(t > 0 for t in f.timings.values())
     assert f.graph.hash() in contenders | {reference().hash()}
     assert f.speedup == pytest.approx(
-        f.timings["xla"] / f.timings.get(f.graph.hash(), f.timings["xla"]))
+        f.timings["xla"] / f.timings.get(f.graph.hash(), f.timings["xla"])
+    )
     assert f.speedup >= 1.0
     report = f.report()
     print(report)
@@ -123,8 +129,7 @@ def test_xla_is_timed_even_when_the_original_is_not_in_the_top_k(ranked, monkeyp
     assert "chosen: the original graph with XLA" in f.report()
 
 
-def test_a_faster_candidate_is_chosen_and_the_report_tells_how_it_was_verified(
-        ranked, monkeypatch):
+def test_a_faster_candidate_is_chosen_and_the_report_tells_how_it_was_verified(ranked, monkeypatch):
     best = ranked[0].hash()
     fixed_times(monkeypatch, {"xla": 3e-3, best: 1e-3, ranked[1].hash(): 2e-3})
     with warnings.catch_warnings():
@@ -154,8 +159,9 @@ def test_a_narrow_winner_is_timed_again_and_dropped_when_it_loses(ranked, monkey
         rounds.append((sorted(functions), budget_s))
         # first timing: 5% faster than XLA; timed again alone: 10% slower
         first = len(rounds) == 1
-        return {name: (1.0e-3 if first else 1.1e-3) if name == best else 1.05e-3
-                for name in functions}, 7
+        return {
+            name: (1.0e-3 if first else 1.1e-3) if name == best else 1.05e-3 for name in functions
+        }, 7
 
     monkeypatch.setattr(_profile, "median_times", noisy)
     with pytest.warns(RuntimeWarning, match="slower than XLA when timed again"):
@@ -184,8 +190,9 @@ def test_a_win_over_a_short_program_is_timed_again(ranked, monkeypatch):
 
 def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatch, tmp_path):
     def failing(source, library):
-        raise KernelCompileError(f"g++ failed (exit 1) compiling {source}:\n"
-                                 f"{source}:1:1: error: injected failure")
+        raise KernelCompileError(
+            f"g++ failed (exit 1) compiling {source}:\n{source}:1:1: error: injected failure"
+        )
 
     monkeypatch.setattr(toolchain, "compile_cpu_library", failing)
     with warnings.catch_warnings(record=True) as record:
@@ -193,8 +200,10 @@ def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatc
         f = superoptimize(cache_dir=tmp_path)  # a cold kernel cache: every kernel compiles
     (message,) = mirage_warnings(record)
     for candidate in ranked[:TOP_K]:
-        assert f"candidate {candidate.hash()} dropped: compilation failed: KernelCompileError: " \
-               f"g++ failed (exit 1)" in message
+        assert (
+            f"candidate {candidate.hash()} dropped: compilation failed: KernelCompileError: "
+            f"g++ failed (exit 1)" in message
+        )
     assert "error: injected failure" in message
     assert message.endswith("running the original graph with XLA")
     assert f.graph.hash() == reference().hash() and f.source == ""
@@ -282,12 +291,15 @@ def test_a_graph_the_search_cannot_take_runs_as_given_with_one_warning(ranked):
     assert normwise_error(f(*inputs)[0], xla_outputs(inputs)[0]) < 1e-5
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    (dict(top_k=0), ValueError, "'top_k' must be >= 1"),
-    (dict(config={}), TypeError, "'config' must be a mirage_jax SearchConfig"),
-    (dict(progress="yes"), TypeError, "'progress' must be a bool"),
-    (dict(cache_dir=3), TypeError, "'cache_dir' must be a path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        (dict(top_k=0), ValueError, "'top_k' must be >= 1"),
+        (dict(config={}), TypeError, "'config' must be a mirage_jax SearchConfig"),
+        (dict(progress="yes"), TypeError, "'progress' must be a bool"),
+        (dict(cache_dir=3), TypeError, "'cache_dir' must be a path"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, error, message):
     with pytest.raises(error, match=message):
         mj.superoptimize(reference(), **kwargs)
@@ -313,8 +325,10 @@ def test_the_float_check_is_normwise_and_matches_non_finite_values_exactly():
     assert not bad and bad.detail.startswith("output 0: error 0.000134 > tolerance 0.000122")
     swapped = np.array([[100.0, 1e-3], [-np.inf, np.nan]], np.float32)
     assert "non-finite" in _float_check.check_outputs([swapped], [want], ["float32"]).detail
-    assert "1 outputs, expected 2" in _float_check.check_outputs([want], [want, want],
-                                                                  ["float32"]).detail
+    assert (
+        "1 outputs, expected 2"
+        in _float_check.check_outputs([want], [want, want], ["float32"]).detail
+    )
 
 
 # ------------------------------------------------------------------------- warm cache
@@ -353,8 +367,13 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
     assert "search: loaded from the search cache (no search run)" in f.report()
 
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-P", "-c", WARM_PROCESS, SUBPROCESS_PATH],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", WARM_PROCESS, SUBPROCESS_PATH],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     skip_if_the_core_changed(counts.pop("core"), search_cache._core_digest())
@@ -372,8 +391,9 @@ def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_scaled_float_check(
 
     def fake_search(run):
         run.search_note = "injected"
-        return types.SimpleNamespace(candidates=[unstabilized, ref], costs=[1e-3, 2e-3],
-                                     reason="", stats="injected")
+        return types.SimpleNamespace(
+            candidates=[unstabilized, ref], costs=[1e-3, 2e-3], reason="", stats="injected"
+        )
 
     monkeypatch.setattr(_superoptimize._Run, "_search", fake_search)
     fixed_times(monkeypatch, {"xla": 3e-3, unstabilized.hash(): 1e-3})
@@ -383,6 +403,8 @@ def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_scaled_float_check(
     (message,) = mirage_warnings(record)
     assert f"candidate {unstabilized.hash()} dropped: float check on inputs scaled by 16" in message
     assert f.graph.hash() == ref.hash()
-    x = [jax.numpy.asarray(np.random.default_rng(0).standard_normal(t.shape) * 16, t.dtype)
-         for t in ref.inputs]
+    x = [
+        jax.numpy.asarray(np.random.default_rng(0).standard_normal(t.shape) * 16, t.dtype)
+        for t in ref.inputs
+    ]
     assert all(np.isfinite(np.asarray(y)).all() for y in f(*x))

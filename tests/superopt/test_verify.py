@@ -106,12 +106,15 @@ def test_accepts_paper_graph_at_the_papers_shapes(name):
     assert result.false_accept_bound <= 2.0**-40
 
 
-@pytest.mark.parametrize("name,change", [
-    ("rmsnorm_linear", dict(block=0, op=("add_scalar", 0), scalar=0.0)),
-    ("gqa_prefill", dict(block=1, op=("div", 0), bypass=0)),
-    ("gqa_decode", dict(block=0, op=("mul_scalar", 0), scalar=0.125)),
-    ("qknorm_gqa", dict(block=0, op=("rms_norm", 0), scalar=0.0)),
-])
+@pytest.mark.parametrize(
+    "name,change",
+    [
+        ("rmsnorm_linear", dict(block=0, op=("add_scalar", 0), scalar=0.0)),
+        ("gqa_prefill", dict(block=1, op=("div", 0), bypass=0)),
+        ("gqa_decode", dict(block=0, op=("mul_scalar", 0), scalar=0.125)),
+        ("qknorm_gqa", dict(block=0, op=("rms_norm", 0), scalar=0.0)),
+    ],
+)
 def test_full_size_mutant_is_rejected_through_shrinking(name, change):
     """Shrinking keeps the verifier's power: the tiny-tile instance still tells these apart."""
     ref, fused = paper_graphs.PROGRAMS[name].build()
@@ -142,46 +145,64 @@ def test_trials_and_seed_are_honoured():
 # can tell the graphs apart.
 MUTANTS = {
     # Q rows split by the kv-slice axis instead of the query-tile axis (kv_splits == q_tiles)
-    "gqa_wrong_imap": ("gqa_prefill", {},
-                       dict(block=0, op=("input", 0), imap=(0, 1, -1))),
+    "gqa_wrong_imap": ("gqa_prefill", {}, dict(block=0, op=("input", 0), imap=(0, 1, -1))),
     # the X tile stays put (fmap -1, cut by the grid instead) rather than walking the hidden
     # dim; grid == for-loop range keeps the tile shape
-    "rmsnorm_linear_wrong_fmap": ("rmsnorm_linear", dict(out_features=16, col_tile=4),
-                                  dict(block=0, op=("input", 0), imap=(1, -1, -1), fmap=-1)),
+    "rmsnorm_linear_wrong_fmap": (
+        "rmsnorm_linear",
+        dict(out_features=16, col_tile=4),
+        dict(block=0, op=("input", 0), imap=(1, -1, -1), fmap=-1),
+    ),
     # partials stored with query tiles and kv slices exchanged (kv_splits == q_tiles)
     "gqa_wrong_omap": ("gqa_prefill", {}, dict(block=0, op=("output", 0), omap=(0, 1, 2))),
     # the combine kernel stores with heads and query tiles exchanged (heads == q_tiles)
-    "gqa_combine_wrong_omap": ("gqa_prefill", {},
-                               dict(block=1, op=("output", 0), omap=(1, 0, -1))),
+    "gqa_combine_wrong_omap": ("gqa_prefill", {}, dict(block=1, op=("output", 0), omap=(1, 0, -1))),
     # accum_sum where accum_mean_last is needed (col_tile == k_tile keeps it broadcastable)
-    "rmsnorm_linear_accum_sum_for_mean": ("rmsnorm_linear", {},
-                                          dict(block=0, op=("accum_mean_last", 0),
-                                               kind="accum_sum")),
-    "rmsnorm_linear_sum_for_mean": ("rmsnorm_linear", {},
-                                    dict(block=0, op=("accum_mean_last", 0),
-                                         kind="accum_sum_last")),
-    "rmsnorm_linear_no_normalization": ("rmsnorm_linear", {},
-                                        dict(block=0, op=("div", 0), bypass=0)),
-    "qknorm_sum_for_mean": ("qknorm_gqa", {},
-                            dict(block=0, op=("reduce", 0), reduce_kind="sum")),
-    "rmsnorm_linear_swapped_div": ("rmsnorm_linear", {},
-                                   dict(block=0, op=("div", 0), swap_inputs=True)),
+    "rmsnorm_linear_accum_sum_for_mean": (
+        "rmsnorm_linear",
+        {},
+        dict(block=0, op=("accum_mean_last", 0), kind="accum_sum"),
+    ),
+    "rmsnorm_linear_sum_for_mean": (
+        "rmsnorm_linear",
+        {},
+        dict(block=0, op=("accum_mean_last", 0), kind="accum_sum_last"),
+    ),
+    "rmsnorm_linear_no_normalization": (
+        "rmsnorm_linear",
+        {},
+        dict(block=0, op=("div", 0), bypass=0),
+    ),
+    "qknorm_sum_for_mean": ("qknorm_gqa", {}, dict(block=0, op=("reduce", 0), reduce_kind="sum")),
+    "rmsnorm_linear_swapped_div": (
+        "rmsnorm_linear",
+        {},
+        dict(block=0, op=("div", 0), swap_inputs=True),
+    ),
     "ntrans_swapped_sub": ("ntrans", {}, dict(block=0, op=("sub", 0), swap_inputs=True)),
-    "lora_swapped_concat": ("lora", {},
-                            dict(block=0, op=("concat", 0), swap_inputs=True)),
-    "rmsnorm_linear_dropped_eps": ("rmsnorm_linear", {},
-                                   dict(block=0, op=("add_scalar", 0), scalar=0.0)),
+    "lora_swapped_concat": ("lora", {}, dict(block=0, op=("concat", 0), swap_inputs=True)),
+    "rmsnorm_linear_dropped_eps": (
+        "rmsnorm_linear",
+        {},
+        dict(block=0, op=("add_scalar", 0), scalar=0.0),
+    ),
     "ntrans_dropped_eps": ("ntrans", {}, dict(block=0, op=("rms_norm", 1), scalar=0.0)),
     # W1 and W3 exchanged at the kernel level: silu gates the wrong branch
-    "gated_mlp_swapped_weights": ("gated_mlp", {},
-                                  dict(op=("customized", 0), permute_inputs=(0, 2, 1))),
+    "gated_mlp_swapped_weights": (
+        "gated_mlp",
+        {},
+        dict(op=("customized", 0), permute_inputs=(0, 2, 1)),
+    ),
     "gated_mlp_wrong_activation": ("gated_mlp", {}, dict(block=0, op=("silu", 0), kind="gelu")),
     # the combine kernel forgets to divide by the summed row sums of E
     "gqa_combine_no_division": ("gqa_prefill", {}, dict(block=1, op=("div", 0), bypass=0)),
     "gqa_decode_combine_no_division": ("gqa_decode", {}, dict(block=1, op=("div", 0), bypass=0)),
     "gqa_wrong_scale": ("gqa_prefill", {}, dict(block=0, op=("mul_scalar", 0), scalar=0.25)),
-    "flash_attention_no_division": ("flash_attention_online", {},
-                                    dict(block=0, op=("div", 0), bypass=0)),
+    "flash_attention_no_division": (
+        "flash_attention_online",
+        {},
+        dict(block=0, op=("div", 0), bypass=0),
+    ),
 }
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from timing import median_seconds
 
 # Primitives that move or relabel data without arithmetic.

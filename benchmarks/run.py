@@ -34,11 +34,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-import report  # noqa: E402
-import roofline  # noqa: E402
-from programs import PROGRAMS  # noqa: E402
-from timing import alternating_medians, timed_call  # noqa: E402
+import report
+import roofline
+from programs import PROGRAMS
+from timing import alternating_medians, timed_call
+
+import mirage_jax as mj
 
 # float32 throughout; kernels and XLA sum in different orders (normwise, of max |output|).
 TOLERANCE = 1e-4
@@ -224,7 +225,8 @@ def main(argv=None) -> int:
         print(
             f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
             f"({row['speedup']:.2f}x), {row['kernel_regions']}/{row['regions']} regions as "
-            f"kernels{'' if row['runs_kernels'] else ' (program runs as plain JAX)'}, cold {row['cold_s']:.1f} s, warm {row['warm_s']:.2f} s, "
+            f"kernels{'' if row['runs_kernels'] else ' (program runs as plain JAX)'}, "
+            f"cold {row['cold_s']:.1f} s, warm {row['warm_s']:.2f} s, "
             f"err {row['max_rel_err']:.1e}{'' if row['correct'] else ' WRONG'} "
             f"({time.perf_counter() - start:.0f} s)",
             flush=True,

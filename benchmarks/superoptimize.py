@@ -33,9 +33,10 @@ import jax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-from mirage_jax.ir import paper_graphs as pg  # noqa: E402
-from kernels import _inputs, _max_rel_err, time_pair  # noqa: E402
+from kernels import _inputs, _max_rel_err, time_pair
+
+import mirage_jax as mj
+from mirage_jax.ir import paper_graphs as pg
 
 # (row name, reference builder, SearchConfig keyword arguments without the time budget)
 MLP = dict(preset="mlp", max_kernel_ops=1, max_block_ops=5, threads=2)

@@ -37,9 +37,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-from flax_inference import SMALL, Config, build as build_model, greedy_decode  # noqa: E402
-from mirage_jax.cache import admin as cache_admin  # noqa: E402
+from flax_inference import SMALL, Config, greedy_decode
+from flax_inference import build as build_model
+
+import mirage_jax as mj
+from mirage_jax.cache import admin as cache_admin
 
 
 def pick_backend() -> str:

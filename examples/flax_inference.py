@@ -230,7 +230,7 @@ def run(
     logit_err = float(jnp.max(jnp.abs(got_logits - want_logits))) / scale
 
     decoders = {"jax.jit": jitted, "mj.optimize": optimized}
-    tokens = {name: None for name in decoders}
+    tokens = dict.fromkeys(decoders)
     step_times = {name: [] for name in decoders}
     for i in range(repeats):  # the two alternate, each decoding the same prompt
         for name in list(decoders) if i % 2 == 0 else list(decoders)[::-1]:

@@ -11,7 +11,6 @@ from mirage_jax.superopt.search import SearchResult, SearchStats, search
 from mirage_jax.superopt.superoptimize import Superoptimized, superoptimize
 from mirage_jax.superopt.verify import VerifyResult, verify_equivalent
 
-
 __all__ = [
     "BlockGraph",
     "IRError",

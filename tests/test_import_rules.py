@@ -74,38 +74,46 @@ def _imported(
     return [n for n in names if n == root or n.startswith(root + ".")]
 
 
+@dataclass
+class _Module:
+    """The module being read: its name, whether it is a package's __init__, its edges."""
+
+    name: str
+    is_package: bool
+    edges: set[str]
+
+
+def _visit(
+    node: ast.AST, in_function: bool, module: _Module, modules: set[str], graph: ImportGraph
+) -> None:
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child):
+            for sub in child.orelse:
+                _visit(sub, in_function, module, modules, graph)
+            continue
+        if isinstance(child, (ast.Import, ast.ImportFrom)):
+            targets = _imported(child, module.name, module.is_package, modules)
+            if in_function:
+                names = (
+                    [a.name for a in child.names]
+                    if isinstance(child, ast.Import)
+                    else [child.module or "."]
+                )
+                graph.lazy += [(module.name, child.lineno, n) for n in names]
+            module.edges.update(t for t in targets if t != module.name)
+            continue
+        inner = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+        _visit(child, in_function or inner, module, modules, graph)
+
+
 def build(root: Path) -> ImportGraph:
     files = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
     modules = set(files) | {f"{root.name}._core"}
     graph = ImportGraph()
-    for module, path in files.items():
+    for name, path in files.items():
         tree = ast.parse(path.read_text(), filename=str(path))
-        is_package = path.name == "__init__.py"
-        edges = graph.edges.setdefault(module, set())
-
-        def visit(node: ast.AST, in_function: bool) -> None:
-            for child in ast.iter_child_nodes(node):
-                if isinstance(child, ast.If) and _is_type_checking(child):
-                    for sub in child.orelse:
-                        visit(sub, in_function)
-                    continue
-                if isinstance(child, (ast.Import, ast.ImportFrom)):
-                    targets = _imported(child, module, is_package, modules)
-                    if in_function:
-                        names = (
-                            [a.name for a in child.names]
-                            if isinstance(child, ast.Import)
-                            else [child.module or "."]
-                        )
-                        graph.lazy += [(module, child.lineno, n) for n in names]
-                    edges.update(t for t in targets if t != module)
-                    continue
-                inner = isinstance(
-                    child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-                )
-                visit(child, in_function or inner)
-
-        visit(tree, False)
+        module = _Module(name, path.name == "__init__.py", graph.edges.setdefault(name, set()))
+        _visit(tree, False, module, modules, graph)
     return graph
 
 

@@ -233,7 +233,7 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
     archive = Path(archive)
     result = Transfer(archive=archive, root=root)
     try:
-        tar = tarfile.open(archive, "r:*")
+        tar = tarfile.open(archive, "r:*")  # noqa: SIM115 (closed by the `with tar` below)
     except (tarfile.TarError, OSError, EOFError) as e:
         raise CacheArchiveError(f"{archive} is not a readable cache archive ({e})") from None
     with tar:

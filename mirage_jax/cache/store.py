@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-
 # Set by using_cache_root: a caller's explicit cache_dir wins over the environment, for the
 # kernels compiled on its behalf too, without changing the environment of other threads.
 _root_override: contextvars.ContextVar[Path | None] = contextvars.ContextVar(

@@ -7,7 +7,7 @@ import shutil
 
 # Importing the kernel and search caches registers their kinds of entries with the store,
 # which is how the admin functions know them.
-import mirage_jax.runtime.kernel_cache  # noqa: F401
+import mirage_jax.runtime.kernel_cache
 import mirage_jax.superopt.search_cache  # noqa: F401
 from mirage_jax.cache import admin as cache_admin
 from mirage_jax.cache import store as cache

@@ -51,9 +51,8 @@ def run_demo(small: bool, seed: int, superoptimize: bool = True) -> int:
 
     shapes = SMALL_SHAPES if small else PAPER_SHAPES
     _heading(
-        "interpreter: float32, random data, X[{batch}, {hidden}] W[{hidden}, {out_features}]".format(
-            **shapes
-        )
+        "interpreter: float32, random data, X[{batch}, {hidden}] "
+        "W[{hidden}, {out_features}]".format(**shapes)
     )
     checks["interpreter outputs agree"] = _report_interpretation(shapes, seed)
 

@@ -3,9 +3,9 @@ and each region converted into a KernelGraph (to_graph.py), every step reading t
 table of jaxpr primitives (primitives.py). It knows no search and no compiler; the
 @optimize decorator (mirage_jax/rewrite/) builds on it."""
 
+from mirage_jax.frontend.expr import RegionNotSupported
 from mirage_jax.frontend.flat import FlatProgram, Lit, Node, Var, flatten
 from mirage_jax.frontend.partition import Partition, Region, partition
-from mirage_jax.frontend.expr import RegionNotSupported
 from mirage_jax.frontend.to_graph import GraphInput, GraphOutput, RegionGraph, region_to_graph
 
 __all__ = [

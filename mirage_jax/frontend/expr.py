@@ -24,7 +24,7 @@ class RegionNotSupported(Exception):
 
 
 class Expr:
-    __slots__ = ("op", "args", "attr", "shape")
+    __slots__ = ("args", "attr", "op", "shape")
 
     def __init__(self, op: str, args: Any, attr: Any, shape: Any):
         self.op, self.args, self.attr, self.shape = op, tuple(args), attr, tuple(shape)

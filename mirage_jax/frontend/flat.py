@@ -40,7 +40,7 @@ CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jax
 class Var:
     """A value of the flattened program."""
 
-    __slots__ = ("id", "shape", "dtype")
+    __slots__ = ("dtype", "id", "shape")
 
     def __init__(self, vid: int, shape, dtype):
         self.id = vid
@@ -54,7 +54,7 @@ class Var:
 class Lit:
     """A literal constant operand (a jaxpr Literal, or a scalar closed-over constant)."""
 
-    __slots__ = ("value", "shape", "dtype")
+    __slots__ = ("dtype", "shape", "value")
 
     def __init__(self, value):
         self.value = np.asarray(value)
@@ -147,7 +147,7 @@ def _source(eqn) -> str:
         return ""
     try:
         return source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 - source info is best effort
+    except Exception:
         return ""
 
 

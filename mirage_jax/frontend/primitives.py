@@ -129,9 +129,10 @@ def _size(shape: tuple[int, ...]) -> int:
 def admit_reason(node: Node, producers: dict[Var, Node]) -> str | None:
     """None when `node` may join a region, otherwise why not."""
     name = node.name
-    if any(isinstance(v, Var) and not is_float(v.dtype) for v in node.invars + node.outvars):
-        if name != "convert_element_type":
-            return f"{name}: non-float operand"
+    operands = node.invars + node.outvars
+    non_float = any(isinstance(v, Var) and not is_float(v.dtype) for v in operands)
+    if non_float and name != "convert_element_type":
+        return f"{name}: non-float operand"
     if any(len(v.shape) > MAX_RANK for v in node.outvars):
         return f"{name}: rank > {MAX_RANK}"
     found = RULES.get(name)
@@ -354,10 +355,10 @@ def _convert_reduction(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
         axes[k] = None
     removed = sorted(node.params["axes"])
     new_axes = tuple(None if a is None else a - sum(r < a for r in removed) for a in axes)
-    if kind == "sum" and len(removed) >= 1 and d.op == "reduce" and total > 1:
-        # Record a single-dim sum for mean recognition.
-        if len([a for a in removed if node.invars[0].shape[a] != 1]) == 1:
-            b.sum_of[id(d)] = (d.args[0], d.attr[0], float(total))
+    # Record a single-dim sum for mean recognition.
+    single = len([a for a in removed if node.invars[0].shape[a] != 1]) == 1
+    if kind == "sum" and len(removed) >= 1 and d.op == "reduce" and total > 1 and single:
+        b.sum_of[id(d)] = (d.args[0], d.attr[0], float(total))
     return Value(d, new_axes, len(out.shape))
 
 

@@ -176,6 +176,6 @@ def region_to_graph(region: Region) -> RegionGraph:
             kg.mark_output(emit(val.d))
     except RegionNotSupported:
         raise
-    except Exception as e:  # noqa: BLE001 - an IR rule the folding did not foresee
+    except Exception as e:
         raise RegionNotSupported(f"kernel graph rejected the region: {e}") from e
     return RegionGraph(kg, graph_inputs, [o for _, o in outs])

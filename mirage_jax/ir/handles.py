@@ -76,7 +76,7 @@ class Tensor:
 class Op:
     """An operator of one graph. `kind` is the builder's name ("output" for mark_output)."""
 
-    __slots__ = ("_graph", "_index", "_info", "_block_graph")
+    __slots__ = ("_block_graph", "_graph", "_index", "_info")
 
     def __init__(self, graph: _Graph, index: int, info):
         self._graph = graph

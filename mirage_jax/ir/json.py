@@ -24,7 +24,7 @@ VERSION = 1
 _UNARY = ("exp", "square", "sqrt", "rsqrt", "silu", "gelu", "relu", "sigmoid", "neg", "recip")
 _BINARY = ("add", "sub", "mul", "div", "matmul")
 _SHARED_ATTRS = {
-    **{kind: () for kind in _UNARY + _BINARY},
+    **dict.fromkeys(_UNARY + _BINARY, ()),
     "mul_scalar": ("scalar",),
     "add_scalar": ("scalar",),
     "reduce": ("dim", "reduce_kind"),
@@ -167,7 +167,7 @@ def _replay_ops(
             values["block_graph"] = _block_graph_from_json(
                 obj["block_graph"], f"{at}.block_graph", block_graph
             )
-        results = _call(lambda: _build(graph, kind, inputs, values), at)
+        results = _call(lambda: _build(graph, kind, inputs, values), at)  # noqa: B023 (run now)
         recorded = _id_list(obj, "outputs", at)
         _expect(
             len(recorded) == len(results),

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
 

@@ -82,7 +82,7 @@ def region_kernel(region: Region, settings: Settings):
                 cache_dir=settings.cache_dir,
                 progress=False,
             )
-    except Exception as e:  # noqa: BLE001 (any failure runs the region as plain JAX, named)
+    except Exception as e:
         return None, warn_fallback(
             new_report("xla", f"superoptimize failed: {type(e).__name__}: {e}")
         )

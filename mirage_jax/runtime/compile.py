@@ -90,7 +90,7 @@ def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> Compi
     return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
 
 
-def compile(kg: KernelGraph, backend: str = "cpu") -> Callable[..., tuple[jax.Array, ...]]:  # noqa: A001 (public API name)
+def compile(kg: KernelGraph, backend: str = "cpu") -> Callable[..., tuple[jax.Array, ...]]:
     """A function of jax arrays, one per input of `kg` in order, returning a tuple with one
     array per output. Usable eagerly or inside jax.jit: predefined ops run as lax ops and each
     customized op is one XLA FFI custom call to its generated, compiled kernel. Kernels are

@@ -45,7 +45,8 @@ class SearchStats:
         return (
             f"explored {self.states_explored:,} states ({self.states_pruned:,} pruned); "
             f"verified {self.candidates_verified:,} candidates, accepted "
-            f"{self.candidates_accepted:,}{unverified}; seconds: saturate {self.seconds_saturate:.3f}, "
+            f"{self.candidates_accepted:,}{unverified}; "
+            f"seconds: saturate {self.seconds_saturate:.3f}, "
             f"enumerate {self.seconds_enumerate:.3f} (verify {self.seconds_verify:.3f} cpu), "
             f"rank {self.seconds_rank:.3f}"
         )

@@ -26,9 +26,8 @@ from mirage_jax.runtime import backends
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
-from mirage_jax.superopt import report
+from mirage_jax.superopt import report, search_cache
 from mirage_jax.superopt import search as _search
-from mirage_jax.superopt import search_cache
 from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.report import XLA
@@ -210,7 +209,7 @@ class _Run:
                     stacklevel=4,
                 )
                 result, hit = run(), False
-        except Exception as e:  # noqa: BLE001 (any failure falls back to XLA, named)
+        except Exception as e:
             self.search_note = f"the search failed ({_error_head(e)})"
             return None
         self.search_note = (
@@ -235,7 +234,7 @@ class _Run:
         where = f"the tail from t{split.cut_tensor} on"
         try:
             result, hit = search_cache.cached_search(split.tail, self.config, self.backend, run)
-        except Exception as e:  # noqa: BLE001 (the whole program's result still stands)
+        except Exception as e:
             self.search_note += f"; {where} could not be searched ({_error_head(e)})"
             return []
         how = "loaded from the search cache" if hit else f"searched: {result.stats}"
@@ -256,7 +255,7 @@ class _Run:
             fn = jax.jit(built.fn)
             stage = "first run"
             outputs = jax.block_until_ready(fn(*inputs))
-        except Exception as e:  # noqa: BLE001 (a bad candidate is dropped, not fatal)
+        except Exception as e:
             self.dropped.append((name, f"{stage} failed: {_error_head(e)}"))
             return None
         return _Runnable(graph, fn, outputs, built.source)

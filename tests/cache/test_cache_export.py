@@ -10,12 +10,12 @@ import sys
 import tarfile
 
 import pytest
+from search_test_support import CONFIG, Searches, graphs
 
-from mirage_jax.cli.main import main
 from mirage_jax.cache import admin as cache_admin
+from mirage_jax.cli.main import main
 from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
-from search_test_support import CONFIG, Searches, graphs
 
 
 @pytest.fixture

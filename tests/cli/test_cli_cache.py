@@ -8,12 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from search_test_support import CONFIG, Searches, graphs
 
-from mirage_jax.cli.main import main
 from mirage_jax.cache import store as cache
+from mirage_jax.cli.main import main
 from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
-from search_test_support import CONFIG, Searches, graphs
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ import sys
 
 import jax.numpy as jnp
 import numpy as np
+from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
+from optimize_test_support import inputs, kernels_always_win, rmsnorm_linear  # noqa: F401
 
 from mirage_jax.cli import main as cli
 from mirage_jax.cli.inspect import parse_spec
-from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from optimize_test_support import inputs, kernels_always_win, rmsnorm_linear  # noqa: F401
 
 
 def with_attribute(x, g, w):

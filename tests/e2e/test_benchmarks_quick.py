@@ -47,7 +47,7 @@ def test_quick_run_succeeds_and_writes_three_files(quick_run):
 
 def test_json_has_every_program_with_sane_fields(quick_run, bench_modules):
     programs, _ = bench_modules
-    done, out = quick_run
+    _done, out = quick_run
     result = json.loads((out / "results.json").read_text())
     assert result["quick"] is True and result["backend"] == "cpu" and result["runs"] == 5
     machine = result["machine"]

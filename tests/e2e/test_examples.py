@@ -82,7 +82,7 @@ def test_flax_decoder_same_tokens_with_and_without_optimize(model_cache, capsys)
     assert result["same_tokens"], out
     tokens = result["tokens_optimized"]
     assert tokens.shape == (2, 4) and tokens.dtype.kind == "i"
-    assert ((0 <= tokens) & (tokens < flax_inference.SMALL.vocab)).all()
+    assert ((tokens >= 0) & (tokens < flax_inference.SMALL.vocab)).all()
     np.testing.assert_array_equal(tokens, result["tokens_jit"])
     assert result["logit_err"] < 1e-4
     # one RMSNorm region per norm at least: 2 layers x 2 norms + the final one

@@ -20,12 +20,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
+from optimize_test_support import kernels_always_win, normwise  # noqa: F401 (fixture)
 
 import mirage_jax as mj
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import search as _search
-from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from optimize_test_support import kernels_always_win, normwise  # noqa: F401 (fixture)
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN, SEQ = 64, 4, 2, 16, 128, 8
 # A small search budget per region: the RMSNorm+QKV region's fused kernel is found in
@@ -161,10 +161,11 @@ WARM_PROCESS = textwrap.dedent("""
 def test_a_warm_cache_optimizes_the_block_without_searching_or_compiling(
     kernels_always_win, session_kernel_cache
 ):
-    from mirage_jax.superopt import search_cache
     from search_test_support import skip_if_the_core_changed
 
-    fn, opt, args = optimize_block("nnx", "float32")
+    from mirage_jax.superopt import search_cache
+
+    _fn, opt, args = optimize_block("nnx", "float32")
     opt(*args)  # warms the cache (or finds it warm from the test above)
     chosen = [r.chosen for r in opt.regions(*args)]
     env = {**os.environ, "MIRAGE_JAX_CACHE": str(session_kernel_cache)}

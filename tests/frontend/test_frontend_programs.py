@@ -11,9 +11,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.frontend import partition, region_to_graph
 from mirage_jax.frontend.flat import run_nodes
+from mirage_jax.superopt import float_check as _float_check
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))

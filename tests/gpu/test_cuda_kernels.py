@@ -16,14 +16,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from kernel_test_support import assert_close, random_inputs, storage_rtol
-from kernel_test_support import FRAGMENT_SIZED, kernel_rtol
+from kernel_test_support import (
+    FRAGMENT_SIZED,
+    assert_close,
+    kernel_rtol,
+    random_inputs,
+    storage_rtol,
+)
 from search_test_support import SEARCHES, fused_candidates
 
 import mirage_jax as mj
-from mirage_jax.runtime import compile as _compile
 from mirage_jax.ir.paper_graphs import PROGRAMS
 from mirage_jax.runtime import backends, kernel_cache
+from mirage_jax.runtime import compile as _compile
 
 
 def _gpu():

@@ -35,7 +35,7 @@ def test_block_tensor_in_a_kernel_graph_and_back(kg):
         kg.exp(x)
     with pytest.raises(ValueError, match=f"{kg.label}.*{bg.label}"):
         bg.exp(X)
-    with pytest.raises(ValueError, match="new_input.*block graph"):
+    with pytest.raises(ValueError, match=r"new_input.*block graph"):
         bg.new_input(x, imap=(-1, -1, -1), fmap=-1)
 
 
@@ -140,11 +140,11 @@ def test_block_rules_surface_as_ir_errors(kg):
     bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=2)
     body = bg.new_input(X, imap=(0, -1, -1), fmap=1)
     total = bg.accum_sum(body)
-    with pytest.raises(mj.IRError, match="accum_sum.*epilogue"):
+    with pytest.raises(mj.IRError, match=r"accum_sum.*epilogue"):
         bg.accum_sum(total)
-    with pytest.raises(mj.IRError, match="add.*mixes"):
+    with pytest.raises(mj.IRError, match=r"add.*mixes"):
         bg.add(body, total)
-    with pytest.raises(mj.IRError, match="new_output.*loop body"):
+    with pytest.raises(mj.IRError, match=r"new_output.*loop body"):
         bg.new_output(body, omap=(0, -1, -1))
     with pytest.raises(mj.IRError, match="cross-block reduction"):
         bg.new_output(total, omap=(-1, -1, -1))

@@ -134,21 +134,21 @@ def attention_block_graph(kg, q, k, v):
     tv = bg.new_input(v, imap=(-1, -1, -1), fmap=0)
     s = bg.matmul(tq, tk)
     m = bg.accum_max_last(s)
-    l = bg.accum_exp_sum_last(s)
+    denominator = bg.accum_exp_sum_last(s)
     o = bg.accum_exp_matmul(s, tv)
-    bg.new_output(bg.div(o, l), omap=(0, -1, -1))
+    bg.new_output(bg.div(o, denominator), omap=(0, -1, -1))
     bg.new_output(m, omap=(0, -1, -1), dtype="bfloat16")
-    return bg, (tq, tk, tv, s, m, l, o)
+    return bg, (tq, tk, tv, s, m, denominator, o)
 
 
 def test_online_softmax_accumulators():
     kg = mj.KernelGraph()
     q, k, v = kg.new_input((4, 16)), kg.new_input((16, 32)), kg.new_input((32, 16))
-    bg, (tq, tk, tv, s, m, l, o) = attention_block_graph(kg, q, k, v)
+    bg, (tq, tk, tv, s, m, denominator, o) = attention_block_graph(kg, q, k, v)
     assert (tq.shape, tk.shape, tv.shape) == ((2, 16), (16, 8), (8, 16))
     assert (tq.phase, tk.phase, s.phase) == ("invariant", "body", "body")
-    assert (m.shape, l.shape, o.shape) == ((2, 1), (2, 1), (2, 16))
-    assert {m.phase, l.phase, o.phase} == {"epilogue"}
+    assert (m.shape, denominator.shape, o.shape) == ((2, 1), (2, 1), (2, 16))
+    assert {m.phase, denominator.phase, o.phase} == {"epilogue"}
     out, row_max = kg.customized([q, k, v], bg)
     assert (out.shape, out.dtype) == ((4, 16), "float32")
     assert (row_max.shape, row_max.dtype) == ((4, 1), "bfloat16")

@@ -8,11 +8,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
+from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 import mirage_jax as mj
-from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
 from mirage_jax.runtime import profile as _profile
-from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 
 def test_a_winning_region_runs_as_a_custom_call_and_matches_jit(kernels_always_win):

@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
+from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 import mirage_jax as mj
 from mirage_jax.rewrite import region as _optimize_region
-from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 REL = 1e-5  # float32, normwise: a kernel and XLA differ by accumulation order only
 

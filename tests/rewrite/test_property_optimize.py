@@ -13,14 +13,14 @@ import jax.numpy as jnp
 import numpy as np
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
+from optimize_test_support import normwise
 
 import mirage_jax as mj
+from mirage_jax.frontend import partition
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import search as _search
-from mirage_jax.frontend import partition
-from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
-from optimize_test_support import normwise
 
 M = 8
 # Tiny searches: what matters here is that whatever is chosen is right and accounted for.

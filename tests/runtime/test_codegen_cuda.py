@@ -10,6 +10,7 @@ translation units per test and compiled two at a time (nvcc -c, both -gencode in
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
@@ -20,10 +21,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
-    assert_close,
-    random_inputs,
     FRAGMENT_SIZED,
+    assert_close,
     kernel_rtol,
+    random_inputs,
     session_kernel_cache,
 )
 from search_test_support import SEARCHES, fused_candidates
@@ -196,10 +197,8 @@ EMULATION_HEADER = Path(__file__).parent / "cuda_host_emulation.h"
 def cuda_include_dir() -> Path | None:
     """The CUDA toolkit's include directory (for cuda_bf16.h's host conversions)."""
     roots = [Path(r) for r in (os.environ.get("CUDA_HOME"), *toolchain.FALLBACK_ROOTS) if r]
-    try:
+    with contextlib.suppress(KernelCompileError):
         roots.insert(0, Path(toolchain.find_nvcc()).resolve().parent.parent)
-    except KernelCompileError:
-        pass
     for root in roots:
         if (root / "include" / "cuda_bf16.h").is_file():
             return root / "include"

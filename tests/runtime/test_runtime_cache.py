@@ -10,8 +10,8 @@ import pytest
 from kernel_test_support import assert_close, random_inputs, storage_rtol
 
 import mirage_jax as mj
-from mirage_jax.ir.paper_graphs import ntrans
 from mirage_jax.cache import store as cache
+from mirage_jax.ir.paper_graphs import ntrans
 from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.runtime.toolchain import KernelCompileError
 

@@ -19,8 +19,8 @@ import pytest
 
 import mirage_jax as mj
 from mirage_jax import _core
-from mirage_jax.superopt.progress import ProgressReporter
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
+from mirage_jax.superopt.progress import ProgressReporter
 
 # Limits of the C++ search tests (cc/search/search_test_graphs.h, small_config).
 SMALL = dict(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)

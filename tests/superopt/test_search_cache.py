@@ -11,10 +11,10 @@ import textwrap
 import threading
 
 import pytest
+from search_test_support import CONFIG, Searches, graphs, skip_if_the_core_changed
 
 import mirage_jax as mj
 from mirage_jax.superopt import search_cache
-from search_test_support import CONFIG, Searches, graphs, skip_if_the_core_changed
 
 
 @pytest.fixture

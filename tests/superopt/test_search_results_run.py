@@ -5,15 +5,15 @@ the interpreter and with XLA running the reference program."""
 import jax
 import numpy as np
 import pytest
-
-import mirage_jax as mj
-from mirage_jax.ir import paper_graphs
 from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
     assert_close,
     random_inputs,
     session_kernel_cache,
 )
 from search_test_support import RTOL, SEARCHES, fused_candidates
+
+import mirage_jax as mj
+from mirage_jax.ir import paper_graphs
 
 
 @pytest.mark.parametrize("name", sorted(SEARCHES))

@@ -13,9 +13,9 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 )
 
 import mirage_jax as mj
-from mirage_jax.runtime import profile as _profile
-from mirage_jax.superopt.split import split_before_first_computed_matmul, splice
 from mirage_jax.ir.paper_graphs import flash_attention_online, qknorm_gqa, rmsnorm_linear
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt.split import splice, split_before_first_computed_matmul
 
 SHAPES = dict(heads=2, q_len=8, kv_len=16, head_dim=4)
 

@@ -7,8 +7,8 @@ kernel cache); timing rounds are cut down by the fast_timing fixture. Tests that
 the winner replace the timer with fixed times, so they do not depend on this machine's speed.
 """
 
-import json
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -27,12 +27,12 @@ from search_test_support import install_counters, skip_if_the_core_changed
 
 import mirage_jax as mj
 from mirage_jax import _core
+from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
-from mirage_jax.superopt import float_check as _float_check
-from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.runtime import toolchain
 from mirage_jax.runtime.toolchain import KernelCompileError
+from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import search_cache
 
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
@@ -383,8 +383,8 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
 def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_scaled_float_check(monkeypatch):
     """The verifier proves exp(s) / Σ exp(s) equal to the max-stabilized softmax (every max
     is 0 in the finite field), and standard-normal data rarely overflows; scaled inputs do."""
-    from mirage_jax.superopt import superoptimize as _superoptimize
     from mirage_jax.ir.paper_graphs import PROGRAMS, gqa_prefill
+    from mirage_jax.superopt import superoptimize as _superoptimize
 
     ref, unstabilized = gqa_prefill(**PROGRAMS["gqa_prefill"].small)
     assert mj.verify_equivalent(ref, unstabilized)

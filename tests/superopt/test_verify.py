@@ -79,7 +79,7 @@ def test_accepts_paper_graph(name):
 
 
 def test_accepts_a_graph_against_itself_and_its_json_copy():
-    ref, fused = small("gqa_decode")
+    _ref, fused = small("gqa_decode")
     assert mj.verify_equivalent(fused, fused)
     assert mj.verify_equivalent(fused, mj.KernelGraph.from_json(fused.to_json()))
 

@@ -22,6 +22,7 @@ import tarfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from mirage_jax.cache import store
 from mirage_jax.cache.store import KINDS
@@ -70,10 +71,11 @@ def cache_directories(root: Path | None = None) -> list[Path]:
 def human_size(size: float) -> str:
     if size < 1024:
         return f"{size:.0f} B"
-    for unit in ("KiB", "MiB", "GiB"):
+    for unit in ("KiB", "MiB"):
         size /= 1024
-        if size < 1024 or unit == "GiB":
+        if size < 1024:
             return f"{size:.1f} {unit}"
+    return f"{size / 1024:.1f} GiB"
 
 
 def human_age(seconds: float) -> str:
@@ -120,7 +122,7 @@ def export_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
     root = store.cache_root() if root is None else Path(root)
     archive = Path(archive)
     result = Transfer(archive=archive, root=root)
-    manifest = {
+    manifest: dict[str, Any] = {
         "format": ARCHIVE_FORMAT,
         "versions": store.versions(),
         **store.fingerprints(),
@@ -166,10 +168,17 @@ class _Refused(Exception):
     pass
 
 
+def _member_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = tar.extractfile(member)
+    if handle is None:  # not a regular file; callers treat it as an unreadable member
+        raise AttributeError(f"{member.name} is not a regular file")
+    return handle.read()
+
+
 def _read_manifest(tar: tarfile.TarFile, archive: Path) -> dict:
     try:
         member = tar.getmember(MANIFEST)
-        manifest = json.loads(tar.extractfile(member).read())
+        manifest = json.loads(_member_bytes(tar, member))
     except KeyError:
         raise CacheArchiveError(
             f"{archive} is not a mirage_jax cache archive (it has no "
@@ -215,7 +224,7 @@ def _checked_files(tar: tarfile.TarFile, entry: dict, members: dict) -> dict[str
         member = members[prefix + name]
         if not member.isfile():
             raise _Refused(f"{name} is not a regular file")
-        data = tar.extractfile(member).read()
+        data = _member_bytes(tar, member)
         if hashlib.sha256(data).hexdigest() != digest:
             raise _Refused(
                 f"{name} does not match its checksum (the archive is damaged or was altered)"
@@ -258,7 +267,8 @@ def import_cache(archive: os.PathLike | str, root: Path | None = None) -> Transf
             )
             try:
                 contents = _checked_files(tar, entry, members)
-                if _publish(root, kind, key, contents):
+                # _checked_files refused any entry whose kind or key is not a known string
+                if _publish(root, str(kind), str(key), contents):
                     result.done.append((kind, key))
                     result.size += sum(len(d) for d in contents.values())
                 else:

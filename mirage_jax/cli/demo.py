@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import TypedDict
 
 import jax
 import numpy as np
@@ -20,10 +21,21 @@ import numpy as np
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs
 
+
+class Shapes(TypedDict):
+    """The keyword arguments of paper_graphs.rmsnorm_linear that size the demo."""
+
+    batch: int
+    hidden: int
+    out_features: int
+    col_tile: int
+    k_tile: int
+
+
 # The paper's shapes (DESIGN.md §9). Interpreting them (~200M multiply-adds per graph) takes
 # about a second here; --small keeps the same tiles at an eighth of the size, for quick runs.
-PAPER_SHAPES = dict(batch=8, hidden=4096, out_features=6144, col_tile=64, k_tile=128)
-SMALL_SHAPES = dict(batch=8, hidden=512, out_features=768, col_tile=64, k_tile=128)
+PAPER_SHAPES = Shapes(batch=8, hidden=4096, out_features=6144, col_tile=64, k_tile=128)
+SMALL_SHAPES = Shapes(batch=8, hidden=512, out_features=768, col_tile=64, k_tile=128)
 EPS = 1e-6
 # float32 interpreter, fused vs reference: the two sum 4096 products in different orders, so
 # they differ by a few float32 ulps of the output scale.
@@ -115,7 +127,7 @@ def _report_verification(ref: mj.KernelGraph, fused: mj.KernelGraph) -> bool:
     return bool(result)
 
 
-def _report_interpretation(shapes: dict, seed: int) -> bool:
+def _report_interpretation(shapes: Shapes, seed: int) -> bool:
     ref, fused = paper_graphs.rmsnorm_linear(**shapes, eps=EPS)
     rng = np.random.default_rng(seed)
     inputs = [rng.standard_normal(t.shape, dtype=np.float32) for t in ref.inputs]

@@ -21,6 +21,7 @@ import importlib.util
 import os
 import re
 import sys
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -72,6 +73,8 @@ def _load_module(name: str):
             raise InspectError(f"no file {name!r}")
         modname = os.path.splitext(os.path.basename(name))[0]
         spec = importlib.util.spec_from_file_location(modname, name)
+        if spec is None or spec.loader is None:
+            raise InspectError(f"{name!r} cannot be loaded as a Python module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[modname] = module
         spec.loader.exec_module(module)
@@ -144,7 +147,7 @@ def run_inspect(
     if not callable(fn):
         print(f"python -m mirage_jax inspect: {target} is not callable", file=sys.stderr)
         return 2
-    options = {}
+    options: dict[str, Any] = {}
     if isinstance(fn, Optimized):
         options = dict(
             config=fn._config,

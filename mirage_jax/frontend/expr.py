@@ -121,16 +121,13 @@ def fuse_gelu(a: Value, b: Value) -> Value | None:
             continue
         d = c.d
         half = scalar_op(d, "mul_scalar")
-        one = half and scalar_op(half[0], "add_scalar")
-        t = one and one[0]
-        if not (
-            half
-            and np.isclose(half[1], 0.5)
-            and one
-            and np.isclose(one[1], 1.0)
-            and t.op == "unary"
-            and t.attr[0] == "tanh"
-        ):
+        if not (half and np.isclose(half[1], 0.5)):
+            continue
+        one = scalar_op(half[0], "add_scalar")
+        if not (one and np.isclose(one[1], 1.0)):
+            continue
+        t = one[0]
+        if not (t.op == "unary" and t.attr[0] == "tanh"):
             continue
         scaled = scalar_op(t.args[0], "mul_scalar")
         if not (scaled and np.isclose(scaled[1], np.sqrt(2 / np.pi), rtol=1e-6)):

@@ -11,25 +11,28 @@ region for per-shard shapes (the few shape-carrying params follow the new shapes
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
-from mirage_jax.frontend.flat import Node, Var
+from mirage_jax.frontend.flat import Lit, Node, Var
 from mirage_jax.frontend.partition import Region
 from mirage_jax.frontend.primitives import link_factors
 
+Key = Hashable  # a (Var, dim) pair
+
 
 class _UnionFind:
-    def __init__(self):
-        self.parent: dict = {}
+    def __init__(self) -> None:
+        self.parent: dict[Key, Key] = {}
 
-    def find(self, k):
+    def find(self, k: Key) -> Key:
         self.parent.setdefault(k, k)
         while self.parent[k] != k:
             self.parent[k] = self.parent[self.parent[k]]
             k = self.parent[k]
         return k
 
-    def union(self, a, b):
+    def union(self, a: Key, b: Key) -> None:
         ra, rb = self.find(a), self.find(b)
         if ra != rb:
             self.parent[rb] = ra
@@ -39,11 +42,11 @@ class _UnionFind:
 class Factors:
     """factor[(var, dim)] -> factor number; `reduced`: the factors that must stay whole."""
 
-    factor: dict
-    reduced: set
+    factor: dict[tuple[Var, int], int]
+    reduced: set[int]
     count: int
 
-    def of(self, var: Var) -> tuple:
+    def of(self, var: Var) -> tuple[int, ...]:
         return tuple(self.factor[(var, d)] for d in range(len(var.shape)))
 
     def splittable(self, f: int) -> bool:
@@ -53,7 +56,7 @@ class Factors:
 def region_factors(region: Region) -> tuple[Factors | None, str]:
     """(the factors of `region`, "") or (None, why the region's dims cannot be followed)."""
     uf = _UnionFind()
-    reduced_keys = []
+    reduced_keys: list[tuple[Var, int]] = []
     values = list(region.inputs) + [v for n in region.nodes for v in n.outvars]
     for v in values:
         for d in range(len(v.shape)):
@@ -62,8 +65,8 @@ def region_factors(region: Region) -> tuple[Factors | None, str]:
         why = link_factors(node, uf, reduced_keys)
         if why:
             return None, why
-    numbers: dict = {}
-    factor = {}
+    numbers: dict[Key, int] = {}
+    factor: dict[tuple[Var, int], int] = {}
     for v in values:
         for d in range(len(v.shape)):
             factor[(v, d)] = numbers.setdefault(uf.find((v, d)), len(numbers))
@@ -74,18 +77,19 @@ def region_factors(region: Region) -> tuple[Factors | None, str]:
 _SHAPE_PARAMS = {"broadcast_in_dim": "shape", "reshape": "new_sizes"}
 
 
-def localize(region: Region, factors: Factors, split: dict) -> Region:
+def localize(region: Region, factors: Factors, split: dict[int, int]) -> Region:
     """`region` at per-shard shapes: every dim of factor f divided by split.get(f, 1) (the
     caller checks that each divides). Inputs, outputs and node order correspond one to one."""
-    new: dict = {}
+    new: dict[Var, Var] = {}
 
-    def local(v):
-        if not isinstance(v, Var):
-            return v
+    def local(v: Var) -> Var:
         if v not in new:
             shape = tuple(s // split.get(f, 1) for s, f in zip(v.shape, factors.of(v)))
             new[v] = Var(v.id, shape, v.dtype)
         return new[v]
+
+    def local_operand(v: Var | Lit) -> Var | Lit:
+        return local(v) if isinstance(v, Var) else v
 
     nodes = []
     for n in region.nodes:
@@ -98,7 +102,7 @@ def localize(region: Region, factors: Factors, split: dict) -> Region:
             if k in params:
                 params[k] = None
         nodes.append(
-            Node(n.index, n.primitive, params, [local(v) for v in n.invars], outs, n.source)
+            Node(n.index, n.primitive, params, [local_operand(v) for v in n.invars], outs, n.source)
         )
     return Region(
         region.index,
@@ -109,5 +113,5 @@ def localize(region: Region, factors: Factors, split: dict) -> Region:
     )
 
 
-def all_values(region: Region) -> list:
+def all_values(region: Region) -> list[Var]:
     return list(region.inputs) + [v for n in region.nodes for v in n.outvars]

@@ -9,12 +9,16 @@ own derivative rule.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 import jax
 import jax.extend.core as jcore
 import numpy as np
 
+source_info_util: ModuleType | None
 try:  # jax's own summary of an equation's source line: a private module, so best effort
     from jax._src import source_info_util
 except ImportError:  # reports then name no source lines
@@ -42,12 +46,12 @@ class Var:
 
     __slots__ = ("dtype", "id", "shape")
 
-    def __init__(self, vid: int, shape, dtype):
+    def __init__(self, vid: int, shape: Sequence[int], dtype: Any):
         self.id = vid
         self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
+        self.dtype: np.dtype[Any] = np.dtype(dtype)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"v{self.id}:{self.dtype.name}{list(self.shape)}"
 
 
@@ -56,13 +60,17 @@ class Lit:
 
     __slots__ = ("dtype", "shape", "value")
 
-    def __init__(self, value):
+    def __init__(self, value: Any):
         self.value = np.asarray(value)
-        self.shape = self.value.shape
-        self.dtype = self.value.dtype
+        self.shape: tuple[int, ...] = self.value.shape
+        self.dtype: np.dtype[Any] = self.value.dtype
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"lit({self.value!r})"
+
+
+# The values of a flattened program as it runs: jax arrays (or tracers) by Var.
+Env = dict[Var, Any]
 
 
 @dataclass
@@ -70,10 +78,10 @@ class Node:
     """One primitive application of the flattened program."""
 
     index: int
-    primitive: object  # jax Primitive
-    params: dict
-    invars: list  # Var | Lit
-    outvars: list  # Var
+    primitive: jcore.Primitive
+    params: dict[str, Any]
+    invars: list[Var | Lit]
+    outvars: list[Var]
     source: str  # "file:line (function)" or ""
     # A custom_jvp/custom_vjp call kept whole (its params hold its sub-jaxprs and rules).
     opaque: bool = False
@@ -82,7 +90,7 @@ class Node:
     def name(self) -> str:
         return self.primitive.name
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<node {self.index} {self.name} {self.invars} -> {self.outvars}>"
 
 
@@ -93,32 +101,31 @@ class CustomCall:
     derivative rule, which the inlined primitives would lose."""
 
     index: int
-    primitive: object
-    params: dict
-    invars: list  # Var | Lit, the call's operands
-    outvars: list  # Var, each produced by one of `nodes`
-    nodes: list  # Node
+    primitive: jcore.Primitive
+    params: dict[str, Any]
+    invars: list[Var | Lit]  # the call's operands
+    outvars: list[Var]  # each produced by one of `nodes`
+    nodes: list[Node]
     parent: int | None  # the index of the enclosing CustomCall
 
     @property
     def name(self) -> str:
         return self.primitive.name
 
-    def bind(self, env) -> None:
-        args = [read_value(env, v) for v in self.invars]
-        outs = self.primitive.bind(*args, **self.primitive.get_bind_params(self.params))
+    def bind(self, env: Env) -> None:
+        outs = _bind(self.primitive, [read_value(env, v) for v in self.invars], self.params)
         env.update(zip(self.outvars, outs))
 
 
 @dataclass
 class FlatProgram:
-    invars: list  # Var, the jaxpr's inputs in order
-    outvars: list  # Var | Lit
-    consts: dict  # Var -> array, non-scalar closed-over constants
-    nodes: list  # Node, topological order
-    custom_calls: list = field(default_factory=list)  # CustomCall, inlined ones
+    invars: list[Var]  # the jaxpr's inputs in order
+    outvars: list[Var | Lit]
+    consts: dict[Var, Any]  # non-scalar closed-over constants
+    nodes: list[Node]  # topological order
+    custom_calls: list[CustomCall] = field(default_factory=list)  # the inlined ones
 
-    def evaluate(self, *args):
+    def evaluate(self, *args: Any) -> list[Any]:
         """Runs the flattened program with jax (each node by `primitive.bind`)."""
         env = dict(self.consts)
         env.update(zip(self.invars, args))
@@ -126,32 +133,37 @@ class FlatProgram:
         return [read_value(env, v) for v in self.outvars]
 
 
-def read_value(env, v):
+def read_value(env: Env, v: Var | Lit) -> Any:
     """The value of a Var or a Lit in `env`."""
     return v.value if isinstance(v, Lit) else env[v]
 
 
-def run_nodes(nodes, env) -> None:
+def run_nodes(nodes: Sequence[Node], env: Env) -> None:
     for node in nodes:
-        # as jax.core.eval_jaxpr does: call-like primitives take their sub-jaxprs back as
-        # functions (a plain primitive's params come back unchanged)
-        params = node.primitive.get_bind_params(node.params)
-        outs = node.primitive.bind(*[read_value(env, v) for v in node.invars], **params)
+        outs = _bind(node.primitive, [read_value(env, v) for v in node.invars], node.params)
         if not node.primitive.multiple_results:
             outs = [outs]
         env.update(zip(node.outvars, outs))
 
 
-def _source(eqn) -> str:
+def _bind(primitive: jcore.Primitive, args: Sequence[Any], params: dict[str, Any]) -> Any:
+    """Applies `primitive` as jax.core.eval_jaxpr does: call-like primitives take their
+    sub-jaxprs back as functions (a plain primitive's params come back unchanged). (jax leaves
+    both methods unannotated.)"""
+    bind_params = primitive.get_bind_params(params)  # type: ignore[no-untyped-call]
+    return primitive.bind(*args, **bind_params)  # type: ignore[no-untyped-call]
+
+
+def _source(eqn: jcore.JaxprEqn) -> str:
     if source_info_util is None:
         return ""
     try:
-        return source_info_util.summarize(eqn.source_info)
+        return str(source_info_util.summarize(eqn.source_info))
     except Exception:
         return ""
 
 
-def _sub_jaxpr(eqn):
+def _sub_jaxpr(eqn: jcore.JaxprEqn) -> tuple[jcore.Jaxpr, list[Any]] | None:
     """The (jaxpr, consts) an inlinable eqn calls, or None."""
     keys = _INLINE.get(eqn.primitive.name)
     if keys is None:
@@ -169,19 +181,19 @@ def _sub_jaxpr(eqn):
     return None
 
 
-def flatten(closed_jaxpr) -> FlatProgram:
+def flatten(closed_jaxpr: jcore.ClosedJaxpr) -> FlatProgram:
     """Inlines nested calls of `closed_jaxpr` (from jax.make_jaxpr) into a FlatProgram."""
     counter = [0]
     nodes: list[Node] = []
-    consts: dict = {}
-    calls: list[CustomCall] = []
+    consts: dict[Var, Any] = {}
+    calls: list[CustomCall | None] = []
     open_calls: list[int] = []  # indices into `calls` of the calls being inlined
 
-    def fresh(aval):
+    def fresh(aval: Any) -> Var:
         counter[0] += 1
         return Var(counter[0], aval.shape, aval.dtype)
 
-    def const_value(value):
+    def const_value(value: Any) -> Var | Lit:
         arr = np.asarray(value) if not isinstance(value, jax.Array) else value
         if np.ndim(arr) == 0:
             return Lit(np.asarray(arr))
@@ -190,12 +202,18 @@ def flatten(closed_jaxpr) -> FlatProgram:
         consts[var] = arr
         return var
 
-    def walk(jaxpr, const_vals, in_vals, source_prefix):
-        env = {}
+    def walk(
+        jaxpr: jcore.Jaxpr,
+        const_vals: list[Any],
+        in_vals: Sequence[Var | Lit],
+        source_prefix: str,
+    ) -> list[Var | Lit]:
+        env: dict[jcore.Var, Var | Lit] = {}
 
-        def read(v):
+        def read(v: jcore.Var | jcore.Literal) -> Var | Lit:
             if isinstance(v, jcore.Literal):
                 return Lit(v.val)
+            assert isinstance(v, jcore.Var)
             return env[v]
 
         for cv, val in zip(jaxpr.constvars, const_vals):
@@ -206,19 +224,26 @@ def flatten(closed_jaxpr) -> FlatProgram:
             args = [read(v) for v in eqn.invars]
             sub = _sub_jaxpr(eqn)
             src = _source(eqn) or source_prefix
+            outs: list[Var | Lit]
             if sub is not None and eqn.primitive.name in CUSTOM_DERIVATIVES:
                 outs = inline_custom_call(eqn, sub, args, src)
             elif sub is not None:
                 outs = walk(sub[0], sub[1], args, src)
             else:
-                outs = [fresh(ov.aval) for ov in eqn.outvars]
-                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src))
+                new = [fresh(ov.aval) for ov in eqn.outvars]
+                outs = list(new)
+                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, new, src))
             for ov, val in zip(eqn.outvars, outs):
                 if not isinstance(ov, jcore.DropVar):
                     env[ov] = val
         return [read(v) for v in jaxpr.outvars]
 
-    def inline_custom_call(eqn, sub, args, src):
+    def inline_custom_call(
+        eqn: jcore.JaxprEqn,
+        sub: tuple[jcore.Jaxpr, list[Any]],
+        args: list[Var | Lit],
+        src: str,
+    ) -> list[Var | Lit]:
         """Inlines a custom_jvp/custom_vjp call and records it (CustomCall); a call whose
         outputs are not all computed by its body (an identity with a custom gradient, a
         constant) stays one opaque node instead."""
@@ -228,20 +253,19 @@ def flatten(closed_jaxpr) -> FlatProgram:
         outs = walk(sub[0], sub[1], args, src)
         open_calls.pop()
         produced = {v for n in nodes[start:] for v in n.outvars}
-        if all(isinstance(v, Var) and v in produced for v in outs) and len(set(outs)) == len(outs):
+        made = [v for v in outs if isinstance(v, Var) and v in produced]
+        if len(made) == len(outs) and len(set(made)) == len(made):
             parent = open_calls[-1] if open_calls else None
             calls[index] = CustomCall(
-                index, eqn.primitive, dict(eqn.params), args, outs, nodes[start:], parent
+                index, eqn.primitive, dict(eqn.params), args, made, nodes[start:], parent
             )
             return outs
         del nodes[start:]
         for i in range(index, len(calls)):
             calls[i] = None  # this call and the ones nested in it
-        outs = [fresh(ov.aval) for ov in eqn.outvars]
-        nodes.append(
-            Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src, opaque=True)
-        )
-        return outs
+        new = [fresh(ov.aval) for ov in eqn.outvars]
+        nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, new, src, opaque=True))
+        return list(new)
 
     jaxpr = closed_jaxpr.jaxpr
     invars = [fresh(v.aval) for v in jaxpr.invars]
@@ -250,5 +274,5 @@ def flatten(closed_jaxpr) -> FlatProgram:
     renumber = {c.index: i for i, c in enumerate(kept)}
     for c in kept:
         c.index = renumber[c.index]
-        c.parent = renumber.get(c.parent)
+        c.parent = None if c.parent is None else renumber.get(c.parent)
     return FlatProgram(invars, outvars, consts, nodes, kept)

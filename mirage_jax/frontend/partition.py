@@ -9,9 +9,12 @@ reduction.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
+
+import jax.extend.core as jcore
 
 from mirage_jax.frontend import primitives
-from mirage_jax.frontend.flat import FlatProgram, Var, flatten, run_nodes
+from mirage_jax.frontend.flat import CustomCall, Env, FlatProgram, Node, Var, flatten, run_nodes
 from mirage_jax.frontend.primitives import admit_reason, dot_general_form
 
 # -- regions ---------------------------------------------------------------------------
@@ -22,13 +25,13 @@ class Region:
     """A connected, convex set of supported nodes, in topological order."""
 
     index: int
-    nodes: list
-    inputs: list  # Var, consumed but produced outside; order of first use
-    outputs: list  # Var, produced inside and used outside or by the program outputs
-    sources: list = field(default_factory=list)  # distinct "file:line" of its nodes
+    nodes: list[Node]
+    inputs: list[Var]  # consumed but produced outside; order of first use
+    outputs: list[Var]  # produced inside and used outside or by the program outputs
+    sources: list[str] = field(default_factory=list)  # distinct "file:line" of its nodes
     # The outermost custom_jvp/custom_vjp calls wholly inside: `evaluate` binds them whole,
     # so differentiating it uses their own rules.
-    calls: list = field(default_factory=list)
+    calls: list[CustomCall] = field(default_factory=list)
     # Why the region may not become a kernel ("" when it may): it holds part of a custom
     # derivative call, whose rule a kernel's backward pass could not keep.
     blocked: str = ""
@@ -37,12 +40,12 @@ class Region:
     def primitives(self) -> list[str]:
         return [n.name for n in self.nodes]
 
-    def evaluate(self, *inputs):
+    def evaluate(self, *inputs: Any) -> list[Any]:
         """Runs the region with jax on values of `inputs` (its custom derivative calls bound
         whole); returns `outputs`' values."""
-        env = dict(zip(self.inputs, inputs))
+        env: Env = dict(zip(self.inputs, inputs))
         first = {c.nodes[0].index: c for c in self.calls}
-        skip = set()
+        skip: set[int] = set()
         for node in self.nodes:
             if node.index in skip:
                 continue
@@ -54,7 +57,7 @@ class Region:
                 run_nodes([node], env)
         return [env[v] for v in self.outputs]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"<region {self.index}: {len(self.nodes)} nodes {self.primitives}, "
             f"{len(self.inputs)} inputs, {len(self.outputs)} outputs>"
@@ -64,8 +67,8 @@ class Region:
 @dataclass
 class Partition:
     program: FlatProgram
-    regions: list  # Region
-    unsupported: dict  # node index -> reason, for nodes left to plain JAX
+    regions: list[Region]
+    unsupported: dict[int, str]  # node index -> reason, for nodes left to plain JAX
 
 
 def _is_anchor(name: str) -> bool:
@@ -79,14 +82,7 @@ def region_flops(region: Region) -> int:
     return sum(primitives.flops(n) for n in region.nodes)
 
 
-def _bits(indices) -> int:
-    out = 0
-    for i in indices:
-        out |= 1 << i
-    return out
-
-
-def partition(closed_jaxpr_or_flat) -> Partition:
+def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partition:
     """Finds the regions of `closed_jaxpr_or_flat` (a ClosedJaxpr or a FlatProgram)."""
     prog = (
         closed_jaxpr_or_flat
@@ -110,7 +106,7 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     supported = {i for i, r in reasons.items() if r is None}
 
     # anc[i]: bitset of all ancestors of node i.
-    anc = []
+    anc: list[int] = []
     for n in nodes:
         a = 0
         for v in n.invars:
@@ -198,14 +194,14 @@ def partition(closed_jaxpr_or_flat) -> Partition:
 
     # Uses of every var outside each region.
     prog_outs = {v for v in prog.outvars if isinstance(v, Var)}
-    regions = []
+    regions: list[Region] = []
     for rid in sorted(members, key=lambda r: (members[r] & -members[r]).bit_length()):
         s = members[rid]
         rnodes = [n for n in nodes if s >> n.index & 1]
         if not any(_is_anchor(n.name) for n in rnodes):
             continue
         produced = {v for n in rnodes for v in n.outvars}
-        inputs = []
+        inputs: list[Var] = []
         for n in rnodes:
             for v in n.invars:
                 if isinstance(v, Var) and v not in produced and v not in inputs:
@@ -215,7 +211,7 @@ def partition(closed_jaxpr_or_flat) -> Partition:
             if not s >> n.index & 1:
                 used_outside.update(v for v in n.invars if isinstance(v, Var))
         outputs = [v for n in rnodes for v in n.outvars if v in used_outside]
-        sources = []
+        sources: list[str] = []
         for n in rnodes:
             if n.source and n.source not in sources:
                 sources.append(n.source)
@@ -225,10 +221,11 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     return Partition(prog, regions, unsupported)
 
 
-def _calls_of(custom_calls, members: int) -> tuple[list, str]:
+def _calls_of(custom_calls: list[CustomCall], members: int) -> tuple[list[CustomCall], str]:
     """(the outermost custom derivative calls wholly inside the node set `members`, why the
     set may not become a kernel: "" unless it holds part of a call)."""
-    whole, blocked = [], ""
+    whole: list[CustomCall] = []
+    blocked = ""
     for call in custom_calls:
         inside = sum(members >> n.index & 1 for n in call.nodes)
         if 0 < inside < len(call.nodes) and not blocked:

@@ -14,7 +14,9 @@ and then only what the outputs reach is emitted into the KernelGraph.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -23,6 +25,7 @@ from mirage_jax.frontend.expr import Expr, Operand, RegionNotSupported, Value
 from mirage_jax.frontend.flat import Lit, Var
 from mirage_jax.frontend.partition import Region
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.ir.handles import Tensor
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
 
@@ -33,8 +36,8 @@ class GraphInput:
     its shape is `shape` (rank-0 inputs become shape (1,))."""
 
     index: int
-    perm: tuple | None
-    shape: tuple
+    perm: tuple[int, ...] | None
+    shape: tuple[int, ...]
     dtype: str
 
 
@@ -42,18 +45,19 @@ class GraphInput:
 class GraphOutput:
     """Region output i is kernel output i reshaped to `reshape`, broadcast to `shape`, cast."""
 
-    reshape: tuple
-    shape: tuple
-    dtype: object  # numpy dtype
+    reshape: tuple[int, ...]
+    shape: tuple[int, ...]
+    dtype: np.dtype[Any]
 
 
 @dataclass
 class RegionGraph:
     graph: KernelGraph
-    inputs: list  # GraphInput, in the graph's input order
-    outputs: list  # GraphOutput, in region.outputs order
+    inputs: list[GraphInput]  # in the graph's input order
+    outputs: list[GraphOutput]  # in region.outputs order
 
-    def prepare_inputs(self, region_inputs, xp=np):
+    # `xp` is numpy or jax.numpy: the same layout changes on host arrays or in a jax trace.
+    def prepare_inputs(self, region_inputs: Sequence[Any], xp: Any = np) -> list[Any]:
         """Region input values -> the graph's input values (layouts applied)."""
         out = []
         for gi in self.inputs:
@@ -63,7 +67,7 @@ class RegionGraph:
             out.append(xp.reshape(x, gi.shape))
         return out
 
-    def finish_outputs(self, graph_outputs, xp=np):
+    def finish_outputs(self, graph_outputs: Sequence[Any], xp: Any = np) -> list[Any]:
         """The graph's output values -> region output values."""
         return [
             xp.broadcast_to(xp.reshape(xp.asarray(y), o.reshape), o.shape).astype(o.dtype)
@@ -124,7 +128,7 @@ def region_to_graph(region: Region) -> RegionGraph:
     """Builds the KernelGraph of `region`, or raises RegionNotSupported."""
     b = _Builder(region)
     b.run()
-    outs = []
+    outs: list[tuple[Value, GraphOutput]] = []
     for v in region.outputs:
         val = b.env[v]
         if not isinstance(val, Value):
@@ -138,7 +142,7 @@ def region_to_graph(region: Region) -> RegionGraph:
         outs.append((val, GraphOutput(reshape, v.shape, v.dtype)))
 
     kg = KernelGraph()
-    memo: dict = {}
+    memo: dict[int, Tensor] = {}
     keys = sorted(b.inputs, key=lambda k: (k[0], k[1] is not None, k[1] or ()))
     graph_inputs = []
     for key in keys:
@@ -147,11 +151,12 @@ def region_to_graph(region: Region) -> RegionGraph:
         memo[id(d)] = kg.new_input(d.shape, _DTYPES[v.dtype.name])
         graph_inputs.append(GraphInput(key[0], key[1], d.shape, _DTYPES[v.dtype.name]))
 
-    def emit(d):
-        t = memo.get(id(d))
-        if t is not None:
-            return t
+    def emit(d: Expr) -> Tensor:
+        known = memo.get(id(d))
+        if known is not None:
+            return known
         args = [emit(a) for a in d.args]
+        t: Tensor
         if d.op == "unary":
             kind, c = d.attr
             if kind in ("mul_scalar", "add_scalar"):

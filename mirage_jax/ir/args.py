@@ -9,6 +9,7 @@ import math
 import numbers
 import operator
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,12 +23,12 @@ def _where(op: str, arg: str) -> str:
     return f"{op}: argument '{arg}'"
 
 
-def integer(value, op: str, arg: str, *, bits: int = 32) -> int:
+def integer(value: object, op: str, arg: str, *, bits: int = 32) -> int:
     """An int (numpy ints too, bools not) that fits the C++ int of the given width."""
     if isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{_where(op, arg)} must be an integer, got bool {value!r}")
     try:
-        result = operator.index(value)
+        result = operator.index(value)  # type: ignore[arg-type]  # raises for non-integers
     except TypeError:
         raise TypeError(
             f"{_where(op, arg)} must be an integer, got {type(value).__name__} {value!r}"
@@ -38,22 +39,22 @@ def integer(value, op: str, arg: str, *, bits: int = 32) -> int:
     return result
 
 
-def _sequence(value, op: str, arg: str) -> Sequence:
+def _sequence(value: object, op: str, arg: str) -> Sequence[Any]:
     if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         raise TypeError(
             f"{_where(op, arg)} must be a tuple or list of integers, "
             f"got {type(value).__name__} {value!r}"
         )
-    return value
+    return list(value)
 
 
-def shape(value, op: str, arg: str = "shape") -> tuple[int, ...]:
+def shape(value: object, op: str, arg: str = "shape") -> tuple[int, ...]:
     """A tuple of dims. Rank and positivity are the core's rules, checked there."""
     dims = _sequence(value, op, arg)
     return tuple(integer(d, op, f"{arg}[{i}]", bits=64) for i, d in enumerate(dims))
 
 
-def triple(value, op: str, arg: str) -> tuple[int, int, int]:
+def triple(value: object, op: str, arg: str) -> tuple[int, int, int]:
     """Exactly three ints: a grid, or an imap/omap with one entry per grid axis (x, y, z)."""
     items = _sequence(value, op, arg)
     if len(items) != 3:
@@ -61,14 +62,15 @@ def triple(value, op: str, arg: str) -> tuple[int, int, int]:
             f"{_where(op, arg)} must have 3 entries, one per grid axis (x, y, z), "
             f"got {len(items)}: {tuple(items)!r}"
         )
-    return tuple(integer(v, op, f"{arg}[{i}]") for i, v in enumerate(items))
+    x, y, z = (integer(v, op, f"{arg}[{i}]") for i, v in enumerate(items))
+    return x, y, z
 
 
-def dtype(value, op: str, arg: str = "dtype") -> str:
+def dtype(value: object, op: str, arg: str = "dtype") -> str:
     """One of DTYPES; numpy / ml_dtypes dtype objects are accepted by name."""
     if not isinstance(value, str):
         try:
-            value = np.dtype(value).name
+            value = str(np.dtype(value).name)  # type: ignore[call-overload]
         except TypeError:
             raise TypeError(
                 f"{_where(op, arg)} must be a dtype name, one of {', '.join(DTYPES)}; "
@@ -81,7 +83,7 @@ def dtype(value, op: str, arg: str = "dtype") -> str:
     return value
 
 
-def scalar(value, op: str, arg: str) -> float:
+def scalar(value: object, op: str, arg: str) -> float:
     """A finite real: constants must have an exact value in the finite field as well."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(
@@ -93,7 +95,7 @@ def scalar(value, op: str, arg: str) -> float:
     return result
 
 
-def choice(value, options: Sequence[str], op: str, arg: str) -> str:
+def choice(value: object, options: Sequence[str], op: str, arg: str) -> str:
     if not isinstance(value, str):
         raise TypeError(f"{_where(op, arg)} must be a string, got {type(value).__name__}")
     if value not in options:

@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from mirage_jax import _core
 
+if TYPE_CHECKING:
+    from mirage_jax.ir.graph import KernelGraph
+    from mirage_jax.ir.handles import Tensor
+
 # The interpreter computes in exactly this float type; storage dtypes do not round values.
-_ENTRY_POINTS = {"float64": _core.evaluate_f64, "float32": _core.evaluate_f32}
+_ENTRY_POINTS: dict[str, Callable[[Any, list[np.ndarray]], list[Any]]] = {
+    "float64": _core.evaluate_f64,
+    "float32": _core.evaluate_f32,
+}
 
 
-def evaluate(graph, inputs: Sequence, dtype: str = "float64") -> list[np.ndarray]:
+def evaluate(graph: KernelGraph, inputs: Sequence[Any], dtype: str = "float64") -> list[np.ndarray]:
     if dtype not in _ENTRY_POINTS:
         raise ValueError(
             f"evaluate: unknown dtype {dtype!r} (expected one of {', '.join(_ENTRY_POINTS)})"
@@ -31,7 +39,7 @@ def evaluate(graph, inputs: Sequence, dtype: str = "float64") -> list[np.ndarray
     return _ENTRY_POINTS[dtype](graph._core, arrays)
 
 
-def _to_array(value, tensor, index: int, dtype: str) -> np.ndarray:
+def _to_array(value: object, tensor: Tensor, index: int, dtype: str) -> np.ndarray:
     try:
         array = np.ascontiguousarray(value, dtype=dtype)
     except (TypeError, ValueError) as e:

@@ -1,4 +1,4 @@
-"""KernelGraph and BlockGraph: builders over the C++ μGraph IR (DESIGN.md §3).
+"""KernelGraph and BlockGraph: builders over the C++ μGraph IR (docs/ir-semantics.md).
 
 The C++ graph (mirage_jax._core) works on integer tensor ids and enforces every IR rule,
 raising mirage_jax.IRError. These wrappers hand out Tensor handles, check that handles
@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from typing import Any
 
-from mirage_jax import _core
+import numpy as np
+
+from mirage_jax import _core as cpp  # the C++ graphs (not `_core`: the graphs' attribute)
 from mirage_jax.ir import args as _args
 from mirage_jax.ir import evaluate as _evaluate
 from mirage_jax.ir import json as _json
@@ -23,8 +26,9 @@ class _Graph:
     """What both levels share: tensors, ops, and the ops legal at both levels."""
 
     _is_block = False
+    _core: cpp.KernelGraph | cpp.BlockGraph
 
-    def __init__(self, core):
+    def __init__(self, core: cpp.KernelGraph | cpp.BlockGraph):
         self._core = core
         self._serial = next(_serials)
         self._ops_cache: list[Op] = []
@@ -59,7 +63,7 @@ class _Graph:
         independent ops were added."""
         return self._core.hash()
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self._core.to_string()
 
     # -- shared builders ---------------------------------------------------------------
@@ -146,7 +150,7 @@ class _Graph:
     def _tensor(self, tensor_id: int) -> Tensor:
         return Tensor(self, tensor_id)
 
-    def _id(self, t, op: str, arg: str) -> int:
+    def _id(self, t: object, op: str, arg: str) -> int:
         """The id of `t`, which must be a Tensor of this graph."""
         self._check_writable(op)
         if not isinstance(t, Tensor):
@@ -165,11 +169,11 @@ class _Graph:
         pass
 
     @staticmethod
-    def _read_only_block_graph(core) -> BlockGraph:
+    def _read_only_block_graph(core: cpp.BlockGraph) -> BlockGraph:
         """Wraps a C++ copy of a customized op's block graph (Op.block_graph)."""
         return BlockGraph._read_only(core)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"<{self.label}: {len(self._core.input_ids())} inputs, "
             f"{self._core.num_ops()} ops, {len(self._core.output_ids())} outputs>"
@@ -180,11 +184,13 @@ class KernelGraph(_Graph):
     """The whole program: predefined ops over whole tensors, and customized ops that run a
     BlockGraph on every block of a grid."""
 
-    def __init__(self):
-        super().__init__(_core.KernelGraph())
+    _core: cpp.KernelGraph
+
+    def __init__(self) -> None:
+        super().__init__(cpp.KernelGraph())
 
     @classmethod
-    def _wrap(cls, core) -> KernelGraph:
+    def _wrap(cls, core: cpp.KernelGraph) -> KernelGraph:
         """Wraps a C++ kernel graph this handle will own, such as a search candidate."""
         graph = cls.__new__(cls)
         _Graph.__init__(graph, core)
@@ -216,7 +222,7 @@ class KernelGraph(_Graph):
         """Marks `t` as the next program output (any tensor, inputs included)."""
         self._core.mark_output(self._id(t, "mark_output", "t"))
 
-    def evaluate(self, inputs: Sequence, dtype: str = "float64") -> list:
+    def evaluate(self, inputs: Sequence[Any], dtype: str = "float64") -> list[np.ndarray]:
         """Runs the reference interpreter: one numpy-convertible array per input, in order;
         returns one numpy array of `dtype` per output."""
         return _evaluate.evaluate(self, inputs, dtype)
@@ -234,16 +240,17 @@ class BlockGraph(_Graph):
     iterations whose accumulators feed the epilogue (DESIGN.md §3.2)."""
 
     _is_block = True
+    _core: cpp.BlockGraph
 
     def __init__(self, grid: Sequence[int] = (1, 1, 1), forloop_range: int = 1):
         grid = _args.triple(grid, "BlockGraph", "grid")
         forloop_range = _args.integer(forloop_range, "BlockGraph", "forloop_range")
-        super().__init__(_core.BlockGraph(grid, forloop_range))
+        super().__init__(cpp.BlockGraph(grid, forloop_range))
         self._writable = True
         self._fusion_cache: tuple[int, list[int]] | None = None
 
     @classmethod
-    def _read_only(cls, core) -> BlockGraph:
+    def _read_only(cls, core: cpp.BlockGraph) -> BlockGraph:
         """Wraps a C++ copy read back from a customized op."""
         bg = cls.__new__(cls)
         _Graph.__init__(bg, core)
@@ -253,7 +260,8 @@ class BlockGraph(_Graph):
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        return tuple(self._core.grid)
+        x, y, z = self._core.grid
+        return x, y, z
 
     @property
     def forloop_range(self) -> int:
@@ -278,14 +286,16 @@ class BlockGraph(_Graph):
             )
         return self._new_input(kernel_tensor.shape, kernel_tensor.dtype, imap, fmap)
 
-    def _new_input(self, kernel_shape, dtype, imap, fmap) -> Tensor:
+    def _new_input(
+        self, kernel_shape: Sequence[int], dtype: object, imap: Sequence[int], fmap: int
+    ) -> Tensor:
         """new_input from a shape and dtype, for rebuilding a graph without its kernel graph."""
         self._check_writable("new_input")
         shape = _args.shape(kernel_shape, "new_input", "kernel_shape")
-        dtype = _args.dtype(dtype, "new_input")
-        imap = _args.triple(imap, "new_input", "imap")
-        fmap = _args.integer(fmap, "new_input", "fmap")
-        return self._tensor(self._core.new_input(list(shape), dtype, imap, fmap))
+        name = _args.dtype(dtype, "new_input")
+        checked_imap = _args.triple(imap, "new_input", "imap")
+        checked_fmap = _args.integer(fmap, "new_input", "fmap")
+        return self._tensor(self._core.new_input(list(shape), name, checked_imap, checked_fmap))
 
     def new_output(self, t: Tensor, omap: Sequence[int], dtype: str | None = None) -> None:
         """Stores epilogue tile `t`; grid axis a places it along dim omap[a]. The kernel-level
@@ -342,5 +352,5 @@ class BlockGraph(_Graph):
                 f"build a new BlockGraph instead"
             )
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"{super().__repr__()[:-1]}, grid={self.grid}, forloop_range={self.forloop_range}>"

@@ -6,7 +6,9 @@ graph grows (graphs only ever append).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
+
+from mirage_jax import _core
 
 if TYPE_CHECKING:
     from mirage_jax.ir.graph import BlockGraph, _Graph
@@ -54,18 +56,18 @@ class Tensor:
     def producer(self) -> Op:
         return self._graph.ops[self._info().producer]
 
-    def _info(self):
+    def _info(self) -> _core.TensorInfo:
         return self._graph._core.tensor(self._id)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, Tensor):
             return NotImplemented
         return self._graph is other._graph and self._id == other._id
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((id(self._graph), self._id))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         phase = f", phase={self.phase!r}" if self._graph._is_block else ""
         return (
             f"Tensor({self.name}, shape={self.shape}, dtype={self.dtype!r}{phase}, "
@@ -78,11 +80,11 @@ class Op:
 
     __slots__ = ("_block_graph", "_graph", "_index", "_info")
 
-    def __init__(self, graph: _Graph, index: int, info):
+    def __init__(self, graph: _Graph, index: int, info: _core.OpInfo):
         self._graph = graph
         self._index = index
         self._info = info  # a C++ copy of the op: ops never change once added
-        self._block_graph = None
+        self._block_graph: BlockGraph | None = None
 
     @property
     def graph(self) -> _Graph:
@@ -120,7 +122,7 @@ class Op:
 
     @property
     def imap(self) -> tuple[int, int, int] | None:
-        return tuple(self._info.imap) if self._is_block_io("input") else None
+        return _triple(self._info.imap) if self._is_block_io("input") else None
 
     @property
     def fmap(self) -> int | None:
@@ -128,26 +130,26 @@ class Op:
 
     @property
     def omap(self) -> tuple[int, int, int] | None:
-        return tuple(self._info.omap) if self._is_block_io("output") else None
+        return _triple(self._info.omap) if self._is_block_io("output") else None
 
     @property
     def kernel_shape(self) -> tuple[int, ...] | None:
         """Block input/output ops: the shape of the kernel-level tensor they tile."""
-        core = self._graph._core
         if self._is_block_io("input"):
+            core = self._block()._core
             return tuple(core.kernel_input_shape(self._info.io_index))
         if self._is_block_io("output"):
+            core = self._block()._core
             return tuple(core.kernel_output_shape(self._info.io_index))
         return None
 
     @property
     def dtype(self) -> str | None:
         """Block input/output ops: the kernel-level dtype (for outputs, the stored dtype)."""
-        core = self._graph._core
         if self._is_block_io("input"):
-            return core.kernel_input_dtype(self._info.io_index)
+            return self._block()._core.kernel_input_dtype(self._info.io_index)
         if self._is_block_io("output"):
-            return core.kernel_output_dtype(self._info.io_index)
+            return self._block()._core.kernel_output_dtype(self._info.io_index)
         return None
 
     @property
@@ -157,7 +159,8 @@ class Op:
             return None
         if self._block_graph is None:
             # graph.py makes the wrapper: it imports this module, so this one cannot import it
-            self._block_graph = self._graph._read_only_block_graph(self._info.block_graph)
+            core = cast(_core.BlockGraph, self._info.block_graph)
+            self._block_graph = self._graph._read_only_block_graph(core)
         return self._block_graph
 
     @property
@@ -166,13 +169,22 @@ class Op:
         (cc/ir/thread_fusion.h); None for inputs, outputs and kernel-level ops."""
         if not self._graph._is_block:
             return None
-        group = self._graph._fusion_groups()[self._index]
+        group = self._block()._fusion_groups()[self._index]
         return None if group < 0 else group
 
     def _is_block_io(self, kind: str) -> bool:
         return self._graph._is_block and self.kind == kind
 
-    def __repr__(self):
+    def _block(self) -> BlockGraph:
+        """The graph, which the caller has checked is a block graph."""
+        return cast("BlockGraph", self._graph)
+
+    def __repr__(self) -> str:
         ins = ", ".join(t.name for t in self.inputs)
         outs = ", ".join(t.name for t in self.outputs)
         return f"Op({self._index}: {self.kind}({ins}) -> [{outs}], graph={self._graph.label})"
+
+
+def _triple(values: list[int]) -> tuple[int, int, int]:
+    a, b, c = values
+    return a, b, c

@@ -13,10 +13,16 @@ graph.py's KernelGraph.to_json/from_json call these; this module does not import
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from mirage_jax.ir.graph import BlockGraph, KernelGraph, _Graph
+    from mirage_jax.ir.handles import Op, Tensor
+
+_T = TypeVar("_T")
+# A JSON object as json.loads returns it.
+JsonObject = dict[str, Any]
 
 FORMAT = "mirage_jax.kernel_graph"
 VERSION = 1
@@ -68,7 +74,7 @@ def kernel_graph_to_json(graph: KernelGraph) -> str:
     return json.dumps(doc)
 
 
-def _block_graph_to_json(graph: BlockGraph) -> dict:
+def _block_graph_to_json(graph: BlockGraph) -> JsonObject:
     return {
         "grid": list(graph.grid),
         "forloop_range": graph.forloop_range,
@@ -76,12 +82,12 @@ def _block_graph_to_json(graph: BlockGraph) -> dict:
     }
 
 
-def _ops_to_json(graph: _Graph, attrs_of: dict) -> list[dict]:
+def _ops_to_json(graph: _Graph, attrs_of: dict[str, tuple[str, ...]]) -> list[JsonObject]:
     return [_op_to_json(op, attrs_of[op.kind]) for op in graph.ops]
 
 
-def _op_to_json(op, attrs: tuple[str, ...]) -> dict:
-    obj = {"kind": op.kind}
+def _op_to_json(op: Op, attrs: tuple[str, ...]) -> JsonObject:
+    obj: JsonObject = {"kind": op.kind}
     if op.kind != "input":
         obj["inputs"] = [t.id for t in op.inputs]
     if op.kind != "output":
@@ -91,12 +97,14 @@ def _op_to_json(op, attrs: tuple[str, ...]) -> dict:
     return obj
 
 
-def _attr_to_json(op, key: str):
+def _attr_to_json(op: Op, key: str) -> Any:
     if key == "shape":
-        return list(op.kernel_shape if op.graph._is_block else op.outputs[0].shape)
+        shape = op.kernel_shape if op.graph._is_block else op.outputs[0].shape
+        return list(shape or ())
     if key == "dtype":
         return op.dtype if op.graph._is_block else op.outputs[0].dtype
     if key == "block_graph":
+        assert op.block_graph is not None  # a customized op's
         return _block_graph_to_json(op.block_graph)
     value = getattr(op, key)
     return list(value) if isinstance(value, tuple) else value
@@ -142,10 +150,14 @@ def _block_graph_from_json(obj: Any, where: str, block_graph: type[BlockGraph]) 
 
 
 def _replay_ops(
-    graph: _Graph, ops: Any, attrs_of: dict, where: str, block_graph: type[BlockGraph]
+    graph: _Graph,
+    ops: Any,
+    attrs_of: dict[str, tuple[str, ...]],
+    where: str,
+    block_graph: type[BlockGraph],
 ) -> None:
     _expect(isinstance(ops, list), where, "must be a list of ops")
-    tensors = {}  # recorded tensor id -> the rebuilt Tensor
+    tensors: dict[int, Tensor] = {}  # recorded tensor id -> the rebuilt Tensor
     for index, obj in enumerate(ops):
         at = f"{where}[{index}]"
         _expect(isinstance(obj, dict), at, "must be a JSON object")
@@ -179,8 +191,9 @@ def _replay_ops(
             tensors[recorded_id] = tensor
 
 
-def _build(graph: _Graph, kind: str, inputs: list, values: dict) -> list:
-    """One builder call; returns the new tensors (none for outputs)."""
+def _build(graph: Any, kind: str, inputs: list[Tensor], values: JsonObject) -> list[Tensor]:
+    """One builder call on `graph` (a KernelGraph or BlockGraph); returns the new tensors
+    (none for outputs)."""
     block = graph._is_block
     if kind == "input":
         if block:
@@ -210,21 +223,21 @@ def _expect(condition: bool, where: str, problem: str) -> None:
         raise ValueError(f"from_json: {where} {problem}")
 
 
-def _check_keys(obj: dict, expected: set, where: str) -> None:
+def _check_keys(obj: JsonObject, expected: set[str], where: str) -> None:
     missing = sorted(expected - obj.keys())
     unexpected = sorted(obj.keys() - expected)
     _expect(not missing, where, f"is missing {', '.join(map(repr, missing))}")
     _expect(not unexpected, where, f"has unexpected {', '.join(map(repr, unexpected))}")
 
 
-def _id_list(obj: dict, key: str, where: str) -> list[int]:
-    ids = obj.get(key, [])
+def _id_list(obj: JsonObject, key: str, where: str) -> list[int]:
+    ids: list[int] = obj.get(key, [])
     ok = isinstance(ids, list) and all(type(i) is int for i in ids)
     _expect(ok, where, f"'{key}' must be a list of integer tensor ids, got {ids!r}")
     return ids
 
 
-def _lookup(tensors: dict, tensor_id: int, where: str):
+def _lookup(tensors: dict[int, Tensor], tensor_id: int, where: str) -> Tensor:
     _expect(
         tensor_id in tensors,
         where,
@@ -233,7 +246,7 @@ def _lookup(tensors: dict, tensor_id: int, where: str):
     return tensors[tensor_id]
 
 
-def _call(build, where: str):
+def _call(build: Callable[[], _T], where: str) -> _T:
     """Runs a builder, turning its errors (IRError or argument checks) into ValueError."""
     try:
         return build()

@@ -1,4 +1,4 @@
-"""The μGraphs of the Mirage paper's evaluation (DESIGN.md §9), written by hand.
+"""The μGraphs of the Mirage paper's evaluation (arXiv 2405.05751), written by hand.
 
 Each builder returns ``(reference, fused)``: the reference is the program as a user writes it
 (kernel-level ops only), the fused graph is the μGraph the paper reports finding, with its
@@ -7,7 +7,7 @@ can build the same structure at small sizes. ``PROGRAMS`` names them for the dem
 search tests (``small`` holds shapes that interpret in milliseconds).
 
 Attention programs take K pre-transposed (``[..., d, kv]``) because the IR has no transpose:
-the frontend folds transposes into input layouts (DESIGN.md §3.1).
+the frontend folds transposes into input layouts (mirage_jax/frontend/to_graph.py).
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from mirage_jax.ir.graph import BlockGraph, KernelGraph
+from mirage_jax.ir.graph import BlockGraph, KernelGraph, _Graph
+from mirage_jax.ir.handles import Tensor
 
 GraphPair = tuple[KernelGraph, KernelGraph]
+Triple = tuple[int, int, int]
 
 
 def _parts(total: int, parts: int, what: str) -> int:
@@ -154,14 +156,14 @@ def lora(
 # ------------------------------------------------------------------------------- attention
 
 
-def _attention_reference(g: KernelGraph, Q, K, V, scale: float):
+def _attention_reference(g: KernelGraph, Q: Tensor, K: Tensor, V: Tensor, scale: float) -> Tensor:
     """softmax(scale·Q@K) @ V with the max stabilizer, as jax.nn.softmax writes it."""
     s = g.mul_scalar(g.matmul(Q, K), scale)
     e = g.exp(g.sub(s, g.reduce(s, -1, "max")))
     return g.matmul(g.div(e, g.reduce(e, -1, "sum")), V)
 
 
-def _rms_norm_keys(g, k, eps: float):
+def _rms_norm_keys(g: _Graph, k: Tensor, eps: float) -> Tensor:
     """rms_norm of every key of a pre-transposed K ([..., d, kv]): the norm runs over dim -2,
     which the rms_norm op (last dim only) cannot do. Written with ops both levels have; a K tile
     always holds whole keys, so the block level computes exactly this on its tile."""
@@ -171,20 +173,20 @@ def _rms_norm_keys(g, k, eps: float):
 
 def _split_kv_partials(
     fused: KernelGraph,
-    Q,
-    K,
-    V,
+    Q: Tensor,
+    K: Tensor,
+    V: Tensor,
     *,
     rank: int,
-    grid,
-    steps,
-    q_imap,
-    k_imap,
-    v_imap,
-    omap,
+    grid: Triple,
+    steps: int,
+    q_imap: Triple,
+    k_imap: Triple,
+    v_imap: Triple,
+    omap: Triple,
     scale: float,
     norm_eps: float | None = None,
-):
+) -> tuple[Tensor, ...]:
     """Kernel 1 of split-KV attention: every block owns some query rows and one KV slice and
     walks the slice in ``steps`` iterations (K over its last dim, V over its rows). E =
     exp(scale·Q·K) has no max stabilizer because partials from different slices combine by
@@ -205,8 +207,16 @@ def _split_kv_partials(
 
 
 def _combine_partials(
-    fused: KernelGraph, partial_ev, partial_sums, *, rank: int, grid, splits: int, imap, omap
-):
+    fused: KernelGraph,
+    partial_ev: Tensor,
+    partial_sums: Tensor,
+    *,
+    rank: int,
+    grid: Triple,
+    splits: int,
+    imap: Triple,
+    omap: Triple,
+) -> Tensor:
     """Kernel 2 of split-KV attention: a for-loop over the partial slots (the last dim) sums
     the partial E·V tiles and the partial row sums, and the epilogue divides."""
     bg = BlockGraph(grid=grid, forloop_range=splits)
@@ -219,7 +229,7 @@ def _combine_partials(
 
 def _attention_inputs(
     g: KernelGraph, lead: tuple[int, ...], rows: int, kv_len: int, head_dim: int, dtype: str
-):
+) -> tuple[Tensor, Tensor, Tensor]:
     Q = g.new_input((*lead, rows, head_dim), dtype)
     K = g.new_input((*lead, head_dim, kv_len), dtype)
     V = g.new_input((*lead, kv_len, head_dim), dtype)
@@ -227,7 +237,16 @@ def _attention_inputs(
 
 
 def _gqa_prefill_pair(
-    heads, q_len, kv_len, head_dim, kv_splits, q_tiles, forloop, scale, dtype, norm_eps
+    heads: int,
+    q_len: int,
+    kv_len: int,
+    head_dim: int,
+    kv_splits: int,
+    q_tiles: int,
+    forloop: int,
+    scale: float | None,
+    dtype: str,
+    norm_eps: float | None,
 ) -> GraphPair:
     _parts(q_len, q_tiles, "q_len / q_tiles")
     _parts(kv_len, kv_splits * forloop, "kv_len / (kv_splits * forloop)")

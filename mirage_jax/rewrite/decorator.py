@@ -20,15 +20,18 @@ from __future__ import annotations
 import functools
 import inspect
 import numbers
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Any, overload
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mirage_jax.frontend.flat import CustomCall, Var, read_value, run_nodes
+from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
 from mirage_jax.frontend.partition import Region, partition
+from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.rewrite.explain import explain as _explain
 from mirage_jax.rewrite.region import Settings, region_kernel
 from mirage_jax.rewrite.signature import Signature as _Signature
@@ -42,18 +45,46 @@ from mirage_jax.superopt.superoptimize import KEEP_KERNELS_ENV, keep_kernels
 # is the one a caller that wants a single config for every region starts from.
 DEFAULT_CONFIG = _region_config.MLP
 BACKENDS = ("auto", "cpu", "cuda", "xla")
+# What the rewritten program runs as one piece: a kernel region or a custom derivative call.
+Unit = Region | CustomCall
+
+
+@overload
+def optimize(
+    fun: Callable[..., Any],
+    *,
+    config: SearchConfig | None = None,
+    backend: str = "auto",
+    cache_dir: str | os.PathLike[str] | None = None,
+    min_region_flops: float = 0,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Optimized: ...
+
+
+@overload
+def optimize(
+    fun: None = None,
+    *,
+    config: SearchConfig | None = None,
+    backend: str = "auto",
+    cache_dir: str | os.PathLike[str] | None = None,
+    min_region_flops: float = 0,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Callable[[Callable[..., Any]], Optimized]: ...
 
 
 def optimize(
-    fun: Callable | None = None,
+    fun: Callable[..., Any] | None = None,
     *,
-    config=None,
+    config: SearchConfig | None = None,
     backend: str = "auto",
-    cache_dir=None,
+    cache_dir: str | os.PathLike[str] | None = None,
     min_region_flops: float = 0,
-    static_argnums=(),
-    static_argnames=(),
-):
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Optimized | Callable[[Callable[..., Any]], Optimized]:
     """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
     config: the search's SearchConfig for every region (default: per region, by
@@ -88,14 +119,16 @@ def optimize(
     )
 
 
-def _as_tuple(x, what, kind):
+def _as_tuple(x: Any, what: str, kind: type) -> tuple[Any, ...]:
     items = (x,) if isinstance(x, kind) else tuple(x)
     if not all(isinstance(i, kind) for i in items):
         raise TypeError(f"optimize: {what} must be {kind.__name__}s, got {x!r}")
     return items
 
 
-def _infer_static(fun, nums: tuple, names: tuple) -> tuple[tuple, tuple]:
+def _infer_static(
+    fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """As jax.jit does: a static name also marks its positional slot static, and a static
     position its name, where inspect.signature can tell."""
     try:
@@ -103,17 +136,17 @@ def _infer_static(fun, nums: tuple, names: tuple) -> tuple[tuple, tuple]:
     except (TypeError, ValueError):
         return nums, names
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    nums, names = list(nums), list(names)
+    all_nums, all_names = list(nums), list(names)
     for i, p in enumerate(positional):
-        if p.name in names and i not in nums:
-            nums.append(i)
+        if p.name in all_names and i not in all_nums:
+            all_nums.append(i)
         if (
-            (i in nums or i - len(positional) in nums)
-            and p.name not in names
+            (i in all_nums or i - len(positional) in all_nums)
+            and p.name not in all_names
             and p.kind == p.POSITIONAL_OR_KEYWORD
         ):
-            names.append(p.name)
-    return tuple(nums), tuple(names)
+            all_names.append(p.name)
+    return tuple(all_nums), tuple(all_names)
 
 
 class Optimized:
@@ -121,14 +154,14 @@ class Optimized:
 
     def __init__(
         self,
-        fun,
+        fun: Callable[..., Any],
         *,
-        config=None,
-        backend="auto",
-        cache_dir=None,
-        min_region_flops=0,
-        static_argnums=(),
-        static_argnames=(),
+        config: SearchConfig | None = None,
+        backend: str = "auto",
+        cache_dir: str | os.PathLike[str] | None = None,
+        min_region_flops: float = 0,
+        static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (),
         settings: Settings | None = None,
     ):
         if not callable(fun):
@@ -146,28 +179,30 @@ class Optimized:
                 f"optimize: min_region_flops must be a number >= 0, got {min_region_flops!r}"
             )
         functools.update_wrapper(self, fun)
-        self._fun = fun
-        self._config = config  # None: per region (_region_config)
-        self._backend = backend
-        self._cache_dir = cache_dir
-        self._min_region_flops = float(min_region_flops)
+        self._fun: Callable[..., Any] = fun
+        self._config: SearchConfig | None = config  # None: per region (_region_config)
+        self._backend: str = backend
+        self._cache_dir: str | os.PathLike[str] | None = cache_dir
+        self._min_region_flops: float = float(min_region_flops)
+        self._static_argnums: tuple[int, ...]
+        self._static_argnames: tuple[str, ...]
         self._static_argnums, self._static_argnames = _infer_static(
             fun,
             _as_tuple(static_argnums, "static_argnums", int),
             _as_tuple(static_argnames, "static_argnames", str),
         )
-        self._settings = settings
-        self._specializations: dict = {}
-        self._jitted = None
+        self._settings: Settings | None = settings
+        self._specializations: dict[Hashable, _Specialization] = {}
+        self._jitted: Callable[..., Any] | None = None
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # jax.jit does the per-call work (argument checking and errors, the signature, the
         # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
         jitted = self._jitted
         if jitted is None:
 
             @functools.wraps(self._fun)  # jax.jit's errors name the user's function
-            def traced(*args, **kwargs):
+            def traced(*args: Any, **kwargs: Any) -> Any:
                 return self._trace(*args, **kwargs)
 
             jitted = self._jitted = jax.jit(
@@ -175,11 +210,11 @@ class Optimized:
             )
         return jitted(*args, **kwargs)
 
-    def _trace(self, *args, **kwargs):
+    def _trace(self, *args: Any, **kwargs: Any) -> Any:
         spec, dynamic = self._specialization(args, kwargs)
         return spec.call(dynamic)
 
-    def __get__(self, obj, objtype=None):  # decorating a method
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:  # decorating a method
         return self if obj is None else functools.partial(self, obj)
 
     def settings(self) -> Settings:
@@ -189,24 +224,26 @@ class Optimized:
             )
         return self._settings
 
-    def _specialization(self, args, kwargs):
+    def _specialization(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[_Specialization, list[Any]]:
         sig = _Signature(self, args, kwargs)
         spec = self._specializations.get(sig.key)
         if spec is None:
             spec = self._specializations[sig.key] = _specialize(self, sig)
         return spec, sig.dynamic
 
-    def regions(self, *args, **kwargs) -> list:
+    def regions(self, *args: Any, **kwargs: Any) -> list[RegionReport]:
         """The RegionReport of every region found for this signature (specializing first)."""
         return list(self._specialization(args, kwargs)[0].reports)
 
-    def uses_kernels(self, *args, **kwargs) -> bool:
+    def uses_kernels(self, *args: Any, **kwargs: Any) -> bool:
         """Whether this signature runs generated kernels: some region chose one, and the
         rewritten program beat jax.jit of the whole function."""
         spec = self._specialization(args, kwargs)[0]
         return spec.whole_program_kept and any(r.chosen == "kernel" for r in spec.reports)
 
-    def explain(self, *args, **kwargs) -> str:
+    def explain(self, *args: Any, **kwargs: Any) -> str:
         """Prints and returns, for this signature, each region with its source lines, the
         μGraph chosen, how it was verified and the measured speedup (or why it runs as
         plain JAX)."""
@@ -223,14 +260,14 @@ class Optimized:
 
 @dataclass
 class _Specialization:
-    run: Callable  # of the traced leaves, returning the output leaves; traced inside jit
-    out_tree: object
+    run: Callable[..., list[Any]]  # of the traced leaves, returning the output leaves
+    out_tree: Any  # jax's PyTreeDef
     reports: list
     backend: str
     note: str = ""  # the whole-program timing, when there are kernels
     whole_program_kept: bool = True  # False: slower than jax.jit as a whole, runs as that
 
-    def call(self, leaves):
+    def call(self, leaves: list[Any]) -> Any:
         return jax.tree_util.tree_unflatten(self.out_tree, self.run(*leaves))
 
 
@@ -247,11 +284,11 @@ def _respecialize(fun: Callable, settings: Settings) -> Optimized:
 
 
 def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
-    def flat_fun(*arrays):
+    def flat_fun(*arrays: Any) -> Any:
         call_args, call_kwargs = sig.rebuild(list(arrays))
         return opt._fun(*call_args, **call_kwargs)
 
-    def plain(*arrays):
+    def plain(*arrays: Any) -> list[Any]:
         return jax.tree_util.tree_leaves(flat_fun(*arrays))
 
     closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
@@ -269,9 +306,9 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
             kernels[id(region)] = region_function(region, kernel, report, settings, _respecialize)
     program = part.program
     kernel_regions = [r for r in part.regions if id(r) in kernels]
-    units = _schedule(program, kernel_regions + _whole_calls(program, kernel_regions))
+    units = _schedule(program, [*kernel_regions, *_whole_calls(program, kernel_regions)])
 
-    def rewritten(*flat):
+    def rewritten(*flat: Any) -> list[Any]:
         env = dict(program.consts)
         env.update(zip(program.invars, flat))
         for unit in units:
@@ -295,7 +332,9 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     )
 
 
-def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
+def _whole_program_check(
+    fast: Callable[..., Any], plain: Callable[..., Any], avals: list[jax.ShapeDtypeStruct]
+) -> tuple[bool, str]:
     """(whether to run the rewritten program, what was measured). Each region's kernel beat
     XLA on that region alone, but the regions' boundaries also stop XLA fusing across them:
     the rewritten program is timed against jax.jit of the whole function, on random inputs
@@ -303,7 +342,7 @@ def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
     rng = np.random.default_rng(0)
     try:
         with jax.ensure_compile_time_eval():
-            inputs = []
+            inputs: list[jax.Array] = []
             for a in avals:
                 dtype = jnp.dtype(a.dtype)
                 if jnp.issubdtype(dtype, jnp.floating):
@@ -316,24 +355,25 @@ def _whole_program_check(fast, plain, avals) -> tuple[bool, str]:
             times, rounds = _profile.median_times({"xla": plain, "rewritten": fast}, inputs)
     except Exception as e:
         return True, f"whole program not timed ({type(e).__name__}: {e})"
-    x, r = times["xla"] * 1e3, times["rewritten"] * 1e3
+    xla_ms, rewritten_ms = times["xla"] * 1e3, times["rewritten"] * 1e3
     if times["rewritten"] < times["xla"]:
         return True, (
-            f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit "
-            f"({x / r:.2f}x, median of {rounds} rounds on random inputs)"
+            f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
+            f"({xla_ms / rewritten_ms:.2f}x, median of {rounds} rounds on random inputs)"
         )
     return False, (
-        f"whole program: {r:.3f} ms rewritten vs {x:.3f} ms with jax.jit (median of "
-        f"{rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
+        f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
+        f"(median of {rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
         f"regions' kernels stay cached"
     )
 
 
-def _whole_calls(program, kernel_regions) -> list:
+def _whole_calls(program: FlatProgram, kernel_regions: list[Region]) -> list[CustomCall]:
     """The outermost custom_jvp/custom_vjp calls none of whose nodes runs in a kernel: they
     run as the original calls, so jax differentiates them with their own rules."""
     in_kernel = {n.index for r in kernel_regions for n in r.nodes}
-    chosen, ids = [], set()
+    chosen: list[CustomCall] = []
+    ids: set[int] = set()
     for call in sorted(program.custom_calls, key=lambda c: (c.nodes[0].index, -len(c.nodes))):
         if call.parent in ids or any(n.index in in_kernel for n in call.nodes):
             continue
@@ -342,7 +382,7 @@ def _whole_calls(program, kernel_regions) -> list:
     # a call inside a chosen one is covered by it (its parent chain reaches a chosen call)
     by_index = {c.index: c for c in program.custom_calls}
 
-    def covered(c):
+    def covered(c: CustomCall) -> bool:
         p = c.parent
         while p is not None:
             if p in ids:
@@ -353,27 +393,28 @@ def _whole_calls(program, kernel_regions) -> list:
     return [c for c in chosen if not covered(c)]
 
 
-def _schedule(program, regions) -> list:
+def _schedule(program: FlatProgram, regions: Sequence[Unit]) -> list[Unit | Node]:
     """Nodes and whole units (kernel regions, custom derivative calls: anything with
     `.nodes`) in an order that respects every data dependence. Each unit is convex, so
     contracting it to one leaves the graph acyclic."""
-    unit_of = {}
+    unit_of: dict[int, Unit] = {}
     for region in regions:
         for node in region.nodes:
             unit_of[node.index] = region
-    producer = {}
+    producer: dict[Var, Unit | Node] = {}
     for node in program.nodes:
         for v in node.outvars:
             producer[v] = unit_of.get(node.index, node)
     units = list({id(u): u for u in (unit_of.get(n.index, n) for n in program.nodes)}.values())
-    deps = {id(u): set() for u in units}
+    deps: dict[int, set[int]] = {id(u): set() for u in units}
     for node in program.nodes:
         unit = unit_of.get(node.index, node)
-        for v in node.invars:
-            p = producer.get(v) if isinstance(v, Var) else None
+        for operand in node.invars:
+            p = producer.get(operand) if isinstance(operand, Var) else None
             if p is not None and p is not unit:
                 deps[id(unit)].add(id(p))
-    order, done = [], set()
+    order: list[Unit | Node] = []
+    done: set[int] = set()
     pending = list(units)
     while pending:
         ready = [u for u in pending if deps[id(u)] <= done]

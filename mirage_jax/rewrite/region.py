@@ -5,8 +5,11 @@ rewritten program is mirage_jax/rewrite/transparent.py.
 
 from __future__ import annotations
 
+import os
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -14,7 +17,7 @@ import jax.numpy as jnp
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
 from mirage_jax.frontend.partition import Region, region_flops
 from mirage_jax.rewrite.explain import RegionReport
-from mirage_jax.superopt.config import default_config
+from mirage_jax.superopt.config import SearchConfig, default_config
 from mirage_jax.superopt.superoptimize import superoptimize
 
 
@@ -22,17 +25,17 @@ from mirage_jax.superopt.superoptimize import superoptimize
 class Settings:
     """What an `Optimized` passes down to its regions (and to nested re-specializations)."""
 
-    config: object
+    config: SearchConfig | None  # None: per region (superopt.config.default_config)
     backend: str  # "cpu" or "cuda": already resolved from "auto"
-    cache_dir: object
+    cache_dir: str | os.PathLike[str] | None
     min_region_flops: float
     # Reports name these sources instead of the regions' own (a region optimized again under
     # vmap or per shard is traced from mirage_jax's code; the user's lines are the original's).
-    sources: tuple = ()
+    sources: tuple[str, ...] = ()
 
 
 def _new_report(
-    region: Region, chosen: str, reason: str, text: str = "", sources=()
+    region: Region, chosen: str, reason: str, text: str = "", sources: tuple[str, ...] = ()
 ) -> RegionReport:
     return RegionReport(
         list(dict.fromkeys(sources or region.sources)),
@@ -49,13 +52,17 @@ def warn_fallback(r: RegionReport) -> RegionReport:
     return r
 
 
-def region_kernel(region: Region, settings: Settings):
+# A region's kernel: its input values -> its output values.
+RegionKernel = Callable[..., list[Any]]
+
+
+def region_kernel(region: Region, settings: Settings) -> tuple[RegionKernel | None, RegionReport]:
     """(a function of the region's input values returning its output values, the report),
     or (None, the report) when the region stays plain JAX (warned, unless it was too small
     by the user's own `min_region_flops` or XLA won the timing)."""
 
-    def new_report(*args):
-        return _new_report(region, *args, sources=settings.sources)
+    def new_report(chosen: str, reason: str, text: str = "") -> RegionReport:
+        return _new_report(region, chosen, reason, text, sources=settings.sources)
 
     flops = region_flops(region)
     if flops < settings.min_region_flops:

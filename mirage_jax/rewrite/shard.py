@@ -60,7 +60,8 @@ def partitioned(region, kernel, report, settings):
 
     def choose_axes(mesh, shardings):
         """factor -> mesh axes: the operands' shardings, made consistent and divisible."""
-        chosen, used = {}, set()
+        chosen: dict[int, tuple[str, ...]] = {}
+        used: set[str] = set()
         for v, sharding in zip(region.inputs, shardings):
             spec = tuple(getattr(sharding, "spec", ()) or ())
             for d, f in enumerate(factors.of(v)):

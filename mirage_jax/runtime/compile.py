@@ -39,8 +39,9 @@ def _kernels(
     """op index -> (handler symbol, source) for every customized op of kg."""
     kernels = {}
     for op in kg.ops:
-        if op.kind == "customized":
-            kernels[op.index] = target.generate(op.block_graph._core, options)
+        block_graph = op.block_graph  # None unless the op is a customized one
+        if block_graph is not None:
+            kernels[op.index] = target.generate(block_graph._core, options)
     return kernels
 
 

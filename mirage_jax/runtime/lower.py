@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import jax
 import jax.numpy as jnp
@@ -68,10 +69,11 @@ def _predefined(step: _Step, args: list):
     if kind == "matmul":
         return jnp.matmul(args[0], args[1], precision=lax.Precision.HIGHEST)
     if kind == "reduce":
-        return _REDUCE[step.reduce_kind](args[0], axis=step.dim, keepdims=True)
+        return _REDUCE[cast(str, step.reduce_kind)](args[0], axis=step.dim, keepdims=True)
     if kind == "rms_norm":
         x = args[0]
-        return x / jnp.sqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + step.scalar)
+        eps = cast(float, step.scalar)
+        return x / jnp.sqrt(jnp.mean(jnp.square(x), axis=-1, keepdims=True) + eps)
     if kind == "concat":
         return jnp.concatenate([args[0], args[1]], axis=step.dim)
     raise NotImplementedError(f"lowering: kernel op '{kind}' has no lax lowering")

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 from mirage_jax import _core
 from mirage_jax.ir import args as _args
+from mirage_jax.ir.graph import KernelGraph
 
 PRESETS = ("mlp", "attention", "lora")
 TARGETS = {
@@ -38,14 +39,14 @@ def _where(field: str) -> str:
     return f"SearchConfig: argument '{field}'"
 
 
-def _at_least(value, minimum: int, field: str) -> int:
-    value = _args.integer(value, "SearchConfig", field)
-    if value < minimum:
-        raise ValueError(f"{_where(field)} must be >= {minimum}, got {value}")
-    return value
+def _at_least(value: object, minimum: int, field: str) -> int:
+    number = _args.integer(value, "SearchConfig", field)
+    if number < minimum:
+        raise ValueError(f"{_where(field)} must be >= {minimum}, got {number}")
+    return number
 
 
-def _sizes(value, field: str) -> tuple[int, ...] | None:
+def _sizes(value: object, field: str) -> tuple[int, ...] | None:
     if value is None:
         return None
     if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
@@ -97,7 +98,7 @@ class SearchConfig:
     seed: int = 0
     target: str = "cpu"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         checked = {
             "preset": _args.choice(self.preset, PRESETS, "SearchConfig", "preset"),
             "time_budget_s": self._budget(self.time_budget_s),
@@ -129,48 +130,50 @@ class SearchConfig:
             object.__setattr__(self, name, value)
 
     @staticmethod
-    def _budget(value) -> float:
+    def _budget(value: object) -> float:
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(
                 f"{_where('time_budget_s')} must be a number of seconds, "
                 f"got {type(value).__name__} {value!r}"
             )
-        value = float(value)
-        if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{_where('time_budget_s')} must be positive and finite, got {value}")
-        return value
+        seconds = float(value)
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(
+                f"{_where('time_budget_s')} must be positive and finite, got {seconds}"
+            )
+        return seconds
 
     @staticmethod
-    def _flag(value, field: str) -> bool:
+    def _flag(value: object, field: str) -> bool:
         if not isinstance(value, bool):
             raise TypeError(f"{_where(field)} must be a bool, got {type(value).__name__} {value!r}")
         return value
 
     @staticmethod
-    def _block_inputs(value) -> int:
-        value = _at_least(value, 1, "max_block_inputs")
-        if value > _core.MAX_BLOCK_INPUTS:
+    def _block_inputs(value: object) -> int:
+        number = _at_least(value, 1, "max_block_inputs")
+        if number > _core.MAX_BLOCK_INPUTS:
             raise ValueError(
                 f"{_where('max_block_inputs')} must be <= {_core.MAX_BLOCK_INPUTS} "
-                f"(the most inputs one search op may have), got {value}"
+                f"(the most inputs one search op may have), got {number}"
             )
-        return value
+        return number
 
     @staticmethod
-    def _seed(value) -> int:
+    def _seed(value: object) -> int:
         if isinstance(value, bool):
             raise TypeError(f"{_where('seed')} must be an integer, got bool {value!r}")
         try:
-            value = operator.index(value)
+            seed = operator.index(value)  # type: ignore[arg-type]  # raises for non-integers
         except TypeError:
             raise TypeError(
                 f"{_where('seed')} must be an integer, got {type(value).__name__} {value!r}"
             ) from None
-        if not 0 <= value < _UINT64_LIMIT:
-            raise ValueError(f"{_where('seed')} must be in [0, 2**64), got {value}")
-        return value
+        if not 0 <= seed < _UINT64_LIMIT:
+            raise ValueError(f"{_where('seed')} must be in [0, 2**64), got {seed}")
+        return seed
 
-    def _to_core(self):
+    def _to_core(self) -> _core.SearchConfig:
         core = _core.SearchConfig()
         for name in (
             "preset",
@@ -220,6 +223,6 @@ ATTENTION = SearchConfig(
 )
 
 
-def default_config(graph) -> SearchConfig:
+def default_config(graph: KernelGraph) -> SearchConfig:
     """ATTENTION for a region whose kernel graph has an exp, else MLP."""
     return ATTENTION if any(op.kind == "exp" for op in graph.ops) else MLP

@@ -14,6 +14,8 @@ from typing import TextIO
 
 from absl import logging
 
+from mirage_jax import _core
+
 _BAR_WIDTH = 20
 
 
@@ -28,7 +30,7 @@ class SearchProgress:
     seconds: float  # since the search started
 
     @classmethod
-    def from_core(cls, info) -> SearchProgress:
+    def from_core(cls, info: _core.SearchProgressInfo) -> SearchProgress:
         return cls(
             info.tasks_done,
             info.tasks_total,
@@ -44,7 +46,7 @@ class SearchProgress:
         )
 
 
-def _is_terminal(stream) -> bool:
+def _is_terminal(stream: TextIO | None) -> bool:
     try:
         return stream is not None and stream.isatty()
     except (AttributeError, ValueError):  # no isatty, or a closed stream
@@ -64,8 +66,9 @@ class ProgressReporter:
         log_every_s: float = 5.0,
     ):
         self._stream = stream
-        self._terminal = terminal
-        self._interval = redraw_every_s if terminal else log_every_s
+        # A terminal line needs a stream to draw on; without one, reports are logged.
+        self._terminal = terminal and stream is not None
+        self._interval = redraw_every_s if self._terminal else log_every_s
         self._latest: SearchProgress | None = None
         self._shown: SearchProgress | None = None
         self._line_width = 0
@@ -83,13 +86,13 @@ class ProgressReporter:
         """Shows the last report if it was throttled away, and ends the terminal line."""
         if self._latest is not None and self._latest is not self._shown:
             self._show(self._latest)
-        if self._terminal and self._shown is not None:
+        if self._stream is not None and self._terminal and self._shown is not None:
             self._stream.write("\n")
             self._stream.flush()
 
     def _show(self, report: SearchProgress) -> None:
         self._shown = report
-        if not self._terminal:
+        if self._stream is None or not self._terminal:
             logging.info("search: %s", report.summary())
             return
         total = max(report.tasks_total, 1)

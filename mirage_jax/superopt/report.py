@@ -37,7 +37,7 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
             f"chosen: {original(run.kg)} (no candidate that survived the checks was faster)"
         )
     else:
-        kernels = [op.block_graph for op in chosen.ops if op.kind == "customized"]
+        kernels = [bg for op in chosen.ops if (bg := op.block_graph) is not None]
         shapes = ", ".join(f"grid {bg.grid} for-loop {bg.forloop_range}" for bg in kernels)
         lines.append(
             f"chosen: candidate {chosen.hash()}, {len(kernels)} generated "

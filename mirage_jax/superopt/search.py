@@ -36,7 +36,7 @@ class SearchStats:
     seconds_rank: float
     candidates_unverified: int = 0  # found but never verified (max_verified)
 
-    def __str__(self):
+    def __str__(self) -> str:
         unverified = (
             f", {self.candidates_unverified:,} more left unverified"
             if self.candidates_unverified
@@ -62,13 +62,13 @@ class SearchResult:
     stats: SearchStats
     reason: str  # why the search stopped early or found nothing; "" when it ran to the end
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.candidates)
 
     def __iter__(self) -> Iterator[KernelGraph]:
         return iter(self.candidates)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         best = f", best {self.costs[0]:.3g} s" if self.costs else ""
         reason = f", reason={self.reason!r}" if self.reason else ""
         return f"<SearchResult: {len(self.candidates)} candidates{best}{reason}>"
@@ -104,6 +104,8 @@ def search(
             f"search: argument 'config' must be a mirage_jax SearchConfig, "
             f"got {type(config).__name__}"
         )
+    reporter: ProgressReporter | None
+    hook: ProgressHook | None
     if isinstance(progress, bool):
         reporter = ProgressReporter.for_stderr() if progress else None
         hook = reporter
@@ -120,9 +122,9 @@ def search(
     # not asked again.
     stop_requested = False
 
-    def core_hook(info) -> bool:
+    def core_hook(info: _core.SearchProgressInfo) -> bool:
         nonlocal stop_requested
-        if not stop_requested:
+        if hook is not None and not stop_requested:
             stop_requested = hook(SearchProgress.from_core(info)) is False
         return not stop_requested
 

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +66,7 @@ class Superoptimized:
     def __init__(
         self,
         graph: KernelGraph,
-        fn: Callable,
+        fn: Callable[..., tuple[jax.Array, ...]],
         source: str,
         timings: dict[str, float],
         speedup: float,
@@ -78,14 +79,14 @@ class Superoptimized:
         self._fn = fn
         self._report = report_text
 
-    def __call__(self, *args):
+    def __call__(self, *args: Any) -> tuple[jax.Array, ...]:
         return self._fn(*args)
 
     def report(self) -> str:
         """What was searched and found, how the choice was verified, and the timings."""
         return self._report
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<Superoptimized {self.graph.label}: {self.speedup:.2f}x vs XLA>"
 
 
@@ -137,7 +138,7 @@ def superoptimize(
         return _Run(kg, config, backend, top_k, progress, device).choose()
 
 
-def _cuda_setup(config: SearchConfig):
+def _cuda_setup(config: SearchConfig) -> tuple[jax.Device, SearchConfig]:
     """(the GPU the candidates and XLA are timed on, the config): a config left at the CPU
     target ranks for the visible GPU's class instead (H100-class for compute capability 9.x,
     else A100-class). RuntimeError when no GPU is visible."""
@@ -167,15 +168,23 @@ class _Runnable:
     inputs, and the generated source it was compiled from."""
 
     graph: KernelGraph
-    fn: Callable
-    outputs: tuple
+    fn: Callable[..., Any]
+    outputs: tuple[jax.Array, ...]
     source: str
 
 
 class _Run:
     """One superoptimize call; its fields are what the report tells."""
 
-    def __init__(self, kg, config, backend, top_k, progress, device=None):
+    def __init__(
+        self,
+        kg: KernelGraph,
+        config: SearchConfig,
+        backend: str,
+        top_k: int,
+        progress: bool,
+        device: jax.Device | None = None,
+    ):
         self.kg, self.config, self.backend = kg, config, backend
         self.device = device  # where inputs live, so jit runs everything there
         self.top_k, self.progress = top_k, progress
@@ -189,14 +198,14 @@ class _Run:
         self.float_check: _float_check.FloatCheck | None = None  # of the chosen candidate
         self.confirmation = ""  # the second timing of a narrow winner, when one ran
 
-    def _log(self, message: str, *args) -> None:
+    def _log(self, message: str, *args: object) -> None:
         if self.progress:
             logging.info("superoptimize: " + message, *args)
 
     # -- search ------------------------------------------------------------------------
 
     def _search(self) -> SearchResult | None:
-        def run():
+        def run() -> SearchResult:
             return _search.search(self.kg, self.config, progress=self.progress)
 
         try:
@@ -228,7 +237,7 @@ class _Run:
         if split is None:
             return []
 
-        def run():
+        def run() -> SearchResult:
             return _search.search(split.tail, self.config, progress=self.progress)
 
         where = f"the tail from t{split.cut_tensor} on"
@@ -246,7 +255,7 @@ class _Run:
 
     # -- compile, run once -------------------------------------------------------------
 
-    def _compiled(self, graph: KernelGraph, name: str, inputs) -> _Runnable | None:
+    def _compiled(self, graph: KernelGraph, name: str, inputs: list[jax.Array]) -> _Runnable | None:
         """The candidate compiled and run once on `inputs`, or None when that failed
         (recorded)."""
         stage = "compilation"
@@ -261,7 +270,12 @@ class _Run:
         return _Runnable(graph, fn, outputs, built.source)
 
     @staticmethod
-    def _stress_check(candidate_fn, xla_fn, inputs, input_dtypes) -> _float_check.FloatCheck:
+    def _stress_check(
+        candidate_fn: Callable[..., Any],
+        xla_fn: Callable[..., Any],
+        inputs: list[jax.Array],
+        input_dtypes: list[str],
+    ) -> _float_check.FloatCheck:
         """The verifier treats every max as a softmax stabilizer (exactly 0), so it accepts
         exp(s) where the program has exp(s - max s): equal in algebra, but it overflows once
         the scores are large. Standard-normal inputs rarely show it; scaled inputs do."""
@@ -290,10 +304,10 @@ class _Run:
         ]
         # The original is compiled outside the try: it is the fallback, so its failure
         # (a user's customized op that does not compile) is the caller's error to see.
-        xla_fn = jax.jit(_compile.compile(self.kg, self.backend))
+        xla_fn: Callable[..., Any] = jax.jit(_compile.compile(self.kg, self.backend))
         want = jax.block_until_ready(xla_fn(*inputs))
 
-        runnable = {}
+        runnable: dict[str, _Runnable] = {}
         for i, (graph, _) in enumerate(contenders):
             name = graph.hash()
             self._log("compiling candidate %d/%d (%s)", i + 1, len(contenders), name)
@@ -302,7 +316,8 @@ class _Run:
                 runnable[name] = compiled
 
         self._log("timing %d candidates and XLA", len(runnable))
-        functions = {XLA: xla_fn, **{name: r.fn for name, r in runnable.items()}}
+        functions: dict[str, Callable[..., Any]] = {XLA: xla_fn}
+        functions.update({name: r.fn for name, r in runnable.items()})
         self.timings, self.rounds = _profile.median_times(functions, inputs)
 
         chosen, fn, source = self.kg, xla_fn, ""
@@ -354,7 +369,13 @@ class _Run:
             chosen, fn, source, dict(self.timings), speedup, report.text(self, chosen, speedup)
         )
 
-    def _confirm_faster(self, name, candidate_fn, xla_fn, inputs) -> bool:
+    def _confirm_faster(
+        self,
+        name: str,
+        candidate_fn: Callable[..., Any],
+        xla_fn: Callable[..., Any],
+        inputs: list[jax.Array],
+    ) -> bool:
         """A winner by less than CONFIRM_BELOW, or over an XLA time under
         CONFIRM_SHORTER_THAN_S, is timed again against XLA alone, for longer: with four
         contenders and a one-second budget, one noisy phase of the machine can make a slower

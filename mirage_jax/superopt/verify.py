@@ -21,7 +21,7 @@ class VerifyResult:
     false_accept_bound: float  # bound on the chance of accepting a non-equivalent pair
     shrunk: bool  # checked on the shrunk instance (same grids, tiny tiles)
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.equivalent
 
 

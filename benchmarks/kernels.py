@@ -1,6 +1,6 @@
 """Timing of the generated CPU kernels of the paper's hand-written μGraphs against XLA.
 
-For every program at the paper's shapes (DESIGN.md §9), `mj.compile(fused)` of the hand-written
+For every program at the paper's shapes, `mj.compile(fused)` of the hand-written
 μGraph runs against `jax.jit` of the reference program, both on device-resident arrays, in one
 process and alternating call by call (the machines here are shared, so only ratios measured
 side by side mean anything). Each program is timed with the paper's tiling and with a tiling
@@ -28,8 +28,8 @@ import mirage_jax as mj
 from mirage_jax.ir import paper_graphs as pg
 
 # (row name, builder, tiling name, builder keyword arguments). The CPU tilings give each of
-# the 2 cores one block with a wide column range that walks K in short steps (DESIGN.md §6:
-# stream W a few rows of K at a time), or for attention long KV runs per iteration.
+# the 2 cores one block with a wide column range that walks K in short steps (stream W
+# a few rows of K at a time), or for attention long KV runs per iteration.
 CASES = [
     ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "paper", dict(batch=8)),
     ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "cpu", dict(batch=8, col_tile=3072, k_tile=8)),

@@ -1,4 +1,4 @@
-"""The programs of the Mirage paper's evaluation (DESIGN.md §9) as ordinary JAX functions.
+"""The programs of the Mirage paper's evaluation (arXiv 2405.05751) as ordinary JAX functions.
 
 Nothing here knows about mirage_jax: these are the functions a user writes, and the benchmark
 runs each under `jax.jit` and under `mirage_jax.optimize`. `PROGRAMS` lists every benchmarked
@@ -67,7 +67,7 @@ class Program:
 
     name: str
     fn: object
-    shapes: tuple  # one shape per argument, the paper's (DESIGN.md §9)
+    shapes: tuple  # one shape per argument, the paper's
     quick_shapes: tuple  # small shapes for --quick and the tests
     description: str
 

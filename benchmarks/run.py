@@ -1,4 +1,4 @@
-"""The benchmark suite (DESIGN.md §9): jax.jit(f) against mirage_jax.optimize(f).
+"""The benchmark suite: jax.jit(f) against mirage_jax.optimize(f).
 
 For every program of benchmarks/programs.py, at the paper's shapes (or small ones with
 --quick), on device-resident arrays:

@@ -1,6 +1,6 @@
 """Timing of mj.superoptimize's result against XLA, and the search time cold and warm.
 
-For each program at the paper's shapes (DESIGN.md §9), `mj.superoptimize(reference, config)`
+For each program at the paper's shapes, `mj.superoptimize(reference, config)`
 runs twice with one fresh cache root (a temporary directory, also set as $MIRAGE_JAX_CACHE):
 the first call is cold (search, compile and time the top candidates), the second warm (the
 search comes from the cache). The callable it returns then runs against `jax.jit` of the

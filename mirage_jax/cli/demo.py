@@ -32,7 +32,7 @@ class Shapes(TypedDict):
     k_tile: int
 
 
-# The paper's shapes (DESIGN.md §9). Interpreting them (~200M multiply-adds per graph) takes
+# The paper's shapes. Interpreting them (~200M multiply-adds per graph) takes
 # about a second here; --small keeps the same tiles at an eighth of the size, for quick runs.
 PAPER_SHAPES = Shapes(batch=8, hidden=4096, out_features=6144, col_tile=64, k_tile=128)
 SMALL_SHAPES = Shapes(batch=8, hidden=512, out_features=768, col_tile=64, k_tile=128)

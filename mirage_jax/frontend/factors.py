@@ -1,5 +1,5 @@
 """Which dims of a region can be split across devices, and the region at per-shard shapes
-(DESIGN.md §5.4, sharding).
+(mirage_jax/rewrite/shard.py partitions by them).
 
 Every dim of every value of a region is given a *factor*: dims that must be split alike
 (an elementwise op's operand and result dims, a matmul's batch dims, the kept dims of a

@@ -237,7 +237,7 @@ class KernelGraph(_Graph):
 
 class BlockGraph(_Graph):
     """What one block of a grid computes on its tiles, with a for-loop of `forloop_range`
-    iterations whose accumulators feed the epilogue (DESIGN.md §3.2)."""
+    iterations whose accumulators feed the epilogue (docs/ir-semantics.md)."""
 
     _is_block = True
     _core: cpp.BlockGraph

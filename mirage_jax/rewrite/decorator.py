@@ -1,4 +1,4 @@
-"""`@mirage_jax.optimize` (DESIGN.md §5.1): specialize a function per input signature, run
+"""`@mirage_jax.optimize`: specialize a function per input signature, run
 its fusible regions as superoptimized kernels and everything else as plain JAX.
 
 Per signature (pytree structure, shapes, dtypes, static arguments) the function is traced

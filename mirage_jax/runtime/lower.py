@@ -1,4 +1,4 @@
-"""Lowering a KernelGraph to a function of jax arrays (DESIGN.md §5.3).
+"""Lowering a KernelGraph to a function of jax arrays.
 
 Predefined kernel ops become lax/jnp ops, so XLA runs them with its own GEMMs and fusions;
 each customized op is handed to a backend callback (for the CPU backend, one

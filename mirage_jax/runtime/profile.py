@@ -1,4 +1,4 @@
-"""Timing candidate functions against each other in this process (DESIGN.md §4, §9).
+"""Timing candidate functions against each other in this process.
 
 Each function is warmed up (its first call compiles through XLA), then all are run in
 alternating rounds and each one's median is kept. Alternating spreads slow phases of the

@@ -61,7 +61,7 @@ def _sizes(value: object, field: str) -> tuple[int, ...] | None:
 
 @dataclasses.dataclass(frozen=True)
 class SearchConfig:
-    """What to search and for how long (DESIGN.md §4).
+    """What to search and for how long (cc/search).
 
     preset: "mlp" (grids split only indices that reach the outputs), "attention" (grids may
         also split a reduced index: split-KV partial results) or "lora" (allows concat).

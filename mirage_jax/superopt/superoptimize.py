@@ -1,5 +1,5 @@
 """superoptimize: search (or the search cache), compile the cost model's best few, time them
-against XLA, check the winner in floats, and return the fastest correct one (DESIGN.md §1, §4).
+against XLA, check the winner in floats, and return the fastest correct one.
 
 The original graph, run by XLA, is always timed and always the fallback, so the result is
 never slower than XLA by more than timing noise and never wrong: every candidate that cannot

@@ -1,4 +1,4 @@
-"""benchmarks/run.py --quick: every program of DESIGN §9 runs under jax.jit and
+"""benchmarks/run.py --quick: every program of benchmarks/programs.py runs under jax.jit and
 mj.optimize, and the table, the JSON and the PNG chart are written with sane numbers."""
 
 import json

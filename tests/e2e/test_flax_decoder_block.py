@@ -1,5 +1,5 @@
 """@mirage_jax.optimize on a Llama-style decoder block written in Flax, nnx and linen, in
-float32 and bfloat16 (DESIGN.md §5.1): RMSNorm, grouped-query attention (4 query heads over
+float32 and bfloat16: RMSNorm, grouped-query attention (4 query heads over
 2 kv heads, causal), SwiGLU MLP, residuals. The output matches jax.jit within the dtype's
 tolerance, the lowered HLO holds the generated kernels' custom calls, every region is
 accounted for, and a second process with the warm cache optimizes the block without

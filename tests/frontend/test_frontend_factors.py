@@ -1,6 +1,6 @@
 """Which dims of a region may be split across devices (mirage_jax.frontend.factors), and the
 region rewritten for per-shard shapes: run on a slice of its inputs, it computes the same
-slice of its outputs as the whole region (DESIGN.md §5.4)."""
+slice of its outputs as the whole region."""
 
 import jax
 import jax.numpy as jnp

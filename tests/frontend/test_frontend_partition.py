@@ -1,4 +1,4 @@
-"""The JAX frontend's partitioning and region -> KernelGraph conversion (DESIGN.md §5.2)."""
+"""The JAX frontend's partitioning and region -> KernelGraph conversion."""
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,4 @@
-"""The frontend on the benchmark programs of DESIGN §9 (benchmarks/programs.py, small shapes),
+"""The frontend on the benchmark programs (benchmarks/programs.py, small shapes),
 in float32 and bfloat16: every region found converts to a kernel graph, and the graph,
 run by the float64 interpreter, computes what jax computes for the region's nodes. (The
 programs run end to end under mj.optimize in tests/test_benchmarks_quick.py.)"""

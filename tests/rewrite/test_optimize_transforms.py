@@ -1,4 +1,4 @@
-"""@mirage_jax.optimize under jax's transformations and options (DESIGN.md §5.4, §5.5): grad
+"""@mirage_jax.optimize under jax's transformations and options: grad
 through kernel regions (backward by XLA), vmap (the batched region optimized again),
 jit over a first call, min_region_flops, backend selection and its fallback, explain(), and
 jax.jit's errors for bad arguments. Every result is compared with plain jax."""

@@ -1,4 +1,4 @@
-"""Property tests for @mirage_jax.optimize (DESIGN.md §8): random small programs built from
+"""Property tests for @mirage_jax.optimize: random small programs built from
 the supported primitives (matmuls in both layouts, reductions, softmax, RMSNorm, the
 elementwise ops), with an unsupported op (sin) sometimes in between to split regions.
 For each: optimize(f)(x) is close to jax.jit(f)(x), and no region is silently dropped:

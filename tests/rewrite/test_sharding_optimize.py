@@ -1,4 +1,4 @@
-"""@mirage_jax.optimize on sharded inputs (DESIGN.md §5.4), on 4 host devices in a
+"""@mirage_jax.optimize on sharded inputs (mirage_jax/rewrite/shard.py), on 4 host devices in a
 subprocess (XLA_FLAGS must be set before jax starts): under jit each device runs a kernel
 specialized for its shard, with no all-gather of the kernel's inputs; inside shard_map the
 kernel runs on the local block. Outputs are compared with jax.jit of the original on the

@@ -17,7 +17,16 @@
 #include "cc/search/search.h"
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::to_string;
+
 namespace {
 
 using search_test::count_ops;
@@ -145,4 +154,4 @@ TEST(GqaSplitKvSearch, TheStructureCheckRejectsTheOnlineSoftmaxKernel) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -16,7 +16,16 @@
 #include "cc/search/op_key.h"
 #include "cc/search/thread_pool.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::SaturationLimits;
+using cost::check_target;
+using cost::estimate;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::graph_hash;
 
 std::string SearchStats::to_string() const {
   char buf[480];
@@ -263,4 +272,4 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
   return result;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -16,19 +16,19 @@
 #include "cc/search/result_set.h"
 #include "cc/search/search.h"
 
-namespace mj {
+namespace mj::search {
 
 // What the search knows about a tensor beyond the IR.
 struct TensorFacts {
-  ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
+  absexpr::ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
   DimClasses classes;   // index class per dim
   int consumers = 0;    // ops reading it, so dangling results can be found
   bool stabilizer = false;  // a max, or a tile or store of one (stabilizers.h)
-  ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
+  absexpr::ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
 };
 
 struct KernelState {
-  KernelGraph graph;
+  ir::KernelGraph graph;
   std::vector<TensorFacts> facts;  // per tensor
   ClassTable table;
   std::optional<OpKey> last_key;
@@ -37,7 +37,7 @@ struct KernelState {
 };
 
 struct BlockState {
-  std::shared_ptr<BlockGraph> graph;  // copied before each append
+  std::shared_ptr<ir::BlockGraph> graph;  // copied before each append
   std::vector<TensorFacts> facts;
   ClassTable table;
   std::optional<OpKey> last_key;
@@ -46,7 +46,7 @@ struct BlockState {
 
 // Read by every thread; the counters and the stop flag are the only shared writes.
 struct SearchShared {
-  const KernelGraph& target;
+  const ir::KernelGraph& target;
   const SearchConfig& config;
   TargetClasses classes;
   std::vector<int> output_classes;  // index classes the target's outputs have
@@ -60,7 +60,7 @@ struct SearchShared {
   std::atomic<bool> budget_spent{false};
   std::atomic<int64_t> explored{0}, pruned{0}, verified{0}, accepted{0}, verify_ns{0};
 
-  SearchShared(const KernelGraph& t, const SearchConfig& c) : target(t), config(c) {}
+  SearchShared(const ir::KernelGraph& t, const SearchConfig& c) : target(t), config(c) {}
 };
 
 // One per thread: its own expression pool and memo.
@@ -74,4 +74,4 @@ struct Worker {
 // only every few calls: it is asked once per proposed op.
 bool should_stop(SearchShared& shared, Worker& worker);
 
-}  // namespace mj
+}  // namespace mj::search

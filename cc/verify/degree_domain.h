@@ -9,7 +9,7 @@
 // heuristic part of the bound (see verify.cc).
 #include <algorithm>
 
-namespace mj {
+namespace mj::verify {
 
 struct DegreeValue {
   double num = 0;
@@ -62,4 +62,4 @@ class DegreeDomain {
   DegreeStats* stats_;
 };
 
-}  // namespace mj
+}  // namespace mj::verify

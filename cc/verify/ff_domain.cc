@@ -4,7 +4,7 @@
 
 #include "cc/verify/splitmix.h"
 
-namespace mj {
+namespace mj::verify {
 
 const char* ff_poison_name(FFPoison p) {
   switch (p) {
@@ -116,4 +116,4 @@ FFValue FFDomain::relu(Value a) const {
   return r;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -11,7 +11,7 @@
 #include "cc/verify/field_params.h"
 #include "cc/verify/modular.h"
 
-namespace mj {
+namespace mj::verify {
 
 // Why a value has no meaningful fingerprint. Poison propagates through every operation.
 enum class FFPoison : uint8_t {
@@ -105,4 +105,4 @@ class FFDomain {
   uint64_t sqrt_exp_p_, sqrt_exp_q_;  // (p+1)/4 and (q+1)/4
 };
 
-}  // namespace mj
+}  // namespace mj::verify

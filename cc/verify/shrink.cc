@@ -6,7 +6,14 @@
 #include "cc/verify/rebuild.h"
 #include "cc/verify/tied_dims.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
 
 namespace {
 
@@ -75,4 +82,4 @@ int64_t instance_size(const KernelGraph& g) {
   return n;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -18,16 +18,16 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::verify {
 
 // Both graphs rebuilt with shrunk dims. Throws (IrError or std::logic_error) naming the
 // reason when the pair cannot be shrunk consistently.
-std::pair<KernelGraph, KernelGraph> shrink_pair(const KernelGraph& a, const KernelGraph& b,
+std::pair<ir::KernelGraph, ir::KernelGraph> shrink_pair(const ir::KernelGraph& a, const ir::KernelGraph& b,
                                                 int max_tile);
 
 // About how many scalar values interpreting g computes: every kernel tensor's elements,
 // every block tile's elements per block and loop iteration, and the products of each matmul.
 // Saturates near 2^62.
-int64_t instance_size(const KernelGraph& g);
+int64_t instance_size(const ir::KernelGraph& g);
 
-}  // namespace mj
+}  // namespace mj::verify

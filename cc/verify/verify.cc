@@ -56,7 +56,13 @@
 #include "cc/verify/signature_check.h"
 #include "cc/verify/splitmix.h"
 
-namespace mj {
+namespace mj::verify {
+
+using interp::DenseTensor;
+using interp::interpret;
+using ir::KernelGraph;
+using ir::Shape;
+using ir::shape_str;
 
 namespace {
 
@@ -209,4 +215,4 @@ VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
   return result;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -7,7 +7,10 @@
 #include "cc/verify/rmsnorm_linear_test_graphs.h"
 #include "cc/verify/verify.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::OpKind;
+
 namespace {
 
 // X[16,64] rows split by grid y, W[64,64] columns split by grid x, k walked in 4 steps:
@@ -122,4 +125,4 @@ TEST(VerifyMutation, FullSizeMutantsAreRejectedThroughShrinking) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

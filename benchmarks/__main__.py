@@ -1,4 +1,6 @@
-"""`python -m benchmarks`: the same as `python benchmarks/run.py`.
+"""`python -m benchmarks`: the same as `python benchmarks/run.py` (the paper's programs);
+`python -m benchmarks --models ...`: the same as `python benchmarks/models_run.py ...` (the
+model zoo of benchmarks/models/).
 
 `-m` puts the current directory first on sys.path. From the repository root that makes the
 source folder mirage_jax/ shadow the installed package, whose compiled extension the source
@@ -14,6 +16,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 sys.path.insert(0, _HERE)
+
+if "--models" in sys.argv[1:]:
+    from models_run import main  # noqa: E402
+
+    sys.exit(main([a for a in sys.argv[1:] if a != "--models"]))
 
 from run import main  # noqa: E402
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 
+from . import check, common
 from .common import DTYPES, Case
 
 MODULES = {"llama": "llama_nnx", "gpt2": "gpt2_linen", "bert": "bert_linen",
@@ -71,5 +72,5 @@ def case(name: str, size: str = "small", dtype: str = "f32") -> Case:
     return Case(model, mode, size, dtype, fn, params, tuple(inputs), tuple(padded), first_line)
 
 
-__all__ = ["DTYPES", "MODULES", "SIZES", "Case", "case", "case_names", "module",
-           "unavailable"]
+__all__ = ["DTYPES", "MODULES", "SIZES", "Case", "case", "case_names", "check", "common",
+           "module", "unavailable"]

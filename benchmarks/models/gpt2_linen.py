@@ -46,7 +46,7 @@ class Config:
 
 CONFIGS = {
     "tiny": Config(vocab=256, hidden=64, layers=2, heads=4, max_positions=64, batch=2, seq=16,
-                   cache_len=32, cache_index=16),
+                   cache_len=32, cache_index=16, decode_batches=(4,)),
     "small": Config(vocab=8192, hidden=768, layers=2, heads=12, max_positions=512, batch=2,
                     seq=128, cache_len=256, cache_index=128),
 }

@@ -48,7 +48,7 @@ class Config:
 
 CONFIGS = {
     "tiny": Config(vocab=256, hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, ffn=128,
-                   batch=2, seq=16, cache_len=32, cache_index=16),
+                   batch=2, seq=16, cache_len=32, cache_index=16, decode_batches=(4,)),
     "small": Config(vocab=8192, hidden=1024, layers=2, heads=16, kv_heads=4, head_dim=64,
                     ffn=2816, batch=2, seq=128, cache_len=256, cache_index=128),
 }

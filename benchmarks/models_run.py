@@ -129,7 +129,8 @@ def warm_in_new_process(names: list, args, caches: dict) -> dict:
     # the child imports what this process imported (a checkout or the installed package)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-warm",
-                           json.dumps(request)], capture_output=True, text=True, env=env)
+                           json.dumps(request)], capture_output=True, text=True, env=env,
+                          check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the warm-cache process failed ({done.returncode}):\n"
                            f"{done.stderr[-3000:]}")

@@ -16,6 +16,12 @@ def _error(err: float, nonfinite: int) -> str:
     return f"**NaN/Inf ×{nonfinite}**" if nonfinite else f"{err:.1e}"
 
 
+def _kept(r, error: str, nonfinite: str) -> str:
+    if not r["kernels_kept_uses_kernels"]:
+        return "(no kernel)"
+    return _error(r[error], r[nonfinite])
+
+
 def markdown(result: dict) -> str:
     m = result["machine"]
     budget = ("the package's per-region search limits" if result["budget_s"] is None
@@ -29,8 +35,9 @@ def markdown(result: dict) -> str:
         "",
         "| case | regions: found / convert / kernel / end to end | matmuls in converting "
         "regions | XLA ms | mirage_jax ms | speedup | first call s: jax.jit | cold "
-        "| warm (new process) | warm − jax.jit | error | padded error |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| warm (new process) | warm − jax.jit | error | padded error | kernels kept: error "
+        "| padded error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["cases"]:
         lines.append(
@@ -38,7 +45,9 @@ def markdown(result: dict) -> str:
             f"| {r['xla_ms']:.3f} | {r['mirage_ms']:.3f} | {r['speedup']:.2f}× "
             f"| {r['jit_first_call_s']:.1f} | {r['cold_s']:.1f} | {r['warm_s']:.1f} "
             f"| {r['warm_over_jit_s']:+.1f} | {_error(r['max_rel_err'], r['nonfinite'])} "
-            f"| {_error(r['padded_max_rel_err'], r['padded_nonfinite'])} |")
+            f"| {_error(r['padded_max_rel_err'], r['padded_nonfinite'])} "
+            f"| {_kept(r, 'kernels_kept_max_rel_err', 'kernels_kept_nonfinite')} "
+            f"| {_kept(r, 'kernels_kept_padded_max_rel_err', 'kernels_kept_padded_nonfinite')} |")
     lines += ["", f"Geometric mean speedup: {result['geomean_speedup']:.2f}× over "
                   f"{len(result['cases'])} cases."]
     lines += ["", "Regions: found by the partitioner / converted to a μGraph / a kernel beat "
@@ -47,7 +56,9 @@ def markdown(result: dict) -> str:
                   "compile in this process; mirage_jax's with an empty cache (cold); in a new "
                   "process on the cold call's cache (warm), next to jax.jit's first call in "
                   "that process (warm − jax.jit). Errors: normwise per output against "
-                  "jax.jit, on a normal and on a padded batch."]
+                  "jax.jit, on a normal and on a padded batch; \"kernels kept\": the same cache "
+                  "with every checked kernel run whatever the timing "
+                  "($MIRAGE_JAX_KEEP_KERNELS=1)."]
     if m["load_before"] > m["cores"] / 2:
         lines += ["", f"**The machine was busy** (load average {m['load_before']:.1f} on "
                       f"{m['cores']} cores before the run): other processes shared the cores, "

@@ -13,8 +13,10 @@ For every case, on device-resident arrays:
     that cache, next to jax.jit's first call in that same process (the issue's "warm"), and
     a fresh mj.optimize object in this process on the same cache;
   - the largest error against jax.jit, normwise per output, on a normal and on a padded
-    batch (left and right padding, padding query rows fully masked): a non-finite value where
-    jax.jit is finite is a failure, reported as such.
+    batch (left and right padding, padding query rows fully masked), both as the user gets
+    it and with every checked kernel kept whatever the timing ($MIRAGE_JAX_KEEP_KERNELS=1,
+    on the same cache): a non-finite value where jax.jit is finite is a failure, reported as
+    such.
 It writes results.md, results.json and results.png to --out and prints the table.
 
     python -m benchmarks --models [--only llama_prefill,...] [--quick] [--out DIR]
@@ -28,6 +30,7 @@ It writes results.md, results.json and results.png to --out and prints the table
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -54,6 +57,21 @@ from models.check import TOLERANCE, compare  # noqa: E402
 from timing import alternating_medians, timed_call  # noqa: E402
 
 QUICK_BUDGET_S = 2.0
+KEEP = "MIRAGE_JAX_KEEP_KERNELS"
+
+
+@contextlib.contextmanager
+def _kernels_kept():
+    """$MIRAGE_JAX_KEEP_KERNELS=1 for the duration (read by mj.optimize when it specializes)."""
+    before = os.environ.get(KEEP)
+    os.environ[KEEP] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[KEEP]
+        else:
+            os.environ[KEEP] = before
 
 
 def search_config(budget_s):
@@ -89,13 +107,24 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
     normal = compare(optimized(*inputs), xla(*inputs))
     with_padding = compare(optimized(*padded), xla(*padded))
     xla_s, mj_s = alternating_medians(xla, optimized, inputs, args.runs)
+    # Whether the kernels run at all depends on timing; their errors should not: the same
+    # cache, with every checked kernel kept whatever the timing (the test-only switch).
+    with _kernels_kept():
+        forced = mj.optimize(case.fn, config=config, cache_dir=cache_dir)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            kept_normal = compare(forced(*inputs), xla(*inputs))
+            kept_padded = compare(forced(*padded), xla(*padded))
+            forced_kernels = bool(forced.uses_kernels(*inputs))
     reports = optimized.regions(*inputs)
     cov = coverage.probe(case)
     summary = region_summary(reports)
     uses_kernels = bool(optimized.uses_kernels(*inputs))
     tolerance = TOLERANCE[args.dtype]
     failures = []
-    for what, result in (("normal batch", normal), ("padded batch", with_padding)):
+    for what, result in (("normal batch", normal), ("padded batch", with_padding),
+                         (f"normal batch, kernels kept (${KEEP}=1)", kept_normal),
+                         (f"padded batch, kernels kept (${KEEP}=1)", kept_padded)):
         if result["nonfinite"]:
             failures += [f"{what}: NON-FINITE where jax.jit is finite: {w}"
                          for w in result["where"]]
@@ -117,6 +146,10 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
         fallbacks=summary["fallbacks"], kernel_primitives=summary["kernel_primitives"],
         max_rel_err=normal["error"], padded_max_rel_err=with_padding["error"],
         nonfinite=normal["nonfinite"], padded_nonfinite=with_padding["nonfinite"],
+        kernels_kept_uses_kernels=forced_kernels, kernels_kept_max_rel_err=kept_normal["error"],
+        kernels_kept_nonfinite=kept_normal["nonfinite"],
+        kernels_kept_padded_max_rel_err=kept_padded["error"],
+        kernels_kept_padded_nonfinite=kept_padded["nonfinite"],
         correct=not failures, failures=failures, warnings=warned, load=os.getloadavg()[0])
 
 

@@ -115,7 +115,10 @@ def test_report_shouts_about_nan():
                kept_end_to_end=1, matmuls_converting=0, matmuls=13, xla_ms=1.0, mirage_ms=2.0,
                speedup=0.5, jit_first_call_s=1.0, cold_s=30.0, warm_s=3.0,
                warm_over_jit_s=2.0, max_rel_err=1e-7, nonfinite=0, padded_max_rel_err=0.0,
-               padded_nonfinite=4096, correct=False,
+               padded_nonfinite=0, kernels_kept_uses_kernels=True,
+               kernels_kept_max_rel_err=2e-7, kernels_kept_nonfinite=0,
+               kernels_kept_padded_max_rel_err=0.0, kernels_kept_padded_nonfinite=4096,
+               correct=False,
                failures=["padded batch: NON-FINITE where jax.jit is finite: rows [1]"],
                coverage_reasons={"outside every region: dot_general: x": 13},
                fallbacks={"no candidate beat XLA": 6})
@@ -127,3 +130,7 @@ def test_report_shouts_about_nan():
     assert "**NaN/Inf ×4096**" in text and "**FAILURES**" in text
     assert "13× outside every region: dot_general: x" in text
     assert "| gpt2_prefill | 7 / 7 / 1 / 1 | 0/13 |" in text
+    assert text.count("**NaN/Inf") == 1  # only the kernels-kept padded column
+    assert "| 1.0e-07 | 0.0e+00 | 2.0e-07 | **NaN/Inf ×4096** |" in text
+    row["kernels_kept_uses_kernels"] = False
+    assert "(no kernel)" in report.markdown(result)

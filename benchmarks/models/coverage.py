@@ -185,6 +185,13 @@ def report(coverages) -> str:
         lines += ["", "Regions that do not convert, with or without a matmul (count over all "
                       "cases; an example and its primitives):", ""]
         lines += [f"- {n}× {r}\n    e.g. {shown[r]}" for r, n in failures.most_common()]
+    left_out = Counter()
+    for c in coverages:
+        left_out.update(c.unsupported)
+    if left_out:
+        lines += ["", "Every node the partitioner leaves out of regions, by reason (count over "
+                      "all cases; what splits regions apart):", ""]
+        lines += [f"- {n}× {r}" for r, n in left_out.most_common()]
     return "\n".join(lines) + "\n"
 
 

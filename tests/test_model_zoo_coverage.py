@@ -1,17 +1,14 @@
 """The matmul coverage probe (benchmarks/models/coverage.py): it finds every matmul of each
 zoo model and says whether it lands in a region that converts to a μGraph, and why not.
 
-Today's fractions are not asserted as floors (a floor would only stop the number falling
-back to where it is). Issue 13's target, every matmul of every zoo model in a converting
-region, is a strict xfail per model: it starts passing when the frontend delivers, and strict
-makes that a failure until the mark is removed."""
+Issue 13's target is asserted per model: every matmul of every zoo model in a converting
+region."""
 
 import jax
 import jax.extend.core as jcore
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from zoo_support import CASES, import_benchmark_module, zoo_case
 
 # Sub-jaxpr parameters of call-like primitives; one per equation (custom_vjp_call holds the
@@ -54,13 +51,19 @@ def test_probe_sees_a_converting_matmul_and_names_why_another_does_not(coverage)
     assert good.fraction == 1.0 and good.converting_regions == good.regions == 1
     assert good.matmuls[0].lhs == "float32[8,32]" and good.matmuls[0].out == "float32[8,16]"
 
-    bad = coverage.probe_function("rank3", rank2, (x3, w))
+    # rank-3 activations fold their leading dims into the matmul's rows
+    folded = coverage.probe_function("rank3", rank2, (x3, w))
+    assert [(m.converts, m.region) for m in folded.matmuls] == [(True, 0)]
+    assert "(((2,), (0,)), ((), ()))" in folded.matmuls[0].params
+
+    def integer(x, w):
+        return jax.nn.softmax((x.astype(jnp.int32) @ w.astype(jnp.int32)).astype(x.dtype))
+
+    bad = coverage.probe_function("integer", integer, (x3, w))
     assert bad.fraction == 0.0
     (m,) = bad.matmuls
     assert not m.converts and m.region is None
-    assert m.reason.startswith("outside every region: dot_general: unsupported "
-                               "dimension_numbers")
-    assert "(((2,), (0,)), ((), ()))" in m.params
+    assert m.reason == "outside every region: dot_general: non-float operand"
     assert bad.reasons() == {m.reason: 1}
 
 
@@ -72,16 +75,14 @@ def test_probe_names_the_region_that_does_not_convert(coverage):
 
     def matmul_var(x, w):
         h = x @ w
-        return (h - jnp.mean(h, -1, keepdims=True)) / jnp.sqrt(jnp.var(h, -1,
-                                                                       keepdims=True) + 1e-5)
+        return (h - jnp.mean(h, -1, keepdims=True)) / jnp.sqrt(jnp.var(h, -1, keepdims=True) + 1e-5)
 
     cov = coverage.probe_function("matmul_var", matmul_var, (x, w))
     (m,) = cov.matmuls
     if m.converts:  # the frontend learned jnp.var: the probe must say so, consistently
         assert cov.fraction == 1.0 and not cov.region_failures
     else:
-        assert m.region is not None and m.reason.startswith("in a region that does not "
-                                                             "convert: ")
+        assert m.region is not None and m.reason.startswith("in a region that does not convert: ")
         assert [r for _, _, r in cov.region_failures] == [m.reason]
 
 
@@ -103,10 +104,6 @@ def test_probe_accounts_for_every_matmul_of_each_zoo_model(name, coverage):
 
 
 @pytest.mark.parametrize("name", CASES)
-@pytest.mark.xfail(strict=True, reason="issue 13: the frontend leaves the zoo's matmuls out of "
-                                       "converting regions (rank-3 activations times rank-2 "
-                                       "weights, attention einsums with non-leading batch "
-                                       "dims, rank-5 GQA)")
 def test_every_matmul_of_each_zoo_model_is_in_a_converting_region(name, coverage):
     cov = coverage.probe(zoo_case(name, "f32"))
     assert cov.fraction == 1.0, coverage.report([cov])

@@ -5,7 +5,8 @@ table of jaxpr primitives (primitives.py). It knows no search and no compiler; t
 
 from mirage_jax.frontend.expr import RegionNotSupported
 from mirage_jax.frontend.flat import FlatProgram, Lit, Node, Var, flatten
-from mirage_jax.frontend.partition import Partition, Region, partition
+from mirage_jax.frontend.partition import partition
+from mirage_jax.frontend.region import Partition, Region
 from mirage_jax.frontend.to_graph import GraphInput, GraphOutput, RegionGraph, region_to_graph
 
 __all__ = [

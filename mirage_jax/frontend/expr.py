@@ -2,9 +2,13 @@
 (mirage_jax/frontend/to_graph.py), and the rewrites that normalize it.
 
 An `Expr` is one kernel-graph op to be: "input", "unary" (attr: kind, scalar), "binary"
-(attr: kind), "reduce" (attr: dim, kind) or "matmul". A `Value` is what a jaxpr value became:
-an Expr plus `axes`, for every axis of the Expr's shape the logical (jaxpr) axis it holds, or
-None for a size-1 axis that holds none. Logical axes missing from `axes` are broadcast.
+(attr: kind), "reduce" (attr: dim, kind) or "matmul"; its shape is the kernel tensor's. What a
+jaxpr value became is an `Operand`:
+- a `Value`: an Expr plus its layout, the logical dims each of its axes holds
+  (mirage_jax/frontend/layout.py);
+- a `Lazy`: a layout change of a region input (transposes, reshapes, broadcasts, dtype
+  changes), not laid out until a use needs it, XLA then preparing it at the boundary;
+- a Python float: a scalar constant, folded as conversion goes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from mirage_jax.frontend.flat import Node
+from mirage_jax.frontend.layout import Groups
+
 
 class RegionNotSupported(Exception):
     """The region cannot be expressed as a kernel graph; `reason` names the primitive."""
@@ -21,6 +28,26 @@ class RegionNotSupported(Exception):
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class LayoutConflict(RegionNotSupported):
+    """`node` cannot take its operand `var` in the layout `var` was computed in (a transpose
+    or regrouping of a computed value that no kernel layout expresses, operands that do not
+    broadcast). The partitioner then cuts the region between the two: `var` becomes an input
+    of `node`'s region, laid out there as `node` needs, and XLA copies it once between."""
+
+    def __init__(self, reason: str, node: Any, var: Any):
+        super().__init__(reason)
+        self.node, self.var = node, var
+
+
+class NodeNotSupported(RegionNotSupported):
+    """`node` cannot be expressed even with every operand laid out as it needs: the
+    partitioner leaves it out of the regions."""
+
+    def __init__(self, reason: str, node: Any):
+        super().__init__(reason)
+        self.node = node
 
 
 class Expr:
@@ -32,13 +59,51 @@ class Expr:
 
 @dataclass
 class Value:
+    """A value computed in the region: the kernel tensor `d` holding a logical value of
+    `shape`, laid out as `groups` (one group of logical dims per axis of d)."""
+
     d: Expr
-    axes: tuple[int | None, ...]  # per kernel axis: logical axis or None
-    rank: int  # logical rank
+    groups: Groups
+    shape: tuple[int, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
 
 
-# A converted operand: a Value, or a Python float for a scalar constant (folded as it goes).
-Operand = Value | float
+@dataclass(frozen=True)
+class Lazy:
+    """A layout change of region input `index`: `chain` (layout-only nodes) applied to it,
+    then the transposes `pending`, gives this value of logical `shape`. Transposes are held
+    back so that they compose with the kernel layout's own into one (a transpose laid out
+    transposed back is no copy at all)."""
+
+    index: int
+    chain: tuple[Node, ...]
+    shape: tuple[int, ...]
+    dtype: Any
+    pending: tuple[Node, ...] = ()
+
+    def then(self, node: Node) -> Lazy:
+        out = node.outvars[0]
+        if node.name == "transpose":
+            return Lazy(self.index, self.chain, out.shape, out.dtype, (*self.pending, node))
+        chain = (*self.chain, *self.pending, node)
+        return Lazy(self.index, chain, out.shape, out.dtype)
+
+    @property
+    def perm(self) -> tuple[int, ...]:
+        """The composed permutation of `pending`: logical dim i is dim perm[i] of the
+        chain's result."""
+        perm = tuple(range(len(self.shape)))
+        for node in reversed(self.pending):
+            p = node.params["permutation"]
+            perm = tuple(p[i] for i in perm)
+        return perm
+
+
+# A converted operand (module doc).
+Operand = Value | Lazy | float
 
 
 def broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -67,23 +132,6 @@ def reduce(d: Expr, dim: int, kind: str) -> Expr:
     return Expr("reduce", [d], (dim, kind), shape)
 
 
-def aligned(v: Value, n: int) -> bool:
-    """The kernel tensor, right-aligned against logical rank n, matches positionally."""
-    k = len(v.axes)
-    for j, a in enumerate(v.axes):
-        pos = n - k + j
-        if a is None:
-            continue
-        if a != pos:
-            return False
-    return True
-
-
-def result_axes(shape: tuple[int, ...], n: int) -> tuple[int | None, ...]:
-    k = len(shape)
-    return tuple(None if shape[j] == 1 else n - k + j for j in range(k))
-
-
 def scalar_op(d: Expr, kind: str) -> tuple[Expr, float] | None:
     """(operand, scalar) when d is the unary `kind` (mul_scalar, add_scalar), else None."""
     if d.op == "unary" and d.attr[0] == kind:
@@ -108,16 +156,16 @@ def fuse_silu(a: Value, b: Value) -> Value | None:
             s.d.op == "unary"
             and s.d.attr[0] == "sigmoid"
             and s.d.args[0] is x.d
-            and s.axes == x.axes
+            and s.groups == x.groups
         ):
-            return Value(unary("silu", x.d), x.axes, x.rank)
+            return Value(unary("silu", x.d), x.groups, x.shape)
     return None
 
 
 def fuse_gelu(a: Value, b: Value) -> Value | None:
     """x · 0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³))), jax.nn.gelu(approximate=True)."""
     for x, c in ((a, b), (b, a)):
-        if c.axes != x.axes:
+        if c.groups != x.groups:
             continue
         d = c.d
         half = scalar_op(d, "mul_scalar")
@@ -139,5 +187,23 @@ def fuse_gelu(a: Value, b: Value) -> Value | None:
         cubed = scalar_op(other, "mul_scalar")
         if not (cubed and np.isclose(cubed[1], 0.044715, rtol=1e-6) and is_cube(cubed[0], x.d)):
             continue
-        return Value(unary("gelu", x.d), x.axes, x.rank)
+        return Value(unary("gelu", x.d), x.groups, x.shape)
     return None
+
+
+def non_negative(d: Expr) -> bool:
+    """d is never below 0 for any input (it may be NaN): squares, exponentials, their sums,
+    means, maxima and products, scaled by c >= 0 or shifted by c >= 0. What lets
+    max(0, var), the clamp of a variance, be the variance itself."""
+    if d.op == "unary":
+        kind, c = d.attr
+        if kind in ("square", "exp", "sqrt", "rsqrt", "sigmoid", "relu"):
+            return True
+        if kind in ("mul_scalar", "add_scalar") and c >= 0:
+            return non_negative(d.args[0])
+        return False
+    if d.op == "reduce":
+        return non_negative(d.args[0])
+    if d.op == "binary" and d.attr in ("add", "mul"):
+        return all(non_negative(a) for a in d.args)
+    return False

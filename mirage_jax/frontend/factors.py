@@ -15,8 +15,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 
 from mirage_jax.frontend.flat import Lit, Node, Var
-from mirage_jax.frontend.partition import Region
 from mirage_jax.frontend.primitives import link_factors
+from mirage_jax.frontend.region import Region
 
 Key = Hashable  # a (Var, dim) pair
 

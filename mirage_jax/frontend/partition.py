@@ -4,82 +4,33 @@
 table, mirage_jax/frontend/primitives.py, admits) in topological order over the nodes of
 `flatten` (mirage_jax/frontend/flat.py), and keeps those that hold at least one matmul or
 reduction.
+
+Whether a region can be laid out as a kernel graph is only known by converting it
+(mirage_jax/frontend/to_graph.py), so the regions are grown again until each converts: a node
+that cannot take a computed operand in the layout it was computed in (a LayoutConflict: the
+attention einsum of a projection's output, a reshape that regroups the dims of a computed
+value) is cut from that operand's region, which then hands the value over at its boundary,
+and a node that cannot be converted at all is left out.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
-
 import jax.extend.core as jcore
 
 from mirage_jax.frontend import primitives
-from mirage_jax.frontend.flat import CustomCall, Env, FlatProgram, Node, Var, flatten, run_nodes
-from mirage_jax.frontend.primitives import admit_reason, dot_general_form
+from mirage_jax.frontend.expr import LayoutConflict, NodeNotSupported, RegionNotSupported
+from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, flatten
+from mirage_jax.frontend.primitives import admit_reason
+from mirage_jax.frontend.region import Partition, Region, region_flops
+from mirage_jax.frontend.to_graph import region_to_graph
 
-# -- regions ---------------------------------------------------------------------------
-
-
-@dataclass
-class Region:
-    """A connected, convex set of supported nodes, in topological order."""
-
-    index: int
-    nodes: list[Node]
-    inputs: list[Var]  # consumed but produced outside; order of first use
-    outputs: list[Var]  # produced inside and used outside or by the program outputs
-    sources: list[str] = field(default_factory=list)  # distinct "file:line" of its nodes
-    # The outermost custom_jvp/custom_vjp calls wholly inside: `evaluate` binds them whole,
-    # so differentiating it uses their own rules.
-    calls: list[CustomCall] = field(default_factory=list)
-    # Why the region may not become a kernel ("" when it may): it holds part of a custom
-    # derivative call, whose rule a kernel's backward pass could not keep.
-    blocked: str = ""
-
-    @property
-    def primitives(self) -> list[str]:
-        return [n.name for n in self.nodes]
-
-    def evaluate(self, *inputs: Any) -> list[Any]:
-        """Runs the region with jax on values of `inputs` (its custom derivative calls bound
-        whole); returns `outputs`' values."""
-        env: Env = dict(zip(self.inputs, inputs))
-        first = {c.nodes[0].index: c for c in self.calls}
-        skip: set[int] = set()
-        for node in self.nodes:
-            if node.index in skip:
-                continue
-            call = first.get(node.index)
-            if call is not None:
-                call.bind(env)
-                skip.update(n.index for n in call.nodes)
-            else:
-                run_nodes([node], env)
-        return [env[v] for v in self.outputs]
-
-    def __repr__(self) -> str:
-        return (
-            f"<region {self.index}: {len(self.nodes)} nodes {self.primitives}, "
-            f"{len(self.inputs)} inputs, {len(self.outputs)} outputs>"
-        )
-
-
-@dataclass
-class Partition:
-    program: FlatProgram
-    regions: list[Region]
-    unsupported: dict[int, str]  # node index -> reason, for nodes left to plain JAX
+__all__ = ["Partition", "Region", "partition", "region_flops"]
 
 
 def _is_anchor(name: str) -> bool:
     """A region is worth a search only when it holds a matmul or a reduction."""
     found = primitives.rule(name)
     return found is not None and found.anchor
-
-
-def region_flops(region: Region) -> int:
-    """Floating-point operations of the region as written (primitives.flops per node)."""
-    return sum(primitives.flops(n) for n in region.nodes)
 
 
 def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partition:
@@ -92,8 +43,51 @@ def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partitio
     nodes = prog.nodes
     producers = {v: n for n in nodes for v in n.outvars}
     reasons = {n.index: admit_reason(n, producers) for n in nodes}
-    # A custom derivative call joins regions whole or not at all: when part of its body is
-    # unsupported, so is the rest (its rule needs the whole call).
+    cuts: set[tuple[int, int]] = set()  # (producer, consumer) kept in different regions
+    while True:
+        _whole_calls_only(prog, reasons)
+        regions = _grow(prog, reasons, cuts)
+        if not _learn(regions, producers, reasons, cuts):
+            break
+    unsupported = {i: r for i, r in reasons.items() if r is not None}
+    return Partition(prog, regions, unsupported)
+
+
+def _learn(
+    regions: list[Region],
+    producers: dict[Var, Node],
+    reasons: dict[int, str | None],
+    cuts: set[tuple[int, int]],
+) -> bool:
+    """Converts each region; records the cut or the node to leave out that each failure
+    asks for. Whether anything was learned (then the regions are grown again)."""
+    learned = False
+    for region in regions:
+        if region.blocked:
+            continue
+        try:
+            region_to_graph(region)
+        except LayoutConflict as e:
+            inside = {n.index for n in region.nodes}
+            p = producers.get(e.var) if isinstance(e.var, Var) else None
+            if p is not None and p.index in inside and (p.index, e.node.index) not in cuts:
+                cuts.add((p.index, e.node.index))
+                learned = True
+            elif reasons.get(e.node.index, "") is None:
+                reasons[e.node.index] = e.reason
+                learned = True
+        except NodeNotSupported as e:
+            if reasons.get(e.node.index, "") is None:
+                reasons[e.node.index] = e.reason
+                learned = True
+        except RegionNotSupported:
+            pass  # the region stays plain JAX; rewrite/region.py says why
+    return learned
+
+
+def _whole_calls_only(prog: FlatProgram, reasons: dict[int, str | None]) -> None:
+    """A custom derivative call joins regions whole or not at all: when part of its body is
+    unsupported, so is the rest (its rule needs the whole call)."""
     for call in prog.custom_calls:
         inside = [reasons[n.index] for n in call.nodes if reasons[n.index]]
         if inside:
@@ -103,6 +97,13 @@ def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partitio
                         f"{n.name}: inside a {call.name} whose body also "
                         f"holds unsupported ops ({inside[0]})"
                     )
+
+
+def _grow(
+    prog: FlatProgram, reasons: dict[int, str | None], cuts: set[tuple[int, int]]
+) -> list[Region]:
+    nodes = prog.nodes
+    producers = {v: n for n in nodes for v in n.outvars}
     supported = {i for i, r in reasons.items() if r is None}
 
     # anc[i]: bitset of all ancestors of node i.
@@ -138,22 +139,11 @@ def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partitio
             t ^= low
         return a
 
-    # An "nt" matmul reads its rhs transposed, which a kernel graph can only do to a region
-    # input: the node computing that rhs (looking through a transpose of it) stays outside.
-    nt_rhs_bit = {}
-    for n in nodes:
-        if n.name == "dot_general" and n.index in supported and dot_general_form(n) == "nt":
-            p = producers.get(n.invars[1]) if isinstance(n.invars[1], Var) else None
-            if p is not None and p.name == "transpose" and isinstance(p.invars[0], Var):
-                p = producers.get(p.invars[0])
-            if p is not None:
-                nt_rhs_bit[n.index] = 1 << p.index
-
-    def keeps_rhs_outside(s: int) -> bool:
-        return not any(s >> i & 1 and s & bit for i, bit in nt_rhs_bit.items())
+    def uncut(s: int) -> bool:
+        return not any(s >> p & 1 and s >> c & 1 for p, c in cuts)
 
     def allowed(s: int) -> bool:
-        return convex(s, anc_of(s)) and keeps_rhs_outside(s)
+        return convex(s, anc_of(s)) and uncut(s)
 
     for n in nodes:
         if n.index not in supported:
@@ -217,8 +207,7 @@ def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partitio
                 sources.append(n.source)
         calls, blocked = _calls_of(prog.custom_calls, s)
         regions.append(Region(len(regions), rnodes, inputs, outputs, sources, calls, blocked))
-    unsupported = {i: r for i, r in reasons.items() if r is not None}
-    return Partition(prog, regions, unsupported)
+    return regions
 
 
 def _calls_of(custom_calls: list[CustomCall], members: int) -> tuple[list[CustomCall], str]:

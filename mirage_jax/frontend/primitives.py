@@ -16,31 +16,47 @@ line at the bottom (plus the op in the IR, when it is new there).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from math import prod
 from typing import Any, Protocol
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from mirage_jax.frontend import expr
-from mirage_jax.frontend.expr import Expr, Operand, RegionNotSupported, Value
+from mirage_jax.frontend import dot, expr
+from mirage_jax.frontend import layout as _layout
+from mirage_jax.frontend.expr import (
+    Expr,
+    LayoutConflict,
+    Lazy,
+    NodeNotSupported,
+    Operand,
+    Value,
+)
 from mirage_jax.frontend.flat import Lit, Node, Var
+from mirage_jax.frontend.layout import Groups
 
-MAX_RANK = 4  # of every kernel-graph tensor
 INTEGER_POWERS = (-2, -1, 1, 2, 3, 4)
 
 
 class Builder(Protocol):
     """What a convert rule may use of the region converter (to_graph._Builder)."""
 
-    region: Any  # partition.Region
+    region: Any  # region.Region
+    policy: str  # "fold" or "split" (layout.canonical)
     env: dict[Var, Operand]
     sum_of: dict[int, tuple[Expr, int, float]]
+    consumers: dict[Var, list[Node]]
 
-    def input(self, index: int, perm: tuple[int, ...] | None = None) -> Expr: ...
+    def place(self, x: Lazy, groups: Groups, sizes: Sequence[int] | None = None) -> Value: ...
 
-    def full(self, x: Operand, what: str) -> Value: ...
+    def laid_out(self, x: Operand, what: str, reduced: Sequence[int] = ()) -> Value: ...
+
+    def conflict(self, node: Node, operand: int, why: str) -> LayoutConflict: ...
+
+    def unsupported(self, node: Node, why: str) -> NodeNotSupported: ...
 
 
 class Links(Protocol):
@@ -85,22 +101,8 @@ def is_neg_inf(v: Var | Lit) -> bool:
     return isinstance(v, Lit) and v.value.size == 1 and bool(np.isneginf(v.value.reshape(())))
 
 
-def dot_general_form(node: Node) -> str | None:
-    """ "nn" (rhs [..., k, n]), "nt" (rhs [..., n, k]) or None when not a supported matmul."""
-    (lc, rc), (lb, rb) = node.params["dimension_numbers"]
-    lhs, rhs = node.invars
-    nb = len(lb)
-    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
-        return None
-    if len(lhs.shape) != nb + 2 or len(rhs.shape) != nb + 2:
-        return None
-    if tuple(lc) != (nb + 1,):
-        return None
-    if tuple(rc) == (nb,):
-        return "nn"
-    if tuple(rc) == (nb + 1,):
-        return "nt"
-    return None
+def is_zero(v: Var | Lit) -> bool:
+    return isinstance(v, Lit) and v.value.size == 1 and float(v.value.reshape(())) == 0.0
 
 
 def _non_unit(shape: tuple[int, ...]) -> list[int]:
@@ -133,8 +135,6 @@ def admit_reason(node: Node, producers: dict[Var, Node]) -> str | None:
     non_float = any(isinstance(v, Var) and not is_float(v.dtype) for v in operands)
     if non_float and name != "convert_element_type":
         return f"{name}: non-float operand"
-    if any(len(v.shape) > MAX_RANK for v in node.outvars):
-        return f"{name}: rank > {MAX_RANK}"
     found = RULES.get(name)
     if found is None:
         return f"{name}: not a kernel-graph primitive"
@@ -146,29 +146,14 @@ def _admit(node: Node, producers: dict[Var, Node]) -> str | None:
 
 
 def _admit_reshape(node: Node, producers: dict[Var, Node]) -> str | None:
-    # A reshape that regroups dims stays outside the regions (plain JAX), so it splits them
-    # rather than making the region around it inexpressible.
-    return _size1_reshape(node)[1] or None
+    if node.params.get("dimensions") not in (None, ()):
+        return f"{node.name}: with a dimensions permutation"
+    return None
 
 
 def _admit_convert(node: Node, producers: dict[Var, Node]) -> str | None:
     if not is_float(node.outvars[0].dtype):
         return "convert_element_type: to a non-float dtype"
-    return None
-
-
-def _admit_transpose(node: Node, producers: dict[Var, Node]) -> str | None:
-    # Only folded into an input layout: the operand must come from outside any region.
-    src = node.invars[0]
-    prod = producers.get(src) if isinstance(src, Var) else None
-    if prod is None or admit_reason(prod, producers) is not None:
-        return None
-    return "transpose: of an intermediate value (only region inputs can be transposed)"
-
-
-def _admit_dot_general(node: Node, producers: dict[Var, Node]) -> str | None:
-    if dot_general_form(node) is None:
-        return f"dot_general: unsupported dimension_numbers {node.params['dimension_numbers']}"
     return None
 
 
@@ -179,48 +164,71 @@ def _admit_integer_pow(node: Node, producers: dict[Var, Node]) -> str | None:
 
 
 def _admit_max(node: Node, producers: dict[Var, Node]) -> str | None:
-    if any(is_neg_inf(v) for v in node.invars):
-        return None  # the softmax stabilizer max(-inf, reduce_max(x))
-    return "max: only max(-inf, x) of a softmax stabilizer is supported"
+    if any(is_neg_inf(v) or is_zero(v) for v in node.invars):
+        # max(-inf, m) stabilizes a softmax; max(0, v) clamps a variance (eqx.nn.LayerNorm)
+        return None
+    return "max: only max(-inf, x) of a softmax stabilizer or max(0, x) of x >= 0"
 
 
-# -- convert -----------------------------------------------------------------------------
+def _admit_conv(node: Node, producers: dict[Var, Node]) -> str | None:
+    return dot.patch_conv_reason(node) or None
+
+
+# -- convert: layouts --------------------------------------------------------------------
 
 
 def _convert_identity(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     return x
 
 
+def _convert_element_type(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
+    """A Value keeps its kernel tensor (its dtype is the kernel's business); a lazy input
+    changes dtype in XLA, before the kernel (an int mask becomes a float input)."""
+    return x.then(node) if isinstance(x, Lazy) else x
+
+
 def _convert_broadcast_in_dim(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
+    if isinstance(x, Lazy):
+        return x.then(node)
     if not isinstance(x, Value):
         return x
     bd = node.params["broadcast_dimensions"]
-    axes = tuple(None if a is None else bd[a] for a in x.axes)
-    return Value(x.d, axes, len(out.shape))
+    src = node.invars[0].shape
+    # a dim of size 1 stretched to full size is broadcast, no longer held
+    kept = {d: bd[d] for d in range(len(src)) if src[d] == out.shape[bd[d]]}
+    groups = _layout.relabel(x.groups, kept)
+    new = [j for j in range(len(out.shape)) if j not in bd and out.shape[j] == 1]
+    return Value(x.d, _layout.with_placeholders(groups, new, out.shape), out.shape)
 
 
 def _convert_reshape(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
+    if isinstance(x, Lazy):
+        return x.then(node)
     if not isinstance(x, Value):
         return x
-    remap, why = _size1_reshape(node)
-    if remap is None:
-        raise RegionNotSupported(why)
-    axes = tuple(None if a is None or a not in remap else remap[a] for a in x.axes)
-    return Value(x.d, axes, len(out.shape))
+    src = node.invars[0].shape
+    groups = _layout.reshape(x.groups, src, out.shape)
+    if groups is None:
+        raise b.conflict(
+            node,
+            0,
+            f"{tuple(src)} -> {tuple(out.shape)} regroups dims that its computed "
+            f"operand holds apart (kernel layout {x.groups})",
+        )
+    return Value(x.d, groups, out.shape)
 
 
 def _convert_transpose(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
-    perm = tuple(node.params["permutation"])
-    src = node.invars[0]
-    nontrivial = [p for p in perm if src.shape[p] != 1]
-    if nontrivial == sorted(nontrivial):
-        # Only size-1 dims move: a reshape.
-        return _convert_reshape(b, node, out, x)
-    if isinstance(src, Var) and src in b.region.inputs and src not in b.env:
-        d = b.input(b.region.inputs.index(src), perm)
-        return Value(d, tuple(range(len(perm))), len(perm))
-    raise RegionNotSupported("transpose: of an intermediate value; only inputs fold")
+    """A computed value's transpose renames the dims its axes hold: no data moves."""
+    if isinstance(x, Lazy):
+        return x.then(node)
+    if not isinstance(x, Value):
+        return x
+    perm = node.params["permutation"]
+    return Value(x.d, _layout.relabel(x.groups, {p: j for j, p in enumerate(perm)}), out.shape)
 
+
+# -- convert: arithmetic -----------------------------------------------------------------
 
 # jaxpr primitive -> (kernel-graph unary op, its value on a constant, for folding)
 _UNARY: dict[str, tuple[str, Callable[[np.float64], Any]]] = {
@@ -235,24 +243,27 @@ _UNARY: dict[str, tuple[str, Callable[[np.float64], Any]]] = {
 
 def _convert_unary(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     kind, fold = _UNARY[node.name]
-    if not isinstance(x, Value):  # constant folding
+    if isinstance(x, float):  # constant folding
         return float(fold(np.float64(x)))
-    return Value(expr.unary(kind, x.d), x.axes, x.rank)
+    v = b.laid_out(x, node.name)
+    return Value(expr.unary(kind, v.d), v.groups, v.shape)
 
 
 def _convert_tanh(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     """tanh(z) = 2·sigmoid(2z) - 1: emitted so (a kernel graph has no tanh); kept as one
     "tanh" node until then, so that gelu's tanh form can be recognized."""
-    if not isinstance(x, Value):
+    if isinstance(x, float):
         return float(np.tanh(np.float64(x)))
-    return Value(expr.unary("tanh", x.d), x.axes, x.rank)
+    v = b.laid_out(x, node.name)
+    return Value(expr.unary("tanh", v.d), v.groups, v.shape)
 
 
 def _convert_integer_pow(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     y = node.params["y"]
-    if not isinstance(x, Value):
+    if isinstance(x, float):
         return float(np.float64(x) ** y)
-    d = x.d
+    v = b.laid_out(x, node.name)
+    d = v.d
     sq = expr.unary("square", d)
     table = {
         1: d,
@@ -263,46 +274,103 @@ def _convert_integer_pow(b: Builder, node: Node, out: Var, x: Operand) -> Operan
         -2: expr.unary("recip", sq),
     }
     if y not in table:
-        raise RegionNotSupported(f"integer_pow: y={y}")
-    return Value(table[y], x.axes, x.rank)
+        raise b.unsupported(node, f"y={y}")
+    return Value(table[y], v.groups, v.shape)
 
 
 def _convert_max(b: Builder, node: Node, out: Var, a: Operand, c: Operand) -> Operand:
-    a_inf, c_inf = is_neg_inf(node.invars[0]), is_neg_inf(node.invars[1])
-    if a_inf and isinstance(c, Value):
-        return c
-    if c_inf and isinstance(a, Value):
-        return a
-    raise RegionNotSupported("max: only max(-inf, x) of a softmax stabilizer")
+    for lit, other in ((node.invars[0], c), (node.invars[1], a)):
+        if is_neg_inf(lit) and not isinstance(other, float):
+            return other  # max(-inf, m): the softmax stabilizer's guard
+        if is_zero(lit) and isinstance(other, Value) and expr.non_negative(other.d):
+            return other  # max(0, v) of a v that is >= 0 or NaN (max keeps NaN too)
+    raise b.unsupported(node, "only max(-inf, x), or max(0, x) of a value never below 0")
 
 
 def _convert_binary(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> Operand:
     kind = node.name
-    n = len(out.shape)
-    if isinstance(x, Value):
-        if isinstance(y, Value):
-            return _binary_of_tensors(kind, node, n, x, y)
-        return _tensor_op_constant(b, kind, n, x, y)
-    if isinstance(y, Value):
-        return _constant_op_tensor(kind, n, x, y)
-    return float({"add": x + y, "sub": x - y, "mul": x * y, "div": x / y if y else np.inf}[kind])
+    if isinstance(x, float) and isinstance(y, float):
+        return float(
+            {"add": x + y, "sub": x - y, "mul": x * y, "div": x / y if y else np.inf}[kind]
+        )
+    if isinstance(y, float):
+        return _tensor_op_constant(b, kind, b.laid_out(x, kind), y, out.shape)
+    if isinstance(x, float):
+        return _constant_op_tensor(kind, x, b.laid_out(y, kind), out.shape)
+    a, c, groups = _pair(b, node, out, x, y)
+    return _binary_of_tensors(kind, a, c, groups, out.shape)
 
 
-def _tensor_op_constant(b: Builder, kind: str, n: int, x: Value, c: float) -> Value:
+def _pair(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> tuple[Value, Value, Groups]:
+    """Both operands of an elementwise op laid out to broadcast against each other, and the
+    result's layout. A lazy operand takes the other's layout (broadcasting what it lacks
+    within an axis); two lazy ones, a fresh layout for the result's shape."""
+    so = out.shape
+    x, y = (_promoted(b, v, len(so)) for v in (x, y))
+    if isinstance(x, Lazy) and isinstance(y, Lazy):
+        target = _layout.canonical(so, b.policy)
+        if target is None:
+            raise b.unsupported(node, f"no kernel layout of rank <= 4 for {so}")
+        placed = []
+        for v in (x, y):
+            g = _layout.present(target, v.shape, so)
+            assert g is not None
+            placed.append(b.place(v, g, so))
+        x, y = placed
+    elif isinstance(x, Lazy) or isinstance(y, Lazy):
+        lazy_first = isinstance(x, Lazy)
+        lz, val = (x, y) if lazy_first else (y, x)
+        assert isinstance(lz, Lazy) and isinstance(val, Value)
+        g = _layout.present(val.groups, lz.shape, so)
+        if g is None:
+            raise b.conflict(node, 1 if lazy_first else 0, f"no layout meets {val.groups}")
+        placed_lz = b.place(lz, g, so)
+        x, y = (placed_lz, val) if lazy_first else (val, placed_lz)
+    assert isinstance(x, Value) and isinstance(y, Value)
+    groups = _layout.merge(x.groups, x.shape, y.groups, y.shape, so)
+    if groups is None:
+        smaller = 0 if prod(x.d.shape) <= prod(y.d.shape) else 1
+        raise b.conflict(
+            node, smaller, f"operands laid out as {x.groups} and {y.groups} do not broadcast"
+        )
+    return x, y, groups
+
+
+def _promoted(b: Builder, x: Operand, rank: int) -> Operand:
+    """A rank-0 lazy operand of an op of higher rank (jaxpr lets a scalar meet a tensor):
+    reshaped by XLA to `rank` dims of size 1, so that layouts can name its dims."""
+    if not isinstance(x, Lazy) or len(x.shape) == rank:
+        return x
+    assert not x.shape, x.shape
+    nodes = (*x.chain, *x.pending)
+    src = nodes[-1].outvars[0] if nodes else b.region.inputs[x.index]
+    ones = (1,) * rank
+    node = Node(
+        -1,
+        lax.broadcast_in_dim_p,
+        {"shape": ones, "broadcast_dimensions": (), "sharding": None},
+        [src],
+        [Var(-1, ones, x.dtype)],
+        "",
+    )
+    return x.then(node)
+
+
+def _tensor_op_constant(b: Builder, kind: str, x: Value, c: float, so: tuple[int, ...]) -> Value:
     if kind == "div":
         s = b.sum_of.get(id(x.d))
         if s is not None and np.isclose(c, s[2], rtol=1e-6):
-            return Value(expr.reduce(s[0], s[1], "mean"), x.axes, n)
+            return Value(expr.reduce(s[0], s[1], "mean"), x.groups, so)
     d = {
         "add": lambda: expr.unary("add_scalar", x.d, c),
         "sub": lambda: expr.unary("add_scalar", x.d, -c),
         "mul": lambda: expr.unary("mul_scalar", x.d, c),
         "div": lambda: expr.unary("mul_scalar", x.d, 1.0 / c),
     }[kind]()
-    return Value(d, x.axes, n)
+    return Value(d, x.groups, so)
 
 
-def _constant_op_tensor(kind: str, n: int, c: float, y: Value) -> Value:
+def _constant_op_tensor(kind: str, c: float, y: Value, so: tuple[int, ...]) -> Value:
     d = {
         "add": lambda: expr.unary("add_scalar", y.d, c),
         "sub": lambda: expr.unary("add_scalar", expr.unary("neg", y.d), c),
@@ -313,90 +381,156 @@ def _constant_op_tensor(kind: str, n: int, c: float, y: Value) -> Value:
             else expr.unary("mul_scalar", expr.unary("recip", y.d), c)
         ),
     }[kind]()
-    return Value(d, y.axes, n)
+    return Value(d, y.groups, so)
 
 
-def _binary_of_tensors(kind: str, node: Node, n: int, a: Value, b: Value) -> Value:
-    if a.d is b.d and a.axes == b.axes and kind == "mul":
-        return Value(expr.unary("square", a.d), a.axes, n)
-    axes: tuple[int | None, ...] | None
-    if a.axes == b.axes and a.d.shape == b.d.shape:
-        axes = a.axes
-    elif expr.aligned(a, n) and expr.aligned(b, n):
-        axes = None
-    else:
-        raise RegionNotSupported(
-            f"{kind}: operands {node.invars} fold to layouts that do not broadcast"
-        )
+def _binary_of_tensors(kind: str, a: Value, b: Value, groups: Groups, so: tuple[int, ...]) -> Value:
+    if a.d is b.d and a.groups == b.groups and kind == "mul":
+        return Value(expr.unary("square", a.d), groups, so)
     if kind == "mul":
         fused = expr.fuse_silu(a, b) or expr.fuse_gelu(a, b)
         if fused is not None:
-            return fused
-    d = expr.binary(kind, a.d, b.d)
-    if axes is None:
-        axes = expr.result_axes(d.shape, n)
-    return Value(d, axes, n)
+            return Value(fused.d, groups, so)
+    return Value(expr.binary(kind, a.d, b.d), groups, so)
 
 
 def _convert_reduction(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     kind = "sum" if node.name == "reduce_sum" else "max"
-    v = b.full(x, node.name)
-    axes = list(v.axes)
+    axes = sorted(node.params["axes"])
+    v = b.laid_out(x, node.name, reduced=axes)
     d = v.d
-    total = 1
-    for a in sorted(node.params["axes"]):
-        if a not in axes:
-            if node.invars[0].shape[a] == 1:
-                continue
-            raise RegionNotSupported(f"{node.name}: over a broadcast dim {a}")
-        k = axes.index(a)
-        total *= d.shape[k]
-        d = expr.reduce(d, k, kind)
-        axes[k] = None
-    removed = sorted(node.params["axes"])
-    new_axes = tuple(None if a is None else a - sum(r < a for r in removed) for a in axes)
-    # Record a single-dim sum for mean recognition.
-    single = len([a for a in removed if node.invars[0].shape[a] != 1]) == 1
-    if kind == "sum" and len(removed) >= 1 and d.op == "reduce" and total > 1 and single:
-        b.sum_of[id(d)] = (d.args[0], d.attr[0], float(total))
-    return Value(d, new_axes, len(out.shape))
+    total, count = 1, 0
+    for j, g in enumerate(v.groups):
+        r = _layout.real(g, v.shape)
+        hit = [a for a in r if a in axes]
+        if not hit:
+            continue
+        if len(hit) != len(r):
+            raise b.conflict(
+                node,
+                0,
+                f"reduces {hit} of a kernel axis that also holds {[a for a in r if a not in axes]}",
+            )
+        total *= d.shape[j]
+        count += 1
+        d = expr.reduce(d, j, kind)
+    held = _layout.held(v.groups)
+    broadcast = prod(v.shape[a] for a in axes if a not in held or v.shape[a] == 1)
+    if kind == "sum" and broadcast > 1:  # summing equal values along a broadcast dim
+        d = expr.unary("mul_scalar", d, float(broadcast))
+    kept = [a for a in range(len(v.shape)) if a not in axes]
+    groups = _layout.relabel(v.groups, {a: i for i, a in enumerate(kept)})
+    if kind == "sum" and count == 1 and broadcast == 1 and total > 1 and d.op == "reduce":
+        b.sum_of[id(d)] = (d.args[0], d.attr[0], float(total))  # for mean recognition
+    if count == 0 and kind == "max":  # a max over broadcast dims only: the value itself
+        return Value(v.d, groups, out.shape)
+    return Value(d, groups, out.shape)
+
+
+_FOLLOW = {
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "max",
+    "exp",
+    "neg",
+    "logistic",
+    "tanh",
+    "square",
+    "sqrt",
+    "rsqrt",
+    "integer_pow",
+    "convert_element_type",
+    "stop_gradient",
+    "copy",
+}
+
+
+def _reduced_later(b: Builder, out: Var) -> set[int]:
+    """The dims of `out` that a reduction in the region later reduces (a softmax over the
+    scores' keys), following them through elementwise ops and transposes: the matmul lays
+    those out on its result's last axis, where the reduction and the next matmul want them."""
+    found: set[int] = set()
+    todo = [(out, d, d) for d in range(len(out.shape))]  # (value, its dim, out's dim)
+    seen: set[tuple[int, int]] = set()
+    while todo:
+        v, d, origin = todo.pop()
+        if (id(v), d) in seen or len(seen) > 10_000:
+            continue
+        seen.add((id(v), d))
+        for n in b.consumers.get(v, []):
+            o = n.outvars[0]
+            if n.name in ("reduce_sum", "reduce_max"):
+                if d in n.params["axes"]:
+                    found.add(origin)
+            elif n.name in _FOLLOW and len(o.shape) == len(v.shape):
+                todo.append((o, d, origin))
+            elif n.name == "transpose":
+                todo.append((o, list(n.params["permutation"]).index(d), origin))
+            elif n.name == "broadcast_in_dim":
+                todo.append((o, n.params["broadcast_dimensions"][d], origin))
+    return found
+
+
+def _matmul(
+    b: Builder, node: Node, x: Operand, y: Operand, lhs: dot.Side, rhs: dot.Side, last: set[int]
+) -> tuple[Value, dot.Arrangement]:
+    """The kernel matmul of a dot_general's operands `x`, `y` (sides `lhs`, `rhs`)."""
+    operands = (x, y)
+    computed = [i for i, o in enumerate(operands) if isinstance(o, Value)]
+    arr = dot.arrange(lhs, rhs, last)
+    if arr is None:
+        if computed:
+            i = min(computed, key=lambda i: prod(operands[i].d.shape))  # type: ignore[union-attr]
+            raise b.conflict(node, i, "its computed operand's kernel layout fits no matmul")
+        raise b.unsupported(node, f"no matmul layout for {node.params['dimension_numbers']}")
+    if arr.copies and len(computed) == 1:
+        # Laying out the lazy operand copies it at every call; when it is much larger than
+        # the computed operand and the result (a [vocab, d] embedding used transposed), the
+        # copy costs more than cutting the region before this matmul, which lets the small
+        # operand be the one laid out.
+        i = computed[0]
+        small = prod(operands[i].d.shape) + prod(node.outvars[0].shape)  # type: ignore[union-attr]
+        if arr.copies > 2 * small:
+            raise b.conflict(node, i, f"would copy {arr.copies} elements of its other operand")
+    a_op, b_op = operands if arr.a_is_lhs else operands[::-1]
+    a_val = a_op if isinstance(a_op, Value) else b.place(a_op, arr.a_groups)  # type: ignore[arg-type]
+    b_val = b_op if isinstance(b_op, Value) else b.place(b_op, arr.b_groups)  # type: ignore[arg-type]
+    lead = expr.broadcast_shapes(a_val.d.shape[:-2], b_val.d.shape[:-2])
+    shape = lead + (a_val.d.shape[-2], b_val.d.shape[-1])
+    d = Expr("matmul", [a_val.d, b_val.d], None, shape)
+    return Value(d, arr.out_groups, ()), arr
 
 
 def _convert_dot_general(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> Operand:
-    form = dot_general_form(node)
-    if form is None:
-        raise RegionNotSupported(
-            f"dot_general: dimension_numbers {node.params['dimension_numbers']}"
+    if isinstance(x, float) or isinstance(y, float):
+        raise b.unsupported(node, "a scalar constant operand")
+    lhs, rhs = dot.sides(
+        node,
+        x.groups if isinstance(x, Value) else None,
+        y.groups if isinstance(y, Value) else None,
+    )
+    v, _ = _matmul(b, node, x, y, lhs, rhs, _reduced_later(b, out))
+    return Value(v.d, v.groups, out.shape)
+
+
+def _convert_conv(b: Builder, node: Node, out: Var, x: Operand, w: Operand) -> Operand:
+    """A patch embedding (window = stride, no padding): a matmul of the image's patches,
+    which XLA cuts out at the boundary, with the filters."""
+    if isinstance(x, float) or isinstance(w, float):
+        raise b.unsupported(node, "a scalar constant operand")
+    if isinstance(x, Value):
+        raise b.conflict(
+            node,
+            0,
+            "its image is computed in the region (patches are cut out by XLA, from an input)",
         )
-    lhs, rhs = b.full(x, "dot_general"), b.full(y, "dot_general")
-    for name, v, var in (("lhs", lhs, node.invars[0]), ("rhs", rhs, node.invars[1])):
-        # each axis in place (a size-1 axis may hold no logical axis), nothing broadcast
-        in_place = len(v.axes) == len(var.shape) and all(
-            ax == j or (ax is None and var.shape[j] == 1) for j, ax in enumerate(v.axes)
-        )
-        if not in_place or v.d.shape != var.shape:
-            if name == "rhs" and form == "nt":
-                continue
-            raise RegionNotSupported(f"dot_general: {name} {var} is a broadcast or reshaped value")
-    if form == "nt":
-        rv = node.invars[1]
-        if not (
-            isinstance(rv, Var) and rhs.d.op == "input" and rhs.axes == tuple(range(len(rv.shape)))
-        ):
-            raise RegionNotSupported(
-                "dot_general: rhs contracts its last dim and is not a region input"
-            )
-        r = len(rv.shape)
-        swap = tuple(range(r - 2)) + (r - 1, r - 2)
-        # The rhs is an input, maybe already transposed (a folded transpose): its
-        # layout composed with the swap of its last two dims.
-        base = rhs.d.attr[1] or tuple(range(r))
-        bd = b.input(rhs.d.attr[0], tuple(base[i] for i in swap))
-    else:
-        bd = rhs.d
-    shape = lhs.d.shape[:-1] + bd.shape[-1:]
-    d = Expr("matmul", [lhs.d, bd], None, shape)
-    return Value(d, tuple(range(len(out.shape))), len(out.shape))
+    patches, as_dot, to_out = dot.patch_matmul(node)
+    w_groups = w.groups if isinstance(w, Value) else None
+    lhs, rhs = dot.sides(as_dot, None, w_groups)
+    v, _ = _matmul(b, node, x.then(patches), w, lhs, rhs, set())
+    return Value(v.d, _layout.relabel(v.groups, to_out), out.shape)
 
 
 # -- factors -----------------------------------------------------------------------------
@@ -482,6 +616,10 @@ def _factors_dot_general(node: Node, uf: Links, reduced: list[tuple[Var, int]]) 
     return ""
 
 
+def _factors_conv(node: Node, uf: Links, reduced: list[tuple[Var, int]]) -> str:
+    return "conv_general_dilated: its patch dims are not followed across devices"
+
+
 def link_factors(node: Node, uf: Links, reduced: list[tuple[Var, int]]) -> str:
     """Unites the dims of `node`'s operands and results that must be split alike; "" or why
     its dims cannot be followed."""
@@ -510,6 +648,10 @@ def _flops_dot_general(node: Node) -> int:
     (lc, _), _ = node.params["dimension_numbers"]
     k = _size(tuple(node.invars[0].shape[a] for a in lc)) if lc else 1
     return 2 * _size(node.outvars[0].shape) * k
+
+
+def _flops_conv(node: Node) -> int:
+    return dot.conv_flops(node)
 
 
 def flops(node: Node) -> int:
@@ -558,7 +700,6 @@ _register(
 )
 _register(
     ("dot_general",),
-    admit=_admit_dot_general,
     convert=_convert_dot_general,
     factors=_factors_dot_general,
     flops=_flops_dot_general,
@@ -573,7 +714,7 @@ _register(
 _register(
     ("convert_element_type",),
     admit=_admit_convert,
-    convert=_convert_identity,
+    convert=_convert_element_type,
     factors=_factors_same_shape,
     flops=_flops_free,
 )
@@ -592,8 +733,15 @@ _register(
 )
 _register(
     ("transpose",),
-    admit=_admit_transpose,
     convert=_convert_transpose,
     factors=_factors_transpose,
     flops=_flops_free,
+)
+_register(
+    ("conv_general_dilated",),
+    admit=_admit_conv,
+    convert=_convert_conv,
+    factors=_factors_conv,
+    flops=_flops_conv,
+    anchor=True,
 )

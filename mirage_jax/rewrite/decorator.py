@@ -30,7 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
-from mirage_jax.frontend.partition import Region, partition
+from mirage_jax.frontend.partition import partition
+from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.rewrite.explain import explain as _explain
 from mirage_jax.rewrite.region import Settings, region_kernel

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
-from mirage_jax.frontend.partition import Region, region_flops
+from mirage_jax.frontend.region import Region, region_flops
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.superopt.config import SearchConfig, default_config
 from mirage_jax.superopt.superoptimize import superoptimize
@@ -98,7 +98,7 @@ def region_kernel(region: Region, settings: Settings) -> tuple[RegionKernel | No
 
     def run(*values):
         outs = fast(*rg.prepare_inputs(values, xp=jnp))
-        return rg.finish_outputs(outs, xp=jnp)
+        return rg.finish_outputs(outs, values, xp=jnp)
 
     return run, new_report(
         "kernel", f"{fast.speedup:.2f}x over XLA in its own timing", fast.report()

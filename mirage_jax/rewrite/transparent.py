@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import jax
 
-from mirage_jax.frontend.partition import Region
+from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.rewrite.region import Settings
 from mirage_jax.rewrite.shard import partitioned

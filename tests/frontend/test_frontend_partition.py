@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mirage_jax.frontend import RegionNotSupported, partition, region_to_graph
+from mirage_jax.frontend import partition, region_to_graph
+from mirage_jax.frontend.flat import run_nodes
 
 
 def _rand(rng, *shape):
@@ -169,34 +170,62 @@ def test_no_region_without_matmul_or_reduction():
     assert part.regions == []
 
 
-def test_unsupported_pattern_raises():
-    # A transpose of an intermediate (not a region input) cannot be folded.
+def _region_values(part, args):
+    """Each region's input values, from the flattened program run by jax."""
+    env = dict(part.program.consts)
+    env.update(zip(part.program.invars, args))
+    run_nodes(part.program.nodes, env)
+    return [[env[v] for v in r.inputs] for r in part.regions]
+
+
+def test_transposes_of_computed_values_fold_into_the_matmul():
+    # A transpose of an intermediate moves no data: the matmul takes it by swapping its
+    # operands (Aᵀ·W = (Wᵀ·A)ᵀ), its result laid out transposed.
     def f(x, w):
         return (jnp.exp(x @ w).T @ w).sum()
 
     rng = np.random.default_rng(6)
-    args = (_rand(rng, 8, 8), _rand(rng, 8, 8))
+    args = (0.3 * _rand(rng, 8, 8), _rand(rng, 8, 8))
     part = _whole(f, *args)
-    assert any("transpose" in r for r in part.unsupported.values())
+    assert [r.primitives for r in part.regions] == [
+        ["dot_general", "exp", "transpose", "dot_general", "reduce_sum"]
+    ]
+    _check_region(part.regions[0], args)
 
-    # Force the unfoldable region: dot_general contracting lhs's first dim.
+    # dot_general contracting the lhs's first dim
     def g(x, w):
         return jax.lax.dot_general(jnp.exp(x), w, (((0,), (0,)), ((), ()))).sum(axis=-1)
 
-    part = partition(jax.make_jaxpr(g)(*args))
-    assert any("dot_general" in r for r in part.unsupported.values())
+    part = _whole(g, *args)
+    assert len(part.regions) == 1 and not part.unsupported
+    _check_region(part.regions[0], args)
 
-    # A region the partitioner accepts but the converter cannot express: a mean-free
-    # reduction over a broadcast dim.
+    # a max over a broadcast dim is the value itself
     def h(x):
         y = jnp.broadcast_to(x[:, None, :], (4, 3, 8))
-        return jnp.max(y, axis=1) @ jnp.ones((8, 2), np.float32)
+        return jnp.max(y, axis=1) * 2.0
 
-    part = partition(jax.make_jaxpr(h)(args[0][:4]))
+    part = _whole(h, args[0][:4])
     assert len(part.regions) == 1
-    with pytest.raises(RegionNotSupported, match="reduce_max") as e:
-        region_to_graph(part.regions[0])
-    assert "broadcast" in e.value.reason
+    _check_region(part.regions[0], [args[0][:4]])
+
+
+def test_layout_conflict_cuts_the_region():
+    # A reshape merging dims that a computed value holds on different kernel axes (after a
+    # transpose) would move data: the region is cut there, the value handed over by XLA.
+    def k(x, w, w2):
+        return (jnp.exp(x @ w).T.reshape(4, 16) @ w2).sum()
+
+    rng = np.random.default_rng(7)
+    args = (0.3 * _rand(rng, 8, 8), _rand(rng, 8, 8), _rand(rng, 16, 3))
+    part = _whole(k, *args)
+    assert [r.primitives for r in part.regions] == [
+        ["dot_general", "exp", "transpose"],
+        ["reshape", "dot_general", "reduce_sum"],
+    ]
+    assert part.regions[0].outputs == part.regions[1].inputs[:1]
+    for region, values in zip(part.regions, _region_values(part, args)):
+        _check_region(region, values)
 
 
 def test_unsupported_max_and_pow():
@@ -286,3 +315,19 @@ def test_tanh_and_gelu():
 
     part = _whole(erf_gelu, *args)
     assert any(reason.startswith("erf") for reason in part.unsupported.values())
+
+
+def test_scalar_inputs_meet_tensors():
+    # jaxpr lets a rank-0 value meet a tensor in an elementwise op (a traced scale); so does
+    # a full reduction's result
+    def f(x, s, t):
+        h = x @ x
+        return h * s + t * h.sum()
+
+    rng = np.random.default_rng(8)
+    args = (_rand(rng, 4, 4), np.float32(2.0), np.float32(-3.0))
+    part = _whole(f, *args)
+    assert [r.primitives for r in part.regions] == [
+        ["dot_general", "mul", "reduce_sum", "mul", "add"]
+    ]
+    _check_region(part.regions[0], args)

@@ -44,10 +44,11 @@ def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partitio
     producers = {v: n for n in nodes for v in n.outvars}
     reasons = {n.index: admit_reason(n, producers) for n in nodes}
     cuts: set[tuple[int, int]] = set()  # (producer, consumer) kept in different regions
+    converted: set[frozenset[int]] = set()  # node sets known to convert
     while True:
         _whole_calls_only(prog, reasons)
         regions = _grow(prog, reasons, cuts)
-        if not _learn(regions, producers, reasons, cuts):
+        if not _learn(regions, producers, reasons, cuts, converted):
             break
     unsupported = {i: r for i, r in reasons.items() if r is not None}
     return Partition(prog, regions, unsupported)
@@ -58,15 +59,19 @@ def _learn(
     producers: dict[Var, Node],
     reasons: dict[int, str | None],
     cuts: set[tuple[int, int]],
+    converted: set[frozenset[int]],
 ) -> bool:
-    """Converts each region; records the cut or the node to leave out that each failure
-    asks for. Whether anything was learned (then the regions are grown again)."""
+    """Converts each region (but those of `converted`, which converted in an earlier round);
+    records the cut or the node to leave out that each failure asks for. Whether anything
+    was learned (then the regions are grown again)."""
     learned = False
     for region in regions:
-        if region.blocked:
+        key = frozenset(n.index for n in region.nodes)
+        if region.blocked or key in converted:
             continue
         try:
             region_to_graph(region)
+            converted.add(key)
         except LayoutConflict as e:
             inside = {n.index for n in region.nodes}
             p = producers.get(e.var) if isinstance(e.var, Var) else None

@@ -331,3 +331,28 @@ def test_scalar_inputs_meet_tensors():
         ["dot_general", "mul", "reduce_sum", "mul", "add"]
     ]
     _check_region(part.regions[0], args)
+
+
+def test_a_transposed_input_is_laid_out_by_xla_and_counted():
+    # exp(xᵀ) meets a computed value laid out [16, 8]: XLA transposes x once at the boundary,
+    # and the copy is counted (what explain reports)
+    def f(x, y, w):
+        return (jnp.exp(x.T) * (y @ w)).sum(-1)
+
+    rng = np.random.default_rng(9)
+    args = (_rand(rng, 8, 16), _rand(rng, 16, 4), _rand(rng, 4, 8))
+    part = _whole(f, *args)
+    (region,) = part.regions
+    rg = _check_region(region, args)
+    assert rg.copies == 8 * 16
+    assert rg.layout_ops() == [f"input 0 ({region.inputs[0]}) laid out as [16, 8]: 128 elements"]
+
+    # a plain reshape of an input is no copy: x [2, 8, 16] folds into rows [16, 16]
+    def g(x, w):
+        return jax.nn.softmax(x @ w, axis=-1)
+
+    args = (_rand(rng, 2, 8, 16), _rand(rng, 16, 4))
+    (region,) = _whole(g, *args).regions
+    rg = _check_region(region, args)
+    assert rg.copies == 0 and rg.layout_ops() == []
+    assert "input#0  [16, 16]" in str(rg.graph)

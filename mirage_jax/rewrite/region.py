@@ -103,7 +103,5 @@ def region_kernel(region: Region, settings: Settings) -> tuple[RegionKernel | No
     text = fast.report()
     copies = rg.layout_ops()
     if copies:  # XLA lays these out around the kernel; the timing above does not see them
-        text += "\nlayout copies at the region's boundary:\n" + "\n".join(
-            "  " + c for c in copies
-        )
+        text += "\nlayout copies at the region's boundary:\n" + "\n".join("  " + c for c in copies)
     return run, new_report("kernel", f"{fast.speedup:.2f}x over XLA in its own timing", text)

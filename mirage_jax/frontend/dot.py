@@ -95,7 +95,7 @@ def _leading_ok(s: Side, g: tuple[int, ...]) -> bool:
 def _batch_groups(a: Side) -> list[tuple[int, ...]]:
     """A's batch dims of size > 1 on at most MAX_RANK - 2 leading axes, one each while they
     fit, leading ones folded beyond."""
-    groups = [(d,) for d in a.batch if a.shape[d] != 1]
+    groups: list[tuple[int, ...]] = [(d,) for d in a.batch if a.shape[d] != 1]
     while len(groups) > MAX_RANK - 2:
         groups[0:2] = [groups[0] + groups[1]]
     return groups
@@ -273,4 +273,4 @@ def conv_flops(node: Node) -> int:
     spec = node.params["dimension_numbers"]
     filters = node.invars[1].shape
     per_output = prod(filters) // max(1, filters[spec.rhs_spec[0]])
-    return 2 * prod(node.outvars[0].shape) * per_output
+    return 2 * int(prod(node.outvars[0].shape)) * int(per_output)

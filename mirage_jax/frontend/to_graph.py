@@ -322,9 +322,9 @@ def _convert(region: Region, policy: str) -> RegionGraph:
         return t
 
     try:
-        for val, _ in outs:
-            if val is not None:
-                kg.mark_output(emit(val.d))
+        for out_val, _ in outs:
+            if out_val is not None:
+                kg.mark_output(emit(out_val.d))
     except RegionNotSupported:
         raise
     except Exception as e:

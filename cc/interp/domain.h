@@ -11,10 +11,8 @@
 //   Value max(Value, Value) const;         // the finite field treats max as a softmax
 //                                          // stabilizer and returns 0 (DESIGN.md §4)
 //   Value lowest() const;                  // identity of max (-inf for floats)
-// Composite functions are defined here from those, so every domain agrees on them:
-//   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x * sigmoid(x),
-//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),  tanh(u) = 1 - 2 / (exp(2u) + 1)
-//   rsqrt(x) = recip(sqrt(x)), square(x) = x * x.
+// What each elementwise op computes from these is written once, in cc/ir/ops.def and
+// cc/ir/elementwise.h (sigmoid, silu, gelu and square are composites defined there).
 #include <cmath>
 #include <limits>
 
@@ -36,23 +34,5 @@ struct FloatDomain {
   Value max(Value a, Value b) const { return a > b ? a : b; }
   Value lowest() const { return -std::numeric_limits<T>::infinity(); }
 };
-
-template <class D>
-typename D::Value sigmoid(const D& d, typename D::Value x) {
-  return d.recip(d.add(d.constant(1.0), d.exp(d.neg(x))));
-}
-template <class D>
-typename D::Value silu(const D& d, typename D::Value x) {
-  return d.mul(x, sigmoid(d, x));
-}
-template <class D>
-typename D::Value gelu(const D& d, typename D::Value x) {
-  // sqrt(2/pi) as the double nearest to it; the finite field maps that double exactly.
-  const auto k = d.constant(0.7978845608028654);
-  auto u = d.mul(k, d.add(x, d.mul(d.constant(0.044715), d.mul(x, d.mul(x, x)))));
-  auto t = d.sub(d.constant(1.0),
-                 d.div(d.constant(2.0), d.add(d.exp(d.add(u, u)), d.constant(1.0))));
-  return d.mul(d.mul(d.constant(0.5), x), d.add(d.constant(1.0), t));
-}
 
 }  // namespace mj::interp

@@ -8,6 +8,7 @@
 #include "cc/interp/dense_shape.h"
 #include "cc/interp/dense_tensor.h"
 #include "cc/interp/domain.h"
+#include "cc/ir/elementwise.h"
 #include "cc/ir/error.h"
 #include "cc/ir/graph.h"
 #include "cc/ir/op_kind.h"
@@ -15,46 +16,11 @@
 namespace mj::interp {
 
 template <class D>
-typename D::Value apply_unary(const D& d, ir::OpKind kind, double scalar, typename D::Value x) {
-  switch (kind) {
-    case ir::OpKind::kExp: return d.exp(x);
-    case ir::OpKind::kSquare: return d.mul(x, x);
-    case ir::OpKind::kSqrt: return d.sqrt(x);
-    case ir::OpKind::kRsqrt: return d.recip(d.sqrt(x));
-    case ir::OpKind::kSilu: return silu(d, x);
-    case ir::OpKind::kGelu: return gelu(d, x);
-    case ir::OpKind::kRelu: return d.relu(x);
-    case ir::OpKind::kSigmoid: return sigmoid(d, x);
-    case ir::OpKind::kNeg: return d.neg(x);
-    case ir::OpKind::kRecip: return d.recip(x);
-    case ir::OpKind::kMulScalar: return d.mul(x, d.constant(scalar));
-    case ir::OpKind::kAddScalar: return d.add(x, d.constant(scalar));
-    default:
-      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(kind)) +
-                    " is not a unary elementwise op");
-  }
-}
-
-template <class D>
-typename D::Value apply_binary(const D& d, ir::OpKind kind, typename D::Value a,
-                               typename D::Value b) {
-  switch (kind) {
-    case ir::OpKind::kAdd: return d.add(a, b);
-    case ir::OpKind::kSub: return d.sub(a, b);
-    case ir::OpKind::kMul: return d.mul(a, b);
-    case ir::OpKind::kDiv: return d.div(a, b);
-    default:
-      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(kind)) +
-                    " is not a binary elementwise op");
-  }
-}
-
-template <class D>
 DenseTensor<typename D::Value> unary_op(const D& d, ir::OpKind kind, double scalar,
                                         const DenseTensor<typename D::Value>& x) {
   DenseTensor<typename D::Value> out{x.shape, {}};
   out.data.reserve(x.data.size());
-  for (const auto& v : x.data) out.data.push_back(apply_unary(d, kind, scalar, v));
+  for (const auto& v : x.data) out.data.push_back(ir::apply_unary(d, kind, scalar, v));
   return out;
 }
 
@@ -68,7 +34,7 @@ DenseTensor<typename D::Value> binary_op(const D& d, ir::OpKind kind,
   DenseTensor<typename D::Value> out{shape, {}};
   out.data.reserve(ia.size());
   for (size_t i = 0; i < ia.size(); ++i) {
-    out.data.push_back(apply_binary(d, kind, a.data[ia[i]], b.data[ib[i]]));
+    out.data.push_back(ir::apply_binary(d, kind, a.data[ia[i]], b.data[ib[i]]));
   }
   return out;
 }

@@ -87,7 +87,8 @@ int BlockGraph::new_input(const Shape& kernel_shape, DType dtype, Dim3 imap, int
 }
 
 int BlockGraph::accum(OpKind kind, int x, double scalar) {
-  if (!is_accumulator(kind) || kind == OpKind::kAccumExpMatmul) {
+  const OpClass cls = is_accumulator(kind) ? op_info(kind).cls : OpClass::kBoundary;
+  if (cls != OpClass::kAccum && cls != OpClass::kAccumLast) {
     ir_fail("accum", "'" + std::string(op_kind_name(kind)) +
                          "' is not a single-input accumulator (accum_exp_matmul has its own "
                          "builder)");
@@ -97,12 +98,12 @@ int BlockGraph::accum(OpKind kind, int x, double scalar) {
   Op op;
   op.kind = kind;
   op.inputs = {x};
-  if (kind == OpKind::kAccumRmsLast) {
+  if (has_scalar(kind)) {
     if (!std::isfinite(scalar)) ir_fail(name, "eps must be finite");
     op.scalar = scalar;
   }
   Shape out = tensors_[x].shape;
-  if (kind != OpKind::kAccumSum) out.back() = 1;
+  if (cls == OpClass::kAccumLast) out.back() = 1;
   return add_op(std::move(op), {out}, tensors_[x].dtype);
 }
 

@@ -84,7 +84,7 @@ int Graph::unary(OpKind kind, int x, double scalar) {
   op.kind = kind;
   op.inputs = {x};
   // Only the scalar ops carry a constant; zeroing it elsewhere keeps hashes canonical.
-  if (kind == OpKind::kMulScalar || kind == OpKind::kAddScalar) {
+  if (has_scalar(kind)) {
     check_finite(name, "the constant", scalar);
     op.scalar = scalar;
   }

@@ -34,16 +34,15 @@ std::string call_str(const Op& op) {
     if (i) s += ", ";
     s += "t" + std::to_string(op.inputs[i]);
   }
-  switch (op.kind) {
-    case OpKind::kMulScalar:
-    case OpKind::kAddScalar: s += ", " + number(op.scalar); break;
-    case OpKind::kRmsNorm:
-    case OpKind::kAccumRmsLast: s += ", eps=" + number(op.scalar); break;
-    case OpKind::kReduce:
+  switch (op_info(op.kind).attr) {
+    case OpAttr::kScalar: s += ", " + number(op.scalar); break;
+    case OpAttr::kEps: s += ", eps=" + number(op.scalar); break;
+    case OpAttr::kDimReduce:
       s += ", dim=" + std::to_string(op.dim) + ", " + std::string(reduce_kind_name(op.reduce));
       break;
-    case OpKind::kConcat: s += ", dim=" + std::to_string(op.dim); break;
-    default: break;
+    case OpAttr::kDim: s += ", dim=" + std::to_string(op.dim); break;
+    case OpAttr::kNone:
+    case OpAttr::kBlockGraph: break;  // the block graph is printed below its op
   }
   return s + ")";
 }

@@ -155,9 +155,33 @@ void bind_block_graph(nb::module_& m) {
            "indent"_a = 0);
 }
 
+// The op table (cc/ir/ops.def), one dict per kind in table order: what the Python side needs
+// to know about an op without a list of its own.
+nb::list op_schema() {
+  nb::list table;
+  for (int k = 0; k < ir::kNumOpKinds; ++k) {
+    const ir::OpInfo& info = ir::op_info(OpKind(k));
+    nb::list levels;
+    if (ir::legal_at_kernel_level(OpKind(k))) levels.append("kernel");
+    if (ir::legal_at_block_level(OpKind(k))) levels.append("block");
+    nb::dict row;
+    row["name"] = std::string(info.name);
+    row["arity"] = info.arity < 0 ? nb::object(nb::none()) : nb::object(nb::int_(info.arity));
+    row["levels"] = levels;
+    row["class"] = std::string(ir::op_class_name(info.cls));
+    row["attribute"] = std::string(ir::op_attr_name(info.attr));
+    row["flops"] = info.flops;
+    table.append(row);
+  }
+  return table;
+}
+
 }  // namespace
 
 void bind_ir(nb::module_& m) {
+  m.def("op_schema", &op_schema,
+        "The op table: a dict per op kind (name, arity (None: any), levels, class, attribute, "
+        "flops per element), in the order of cc/ir/ops.def.");
   bind_tensor_and_op(m);
   bind_graph_base(m);
   bind_kernel_graph(m);

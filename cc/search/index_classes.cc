@@ -220,16 +220,13 @@ std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimC
       out[op.dim] = table->concat_of(in[0][op.dim], in[1][op.dim]);
       return out;
     }
-    case OpKind::kAccumSumLast:
-    case OpKind::kAccumMeanLast:
-    case OpKind::kAccumRmsLast:
-    case OpKind::kAccumMaxLast:
-    case OpKind::kAccumExpSumLast:
-      out = in[0];
-      out.back() = kUnitClass;
-      return out;
     default:
       break;
+  }
+  if (ir::op_info(op.kind).cls == ir::OpClass::kAccumLast) {
+    out = in[0];
+    out.back() = kUnitClass;
+    return out;
   }
   if (in.size() == 2) return broadcast(in[0], in[1], rank, 0);
   return in.at(0);

@@ -86,10 +86,7 @@ std::string bad_config(const SearchConfig& c) {
 std::vector<double> target_scalars(const KernelGraph& target) {
   std::set<double> s;
   for (const Op& op : target.ops()) {
-    if (op.kind == OpKind::kMulScalar || op.kind == OpKind::kAddScalar ||
-        op.kind == OpKind::kRmsNorm) {
-      s.insert(op.scalar);
-    }
+    if (ir::has_scalar(op.kind)) s.insert(op.scalar);  // the constants and the eps
   }
   return {s.begin(), s.end()};
 }

@@ -5,13 +5,13 @@
 
 #include <cmath>
 
-#include "cc/interp/domain.h"
+#include "cc/ir/elementwise.h"
 #include "cc/verify/splitmix.h"
 
 namespace mj::verify {
 
-using interp::sigmoid;
-using interp::silu;
+using ir::sigmoid;
+using ir::silu;
 
 namespace {
 

@@ -79,7 +79,7 @@ inline uint16_t to_f16(float f) {
   return uint16_t(sign | (magnitude >> 13));
 }
 
-// ---- activations: the functions of the reference interpreter (cc/interp/domain.h) --------
+// ---- activations: the functions of the reference interpreter (cc/ir/elementwise.h) --------
 
 // exp(x) in float32 without a libm call or a branch, so that GCC vectorizes the fused passes
 // that use it (attention's exp runs once per score). x = n·ln2 + r with |r| <= ln2/2 (ln2 in

@@ -26,7 +26,7 @@ std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
 }
 
 std::string binary_expr(OpKind kind, const std::string& a, const std::string& b) {
-  return common::binary_expr(kCuda.generator, kind, a, b);
+  return common::binary_expr(kCuda, kind, a, b);
 }
 
 namespace {

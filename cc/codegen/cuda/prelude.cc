@@ -41,7 +41,7 @@ template <> __device__ __forceinline__ __half from_f32<__half>(float x) {
   return __float2half_rn(x);
 }
 
-// The interpreter's formulas (cc/interp/domain.h), with IEEE division and square root
+// The interpreter's formulas (cc/ir/elementwise.h), with IEEE division and square root
 // (nvcc's defaults without --use_fast_math).
 __device__ __forceinline__ float max_of(float a, float b) { return a > b ? a : b; }
 __device__ __forceinline__ float square(float x) { return x * x; }

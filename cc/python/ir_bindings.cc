@@ -7,11 +7,13 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include "cc/ir/graph.h"
 #include "cc/ir/hash.h"
 #include "cc/ir/print.h"
+#include "cc/ir/serialize.h"
 #include "cc/ir/thread_fusion.h"
 #include "cc/python/bindings.h"
 
@@ -115,7 +117,11 @@ void bind_kernel_graph(nb::module_& m) {
            "inputs"_a, "block_graph"_a)
       .def("mark_output", &KernelGraph::mark_output, "t"_a)
       .def("hash", [](const KernelGraph& g) { return graph_hash(g); })
-      .def("to_string", [](const KernelGraph& g) { return to_string(g); });
+      .def("to_string", [](const KernelGraph& g) { return to_string(g); })
+      .def("to_json", [](const KernelGraph& g) { return ir::kernel_graph_to_json(g); })
+      .def_static(
+          "from_json", [](std::string_view text) { return ir::kernel_graph_from_json(text); },
+          "text"_a);
 }
 
 void bind_block_graph(nb::module_& m) {
@@ -179,6 +185,8 @@ nb::list op_schema() {
 }  // namespace
 
 void bind_ir(nb::module_& m) {
+  m.attr("GRAPH_JSON_FORMAT") = std::string(ir::kGraphJsonFormat);
+  m.attr("GRAPH_JSON_VERSION") = ir::kGraphJsonVersion;
   m.def("op_schema", &op_schema,
         "The op table: a dict per op kind (name, arity (None: any), levels, class, attribute, "
         "flops per element), in the order of cc/ir/ops.def.");

@@ -6,6 +6,7 @@
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/array.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
@@ -14,6 +15,7 @@
 #include "cc/ir/hash.h"
 #include "cc/ir/print.h"
 #include "cc/ir/serialize.h"
+#include "cc/ir/subgraph.h"
 #include "cc/ir/thread_fusion.h"
 #include "cc/python/bindings.h"
 
@@ -182,6 +184,18 @@ nb::list op_schema() {
   return table;
 }
 
+void bind_subgraph(nb::module_& m) {
+  // Graphs are returned as copies: the Python handles own them outright.
+  nb::class_<ir::GraphSplit>(m, "GraphSplit")
+      .def_prop_ro("prefix", [](const ir::GraphSplit& s) { return s.prefix; })
+      .def_prop_ro("tail", [](const ir::GraphSplit& s) { return s.tail; })
+      .def_ro("cut_tensor", &ir::GraphSplit::cut_tensor)
+      .def_ro("boundary", &ir::GraphSplit::boundary);
+  m.def("split_before_first_computed_matmul", &ir::split_before_first_computed_matmul,
+        "graph"_a);
+  m.def("splice", &ir::splice, "split"_a, "tail_candidate"_a);
+}
+
 }  // namespace
 
 void bind_ir(nb::module_& m) {
@@ -194,6 +208,7 @@ void bind_ir(nb::module_& m) {
   bind_graph_base(m);
   bind_kernel_graph(m);
   bind_block_graph(m);
+  bind_subgraph(m);
 }
 
 }  // namespace mj::python

@@ -17,7 +17,7 @@
 
 #include "cc/ir/graph.h"
 #include "cc/search/index_classes.h"
-#include "cc/search/search.h"
+#include "cc/search/config.h"
 
 namespace mj::search {
 

@@ -14,7 +14,7 @@
 #include "cc/search/op_key.h"
 #include "cc/search/pruner.h"
 #include "cc/search/result_set.h"
-#include "cc/search/search.h"
+#include "cc/search/config.h"
 
 namespace mj::search {
 

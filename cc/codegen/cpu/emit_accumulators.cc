@@ -9,6 +9,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::BlockGraph;
 using ir::Op;
 using ir::OpKind;

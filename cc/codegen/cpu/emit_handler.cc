@@ -8,6 +8,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using common::dims_list;
 using common::ffi_dtype;
 using ir::BlockGraph;

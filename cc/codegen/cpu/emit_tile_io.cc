@@ -7,6 +7,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::BlockGraph;
 using ir::DType;
 using ir::Op;

@@ -1,9 +1,9 @@
 #include "cc/codegen/cpu/generate.h"
 
 #include <algorithm>
-#include <cctype>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
+#include "cc/codegen/common/kernel_symbol.h"
 #include "cc/codegen/cpu/emit_accumulators.h"
 #include "cc/codegen/cpu/emit_compute.h"
 #include "cc/codegen/cpu/emit_handler.h"
@@ -16,6 +16,8 @@
 
 namespace mj::codegen::cpu {
 
+using common::phase_of;
+using common::CodeWriter;
 using ir::BlockGraph;
 using ir::Dim3;
 using ir::IrError;
@@ -27,20 +29,6 @@ using ir::block_graph_hash;
 using ir::is_accumulator;
 
 namespace {
-
-void check_symbol(const std::string& symbol) {
-  bool ok = !symbol.empty() && !std::isdigit(static_cast<unsigned char>(symbol[0]));
-  for (char c : symbol) ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  if (!ok) {
-    throw IrError("generate_cpu_kernel: symbol '" + symbol +
-                  "' is not a C identifier (letters, digits and '_', not starting with a "
-                  "digit)");
-  }
-}
-
-Phase phase_of(const BlockGraph& bg, const Op& op) {
-  return bg.tensor(op.outputs.at(0)).phase;
-}
 
 // Everything an op of `phase` computes, in op order: input loads and fused passes. Inputs
 // and passes of other phases, accumulators and stores are emitted elsewhere.
@@ -211,10 +199,10 @@ void emit_run_blocks(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
 
 }  // namespace
 
-std::string cpu_kernel_symbol(const BlockGraph& bg) { return "mj_cpu_" + block_graph_hash(bg); }
+std::string cpu_kernel_symbol(const BlockGraph& bg) { return common::kernel_symbol("mj_cpu_", bg); }
 
 std::string generate_cpu_kernel(const BlockGraph& bg, const std::string& symbol) {
-  check_symbol(symbol);
+  common::check_symbol(symbol, "generate_cpu_kernel");
   const KernelPlan plan = plan_kernel(bg);
   const std::string ns = symbol + "_kernel";
   CodeWriter w;

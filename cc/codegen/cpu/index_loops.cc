@@ -4,6 +4,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::Shape;
 
 std::string linear_expr(const std::vector<std::pair<std::string, int64_t>>& terms) {

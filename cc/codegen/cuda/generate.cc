@@ -1,8 +1,8 @@
 #include "cc/codegen/cuda/generate.h"
 
-#include <cctype>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
+#include "cc/codegen/common/kernel_symbol.h"
 #include "cc/codegen/cuda/cuda_plan.h"
 #include "cc/codegen/cuda/emit_elementwise.h"
 #include "cc/codegen/cuda/emit_handler.h"
@@ -17,7 +17,8 @@
 
 namespace mj::codegen::cuda {
 
-using cpu::CodeWriter;
+using common::phase_of;
+using common::CodeWriter;
 using ir::BlockGraph;
 using ir::IrError;
 using ir::Op;
@@ -33,18 +34,6 @@ namespace {
 using cuda::Emit;
 
 const std::string kSync = "__syncthreads();";
-
-void check_symbol(const std::string& symbol) {
-  bool ok = !symbol.empty() && !std::isdigit(static_cast<unsigned char>(symbol[0]));
-  for (char c : symbol) ok &= std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  if (!ok) {
-    throw IrError("generate_cuda_kernel: symbol '" + symbol +
-                  "' is not a C identifier (letters, digits and '_', not starting with a "
-                  "digit)");
-  }
-}
-
-Phase phase_of(const BlockGraph& bg, const Op& op) { return bg.tensor(op.outputs.at(0)).phase; }
 
 // The non-elementwise head of a pass, computed into its own shared tile (or, for a matmul
 // feeding an accum_sum, added into the running sum).
@@ -206,11 +195,11 @@ void emit_kernel(const Emit& e) {
 
 }  // namespace
 
-std::string cuda_kernel_symbol(const BlockGraph& bg) { return "mj_cuda_" + block_graph_hash(bg); }
+std::string cuda_kernel_symbol(const BlockGraph& bg) { return common::kernel_symbol("mj_cuda_", bg); }
 
 std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
                                  int64_t smem_limit_bytes) {
-  check_symbol(symbol);
+  common::check_symbol(symbol, "generate_cuda_kernel");
   const cuda::CudaPlan plan = cuda::plan_cuda_kernel(bg, smem_limit_bytes);
   const std::string ns = symbol + "_kernel";
   CodeWriter w;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
 #include "cc/codegen/cuda/cuda_plan.h"
 #include "cc/ir/graph.h"
 
@@ -14,7 +14,7 @@ namespace mj::codegen::cuda {
 
 // What every emitter needs.
 struct Emit {
-  cpu::CodeWriter& w;
+  common::CodeWriter& w;
   const ir::BlockGraph& bg;
   const CudaPlan& plan;
 };

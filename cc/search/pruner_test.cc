@@ -19,7 +19,7 @@ namespace {
 // The tensors of the paper's fused RMSNorm + Linear block graph are all subexpressions of
 // the target and its result is the target's output; a wrong op or a foreign constant is not.
 TEST(Pruner, AdmitsTheFusedRmsNormLinearAndRejectsWrongOps) {
-  const auto pt = make_pruning_target(search_test::rmsnorm_linear(8, 256, 64), {});
+  const auto pt = make_pruning_target(testing::rmsnorm_linear_reference({8, 256, 64}), {});
   Pruner pruner(pt.get());
   BlockGraph bg({2, 1, 1}, 4);
   const int x = bg.new_input({8, 256}, DType::kF32, {-1, -1, -1}, 1);

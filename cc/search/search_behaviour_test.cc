@@ -75,7 +75,7 @@ TEST(SearchBehaviour, PrimeSizedDimsGiveOnlyEquivalentCandidatesAndTheTarget) {
 }
 
 TEST(SearchBehaviour, ASpentTimeBudgetReturnsWhatWasFoundWithTheReason) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 256, 64);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 256, 64});
   SearchConfig c = search_test::small_config();
   c.max_kernel_ops = 3;
   c.max_block_ops = 8;  // far too large to finish in the budget
@@ -90,7 +90,7 @@ TEST(SearchBehaviour, ASpentTimeBudgetReturnsWhatWasFoundWithTheReason) {
 }
 
 TEST(SearchBehaviour, TheProgressCallbackIsCalledAndCanStopTheSearch) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 256, 64);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 256, 64});
   SearchConfig c = search_test::small_config();
   c.max_kernel_ops = 3;
   c.max_block_ops = 8;

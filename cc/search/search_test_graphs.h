@@ -1,5 +1,6 @@
 #pragma once
-// Targets and inspection helpers shared by the search tests.
+// Targets and inspection helpers shared by the search tests (RMSNorm + Linear is
+// cc/testing/rmsnorm_linear.h, shared with the other modules' tests).
 #include <cmath>
 #include <random>
 #include <string>
@@ -9,17 +10,9 @@
 #include "cc/ir/hash.h"
 #include "cc/ir/graph.h"
 #include "cc/search/search.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::search_test {
-
-inline ir::KernelGraph rmsnorm_linear(int64_t m, int64_t k, int64_t n) {
-  ir::KernelGraph g;
-  const int x = g.new_input({m, k}, ir::DType::kF32);
-  const int s = g.new_input({k}, ir::DType::kF32);
-  const int w = g.new_input({k, n}, ir::DType::kF32);
-  g.mark_output(g.matmul(g.binary(ir::OpKind::kMul, g.rms_norm(x, 1e-6), s), w));
-  return g;
-}
 
 inline ir::KernelGraph gated_mlp(int64_t m, int64_t k, int64_t n) {
   ir::KernelGraph g;

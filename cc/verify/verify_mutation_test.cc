@@ -4,12 +4,15 @@
 // everything, or rejected everything, fails here.
 #include <gtest/gtest.h>
 
-#include "cc/verify/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 #include "cc/verify/verify.h"
 
 namespace mj::verify {
 
 using ir::OpKind;
+using testing::FusedRmsNormLinear;
+using testing::fused_rmsnorm_linear;
+using testing::rmsnorm_linear_reference;
 
 namespace {
 
@@ -39,7 +42,7 @@ VerifyResult check(const FusedRmsNormLinear& s,
                    VerifyOptions::Shrink shrink = VerifyOptions::Shrink::kAuto) {
   VerifyOptions o;
   o.shrink = shrink;
-  return verify_equivalent(reference_rmsnorm_linear(s.m, s.k, s.n, 1e-6),
+  return verify_equivalent(rmsnorm_linear_reference({s.m, s.k, s.n}, 1e-6),
                            fused_rmsnorm_linear(s), o);
 }
 

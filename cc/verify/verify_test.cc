@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "cc/verify/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::verify {
 
@@ -17,6 +17,9 @@ using ir::KernelGraph;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
+using testing::FusedRmsNormLinear;
+using testing::fused_rmsnorm_linear;
+using testing::rmsnorm_linear_reference;
 
 namespace {
 
@@ -59,7 +62,7 @@ TEST(VerifyEquivalent, Distributivity) {
 }
 
 TEST(VerifyEquivalent, FusedRmsNormLinearSmallAtFullSize) {
-  const VerifyResult r = verify_equivalent(reference_rmsnorm_linear(4, 64, 96),
+  const VerifyResult r = verify_equivalent(rmsnorm_linear_reference({4, 64, 96}),
                                            fused_rmsnorm_linear(FusedRmsNormLinear{}),
                                            never_shrink());
   EXPECT_TRUE(r.equivalent) << r.reason;
@@ -70,7 +73,7 @@ TEST(VerifyEquivalent, FusedRmsNormLinearSmallAtFullSize) {
 TEST(VerifyEquivalent, FusedRmsNormLinearSmallShrunk) {
   VerifyOptions o;
   o.shrink = VerifyOptions::Shrink::kAlways;
-  const VerifyResult r = verify_equivalent(reference_rmsnorm_linear(4, 64, 96),
+  const VerifyResult r = verify_equivalent(rmsnorm_linear_reference({4, 64, 96}),
                                            fused_rmsnorm_linear(FusedRmsNormLinear{}), o);
   EXPECT_TRUE(r.equivalent) << r.reason;
   EXPECT_TRUE(r.shrunk);
@@ -82,7 +85,7 @@ TEST(VerifyEquivalent, FusedRmsNormLinearFullSizeViaShrinking) {
   FusedRmsNormLinear s;
   s.m = 8, s.k = 4096, s.n = 6144, s.grid = {96, 1, 1}, s.forloop = 32;
   const VerifyResult r =
-      verify_equivalent(reference_rmsnorm_linear(8, 4096, 6144), fused_rmsnorm_linear(s));
+      verify_equivalent(rmsnorm_linear_reference({8, 4096, 6144}), fused_rmsnorm_linear(s));
   EXPECT_TRUE(r.equivalent) << r.reason;
   EXPECT_TRUE(r.shrunk);
   EXPECT_LE(r.false_accept_log2, -40.0);

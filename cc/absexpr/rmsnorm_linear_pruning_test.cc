@@ -1,4 +1,4 @@
-// The paper's RMSNorm + Linear example (Mirage §2, DESIGN.md §9): every tensor of the fused
+// The paper's RMSNorm + Linear example (Mirage §2): every tensor of the fused
 // μGraph is a subexpression of the reference program's abstract expression, so pruning keeps
 // it; graphs with a wrong count, a stray exp or a wrong matmul operand are pruned.
 #include <gtest/gtest.h>

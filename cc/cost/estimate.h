@@ -1,5 +1,5 @@
 #pragma once
-// The analytic cost of a whole kernel graph on a target (DESIGN.md §4): what the search ranks
+// The analytic cost of a whole kernel graph on a target: what the search ranks
 // verified candidates by before it profiles the top few. Kernels run one after another; the
 // graph's time is the sum of kernel_time (roofline.h) over kernel_graph_work
 // (kernel_graph_work.h).

@@ -9,7 +9,7 @@
 //   Value neg(Value) const; recip, exp, sqrt;
 //   Value relu(Value) const;
 //   Value max(Value, Value) const;         // the finite field treats max as a softmax
-//                                          // stabilizer and returns 0 (DESIGN.md §4)
+//                                          // stabilizer (cc/verify/ff_domain.h)
 //   Value lowest() const;                  // identity of max (-inf for floats)
 // What each elementwise op computes from these is written once, in cc/ir/ops.def and
 // cc/ir/elementwise.h (sigmoid, silu, gelu and square are composites defined there).

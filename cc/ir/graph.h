@@ -1,5 +1,5 @@
 #pragma once
-// The μGraph IR (DESIGN.md §3): a kernel graph is a DAG of ops over whole tensors; a
+// The μGraph IR (docs/ir-semantics.md): a kernel graph is a DAG of ops over whole tensors; a
 // customized op holds a block graph that every block of a grid runs on its own tiles.
 // Builders validate every rule at construction and throw IrError, so a graph object that
 // exists is valid. Tensors are named "t<id>" in messages and printouts.

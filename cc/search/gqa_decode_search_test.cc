@@ -1,4 +1,4 @@
-// gqa_decode at the paper's shapes (DESIGN.md §9) under the benchmark's "attention" limits:
+// gqa_decode at the paper's shapes (benchmarks/programs.py) under the benchmark's "attention" limits:
 // Q[8, 8, 4, 128], K[8, 8, 128, 4096], V[8, 8, 4096, 128]. The search has to finish inside
 // its budget and rank first the single-kernel online-softmax candidate with a grid over both
 // batch and heads: the one whose K tiles are walked in long runs (measured fastest here,

@@ -1,5 +1,5 @@
 // Under the "attention" preset with two kernel ops, the search rediscovers the paper's
-// split-KV μGraph for GQA (DESIGN.md §9) unaided: a kernel whose grid splits the keys, each
+// split-KV μGraph for GQA unaided: a kernel whose grid splits the keys, each
 // block walking its slice with a for-loop and storing its partial exp·V sums and partial exp
 // row sums side by side along a dim, and a combine kernel that walks those partials one per
 // iteration, sums them and divides.

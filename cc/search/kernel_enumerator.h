@@ -1,5 +1,5 @@
 #pragma once
-// Kernel level of the enumeration (DESIGN.md §4): from the target's inputs, append a
+// Kernel level of the enumeration (search.h): from the target's inputs, append a
 // predefined op or open a block graph (block_enumerator.h), depth-first, in canonical order
 // (op_key.h). Whenever the dangling tensors have the target's output shapes (and, with
 // pruning, its outputs' abstract expressions), the graph is a candidate: it is verified

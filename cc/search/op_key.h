@@ -1,5 +1,5 @@
 #pragma once
-// The canonical order that makes each DAG come out of the enumeration once (DESIGN.md §4).
+// The canonical order that makes each DAG come out of the enumeration once.
 // An op's key is its inputs sorted newest first, then its kind and attributes, then its
 // inputs in operand order. Ops are appended only in strictly increasing key order: an op
 // that is ready (its inputs exist) and has a smaller key than the last op appended can never

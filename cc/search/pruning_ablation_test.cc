@@ -1,4 +1,4 @@
-// Abstract-expression pruning (DESIGN.md §4) is what keeps the search small: the same search
+// Abstract-expression pruning (cc/search/pruner.h) is what keeps the search small: the same search
 // without it explores far more states and verifies far more candidates, and finds the same
 // μGraphs (pruning only removes graphs that cannot be equivalent).
 #include <gtest/gtest.h>

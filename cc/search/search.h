@@ -1,5 +1,5 @@
 #pragma once
-// The μGraph search (DESIGN.md §4): given an input kernel graph, enumerate kernel graphs that
+// The μGraph search: given an input kernel graph, enumerate kernel graphs that
 // may compute the same outputs, most of them fusing work into graph-defined (block-graph)
 // operators; prune every partial graph whose tensors are not subexpressions of the target
 // (cc/absexpr); prove every complete candidate equivalent with the finite-field verifier

@@ -1,5 +1,5 @@
 #pragma once
-// The finite-field value domain of the fingerprints (DESIGN.md §4), for the templated
+// The finite-field value domain of the fingerprints (docs/ir-semantics.md), for the templated
 // interpreter (cc/interp/domain.h). A value is a pair over Z_p x Z_q (field_params.h): two
 // independent homomorphic images of the real computation. The Z_q part exists for exp only:
 // exp(x) = g^(x mod q) in Z_p, a homomorphism from (Z_q, +) to (Z_p^*, x), so

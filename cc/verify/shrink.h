@@ -1,5 +1,5 @@
 #pragma once
-// Shrunk instances (DESIGN.md §4): checking a 4096 x 6144 matmul in a finite field for every
+// Shrunk instances: checking a 4096 x 6144 matmul in a finite field for every
 // candidate is too slow, so both graphs are rebuilt with smaller dims that keep the same ops,
 // grids, for-loop ranges, maps and split counts, with each tile cut to a few elements.
 //

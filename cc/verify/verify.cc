@@ -1,4 +1,4 @@
-// verify_equivalent: finite-field fingerprints of two kernel graphs (DESIGN.md §4).
+// verify_equivalent: finite-field fingerprints of two kernel graphs (verify.h).
 //
 // THE FALSE-ACCEPT BOUND
 //

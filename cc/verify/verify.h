@@ -1,6 +1,6 @@
 #pragma once
 // Probabilistic equivalence of two kernel graphs with finite-field fingerprints
-// (DESIGN.md §4): both graphs are interpreted on the same uniformly random inputs over
+// (docs/ir-semantics.md): both graphs are interpreted on the same uniformly random inputs over
 // Z_p x Z_q, several independent trials with independent primes and inputs. The false-accept
 // bound per call is stated in verify.cc next to the primes and reported in the result.
 #include <cstdint>

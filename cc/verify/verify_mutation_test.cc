@@ -1,4 +1,4 @@
-// Mutation tests (DESIGN.md §8): each mutant of the fused RMSNorm + Linear μGraph is a valid
+// Mutation tests: each mutant of the fused RMSNorm + Linear μGraph is a valid
 // graph of the same signature that computes something else, and the verifier must reject it
 // on values. Each base graph is first shown to be accepted, so a verifier that accepted
 // everything, or rejected everything, fails here.

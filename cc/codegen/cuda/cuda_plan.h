@@ -1,5 +1,5 @@
 #pragma once
-// What the CUDA generator decides about a block graph before it writes code (DESIGN.md §6):
+// What the CUDA generator decides about a block graph before it writes code:
 // the fused elementwise passes (cc/ir/thread_fusion.h), where every tile lives (shared
 // memory, read in place from the kernel tensor, or a view of other tiles), the online-softmax
 // groups, the threads per block, and the dynamic shared-memory layout, which is checked

@@ -11,10 +11,10 @@ using ir::BlockGraph;
 using ir::Graph;
 using ir::KernelGraph;
 using ir::Op;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
-using ir::op_kind_name;
 
 namespace {
 
@@ -44,8 +44,7 @@ ExprId gelu(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kGelu, 
 // id), which the caller may extend between calls.
 class Deriver {
  public:
-  Deriver(const Graph& g, ExprPool& pool, const std::vector<ExprId>& exprs,
-          const DeriveOptions& o)
+  Deriver(const Graph& g, ExprPool& pool, const std::vector<ExprId>& exprs, const DeriveOptions& o)
       : g_(g), pool_(pool), e_(exprs), options_(o) {}
 
   // `forloop` is F (1 for a kernel graph, which has no accumulators).
@@ -101,8 +100,7 @@ class Deriver {
   }
   ExprId mean(int64_t n, ExprId x) { return pool_.div(pool_.sum(n, x), count(n)); }
   ExprId rms(int64_t n, ExprId x, double eps) {
-    return pool_.unary(ExprOp::kSqrt,
-                       pool_.add(mean(n, pool_.mul(x, x)), constant(eps)));
+    return pool_.unary(ExprOp::kSqrt, pool_.add(mean(n, pool_.mul(x, x)), constant(eps)));
   }
 
   // a @ b, splitting matmuls of concats along k into a sum of matmuls.
@@ -123,7 +121,6 @@ class Deriver {
     const Op& op = g_.ops().at(g_.tensor(t).producer);
     return op.kind == OpKind::kConcat && op.dim == dim ? &op : nullptr;
   }
-
 
   // How many elements a *_last accumulator reduces: every iteration's tile of the last dim
   // (for accum_exp_matmul, s's last dim is the k of the product).
@@ -172,8 +169,7 @@ void extend(const Graph& g, ExprPool& pool, std::vector<ExprId>& exprs,
 ExprId abstract_expression_of_op(const Graph& g, const Op& op,
                                  const std::vector<ExprId>& tensor_exprs, int forloop_range,
                                  ExprPool& pool, const DeriveOptions& options) {
-  if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput ||
-      op.kind == OpKind::kCustomized) {
+  if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput || op.kind == OpKind::kCustomized) {
     throw std::invalid_argument("abstract_expression_of_op: '" +
                                 std::string(op_kind_name(op.kind)) +
                                 "' has no expression of its own");
@@ -228,8 +224,8 @@ std::vector<ExprId> abstract_expressions(const KernelGraph& g, ExprPool& pool,
 }
 
 std::vector<ExprId> abstract_expressions(const BlockGraph& g,
-                                         const std::vector<ExprId>& kernel_inputs,
-                                         ExprPool& pool, const DeriveOptions& options) {
+                                         const std::vector<ExprId>& kernel_inputs, ExprPool& pool,
+                                         const DeriveOptions& options) {
   std::vector<ExprId> exprs;
   extend_abstract_expressions(g, kernel_inputs, pool, exprs, options);
   return exprs;

@@ -8,12 +8,12 @@
 namespace mj::cost {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::OpKind;
-using testing::RmsNormLinearShape;
 using testing::column_split;
 using testing::fused_rmsnorm_linear_block;
+using testing::RmsNormLinearShape;
 
 namespace {
 
@@ -47,7 +47,8 @@ TEST(BlockGraphWork, FlopsCountBodyOpsPerIterationAndEpilogueOpsOnce) {
 }
 
 TEST(BlockGraphWork, ReplicatingWAcrossAGridAxisReadsItOncePerRowBlock) {
-  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32, /*row_blocks=*/2)));
+  const KernelWork w =
+      block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32, /*row_blocks=*/2)));
   EXPECT_EQ(w.blocks, 192);
   EXPECT_DOUBLE_EQ(w.bytes_read, 2 * kW + 96 * kX + 192 * kG);
   EXPECT_DOUBLE_EQ(w.bytes_written, kY);

@@ -46,8 +46,7 @@ TEST(BlockWorkingSet, ValueWithTwoConsumersNeedsABuffer) {
   BlockGraph two({2, 1, 1}, 1);
   const int b = two.new_input({8, 64}, DType::kF16, {0, -1, -1}, 0);
   const int f = two.unary(OpKind::kExp, b);
-  two.new_output(two.binary(OpKind::kAdd, two.unary(OpKind::kNeg, f), f), {0, -1, -1},
-                 DType::kF16);
+  two.new_output(two.binary(OpKind::kAdd, two.unary(OpKind::kNeg, f), f), {0, -1, -1}, DType::kF16);
   EXPECT_DOUBLE_EQ(single, 4 * 64 * 2);
   EXPECT_DOUBLE_EQ(block_working_set_bytes(two), 4 * 64 * 2 + 4 * 64 * 4);  // exp's f32 buffer
 }

@@ -53,7 +53,8 @@ TEST(Estimate, ReferenceIsTheSumOfItsLibraryKernels) {
 }
 
 TEST(Estimate, FusedRanksAheadOfReferenceOnTheCpu) {
-  const KernelGraph ref = rmsnorm_linear_reference(), fused = fused_rmsnorm_linear(column_split(96, 32));
+  const KernelGraph ref = rmsnorm_linear_reference(),
+                    fused = fused_rmsnorm_linear(column_split(96, 32));
   const Target t = Target::cpu_host();
   // More bytes than the reference (X re-read by every block), yet faster: the re-reads come
   // from cache and the fused matmul runs at the generated kernel's rate.
@@ -63,7 +64,8 @@ TEST(Estimate, FusedRanksAheadOfReferenceOnTheCpu) {
 }
 
 TEST(Estimate, OneBlockRanksBehindAGridThatFillsTheCores) {
-  const KernelGraph one = fused_rmsnorm_linear(column_split(1, 32)), two = fused_rmsnorm_linear(column_split(2, 32));
+  const KernelGraph one = fused_rmsnorm_linear(column_split(1, 32)),
+                    two = fused_rmsnorm_linear(column_split(2, 32));
   const Target t = Target::cpu_host();
   const CostEstimate c1 = estimate(one, t), c2 = estimate(two, t);
   EXPECT_DOUBLE_EQ(c1.parallel_efficiency, 0.5);
@@ -86,7 +88,8 @@ TEST(Estimate, ReplicatingWAcrossTheGridCostsMore) {
 
 TEST(Estimate, GpuSharedMemoryOverflowIsRankedLast) {
   // 6 column blocks: W tiles [128, 1024] f32, double-buffered, ≈ 1 MiB per block.
-  const KernelGraph wide = fused_rmsnorm_linear(column_split(6, 32)), narrow = fused_rmsnorm_linear(column_split(96, 32));
+  const KernelGraph wide = fused_rmsnorm_linear(column_split(6, 32)),
+                    narrow = fused_rmsnorm_linear(column_split(96, 32));
   const KernelGraph ref = rmsnorm_linear_reference();
   const Target a100 = Target::a100();
   const CostEstimate c = estimate(wide, a100);

@@ -84,8 +84,8 @@ TEST(KernelGraphWork, ElementwiseFeedsAReductionButAFusionHoldsOnlyOne) {
   const int scaled = g.unary(OpKind::kMulScalar, r, 0.5);  // joins the reduction's fusion
   g.mark_output(g.reduce(scaled, 0, ReduceKind::kMax));    // would be a second reduction
   const std::vector<KernelWork> ks = kernel_graph_work(g);
-  ASSERT_EQ(labels(ks), (std::vector<std::string>{"fusion(square, reduce, mul_scalar)",
-                                                  "fusion(reduce)"}));
+  ASSERT_EQ(labels(ks),
+            (std::vector<std::string>{"fusion(square, reduce, mul_scalar)", "fusion(reduce)"}));
   EXPECT_DOUBLE_EQ(ks[0].bytes_read, 8 * 128 * 4);
   EXPECT_DOUBLE_EQ(ks[0].bytes_written, 8 * 4);
 }

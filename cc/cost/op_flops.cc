@@ -4,10 +4,10 @@ namespace mj::cost {
 
 using ir::DType;
 using ir::Graph;
+using ir::is_elementwise;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
-using ir::is_elementwise;
 
 namespace {
 

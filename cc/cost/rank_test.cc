@@ -6,15 +6,15 @@
 #include <stdexcept>
 
 #include "cc/cost/estimate.h"
-#include "cc/testing/rmsnorm_linear.h"
 #include "cc/ir/hash.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::cost {
 
 using ir::DType;
+using ir::graph_hash;
 using ir::KernelGraph;
 using ir::OpKind;
-using ir::graph_hash;
 using testing::column_split;
 using testing::fused_rmsnorm_linear;
 using testing::rmsnorm_linear_reference;
@@ -29,7 +29,8 @@ KernelGraph unary_graph(OpKind kind) {
 
 TEST(RankByCost, OrdersBySecondsBestFirst) {
   const KernelGraph ref = rmsnorm_linear_reference();
-  const KernelGraph g96 = fused_rmsnorm_linear(column_split(96, 32)), g1 = fused_rmsnorm_linear(column_split(1, 32));
+  const KernelGraph g96 = fused_rmsnorm_linear(column_split(96, 32)),
+                    g1 = fused_rmsnorm_linear(column_split(1, 32));
   const KernelGraph w_twice = fused_rmsnorm_linear(column_split(96, 32, 2));
   const std::vector<const KernelGraph*> graphs{&ref, &g1, &w_twice, &g96};
   const Target t = Target::cpu_host();
@@ -61,8 +62,10 @@ TEST(RankByCost, IdenticalGraphsKeepTheirPositions) {
 }
 
 TEST(RankByCost, RepeatedCallsAgree) {
-  const KernelGraph ref = rmsnorm_linear_reference(), wide = fused_rmsnorm_linear(column_split(6, 32));
-  const KernelGraph g96 = fused_rmsnorm_linear(column_split(96, 32)), g48 = fused_rmsnorm_linear(column_split(48, 32));
+  const KernelGraph ref = rmsnorm_linear_reference(),
+                    wide = fused_rmsnorm_linear(column_split(6, 32));
+  const KernelGraph g96 = fused_rmsnorm_linear(column_split(96, 32)),
+                    g48 = fused_rmsnorm_linear(column_split(48, 32));
   const std::vector<const KernelGraph*> graphs{&wide, &g48, &ref, &g96};
   for (const Target& t : {Target::cpu_host(), Target::a100()}) {
     const std::vector<int> first = rank_by_cost(graphs, t);

@@ -12,9 +12,9 @@ enum class TargetKind : uint8_t { kCpu, kGpu };
 // Values measured on the host at run time (0 keeps the preset's default), so the ranking can
 // follow the machine it runs on rather than the one the presets were written on.
 struct HostMeasurements {
-  double read_bandwidth = 0;     // bytes/s of a large streaming read
-  double matmul_flops = 0;       // flop/s of a large f32 matmul
-  double ffi_dispatch_s = 0;     // seconds of one FFI custom call doing no work
+  double read_bandwidth = 0;  // bytes/s of a large streaming read
+  double matmul_flops = 0;    // flop/s of a large f32 matmul
+  double ffi_dispatch_s = 0;  // seconds of one FFI custom call doing no work
   int cores = 0;
 };
 

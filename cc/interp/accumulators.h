@@ -26,7 +26,7 @@ class ForLoopAccumulator {
   ForLoopAccumulator(const D& d, const ir::Op& op) : d_(d), op_(op) {
     if (!ir::is_accumulator(op.kind)) {
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +
-                    " is not a for-loop accumulator");
+                        " is not a for-loop accumulator");
     }
   }
 
@@ -49,7 +49,7 @@ class ForLoopAccumulator {
   Tile result() const {
     if (iterations_ == 0) {
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op_.kind)) +
-                    " read before any loop iteration fed it");
+                        " read before any loop iteration fed it");
     }
     switch (op_.kind) {
       case ir::OpKind::kAccumSum:
@@ -151,7 +151,7 @@ class ForLoopAccumulator {
   const ir::Op& op_;
   int iterations_ = 0;
   int64_t last_len_ = 1;
-  Tile running_;                        // sum kinds: the running sum
+  Tile running_;                         // sum kinds: the running sum
   std::vector<Tile> s_iters_, v_iters_;  // online-softmax kinds: every iteration's inputs
 };
 

@@ -45,8 +45,9 @@ DenseTensor<typename D::Value> matmul_op(const D& d, const DenseTensor<typename 
                                          const DenseTensor<typename D::Value>& b) {
   const int ra = int(a.shape.size()), rb = int(b.shape.size());
   if (ra < 2 || rb < 2 || a.shape[ra - 1] != b.shape[rb - 2]) {
-    throw ir::IrError("matmul: shapes " + ir::shape_str(a.shape) + " and " + ir::shape_str(b.shape) +
-                  " need rank >= 2 and a's last dim equal to b's second-to-last");
+    throw ir::IrError("matmul: shapes " + ir::shape_str(a.shape) + " and " +
+                      ir::shape_str(b.shape) +
+                      " need rank >= 2 and a's last dim equal to b's second-to-last");
   }
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
   const ir::Shape batch_a(a.shape.begin(), a.shape.end() - 2);
@@ -81,7 +82,7 @@ DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename 
   const int rank = int(x.shape.size());
   if (dim < 0 || dim >= rank) {
     throw ir::IrError("reduce: dim " + std::to_string(dim) + " is out of range for shape " +
-                  ir::shape_str(x.shape));
+                      ir::shape_str(x.shape));
   }
   const int64_t outer = dims_product(x.shape, 0, dim), len = x.shape[dim];
   const int64_t inner = dims_product(x.shape, dim + 1, rank);
@@ -133,8 +134,9 @@ DenseTensor<V> concat_op(const DenseTensor<V>& a, const DenseTensor<V>& b, int d
   bool ok = rank == int(b.shape.size()) && dim >= 0 && dim < rank;
   for (int i = 0; ok && i < rank; ++i) ok = i == dim || a.shape[i] == b.shape[i];
   if (!ok) {
-    throw ir::IrError("concat: shapes " + ir::shape_str(a.shape) + " and " + ir::shape_str(b.shape) +
-                  " must agree on every dim but " + std::to_string(dim));
+    throw ir::IrError("concat: shapes " + ir::shape_str(a.shape) + " and " +
+                      ir::shape_str(b.shape) + " must agree on every dim but " +
+                      std::to_string(dim));
   }
   const int64_t outer = dims_product(a.shape, 0, dim);
   const int64_t run_a = dims_product(a.shape, dim, rank), run_b = dims_product(b.shape, dim, rank);
@@ -162,7 +164,7 @@ DenseTensor<typename D::Value> eval_shared_op(
     case ir::OpKind::kConcat: return concat_op(*args.at(0), *args.at(1), op.dim);
     default:
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +
-                    " is not an op on whole tensors");
+                        " is not an op on whole tensors");
   }
 }
 

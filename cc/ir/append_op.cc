@@ -21,8 +21,8 @@ BlockGraph& block_graph_of(Graph& g, const Op& like) {
 int append_op(Graph& g, const Op& like, const std::vector<int>& inputs) {
   const OpInfo& info = op_info(like.kind);
   if (info.arity >= 0 && int(inputs.size()) != info.arity) {
-    throw IrError("append_op: " + std::string(info.name) + " takes " +
-                  std::to_string(info.arity) + " inputs, got " + std::to_string(inputs.size()));
+    throw IrError("append_op: " + std::string(info.name) + " takes " + std::to_string(info.arity) +
+                  " inputs, got " + std::to_string(inputs.size()));
   }
   switch (info.cls) {
     case OpClass::kUnary: return g.unary(like.kind, inputs[0], like.scalar);

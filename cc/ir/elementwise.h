@@ -39,8 +39,8 @@ typename D::Value gelu(const D& d, const typename D::Value& x) {
   // sqrt(2/pi) as the double nearest to it; the finite field maps that double exactly.
   const auto k = d.constant(0.7978845608028654);
   auto u = d.mul(k, d.add(x, d.mul(d.constant(0.044715), d.mul(x, d.mul(x, x)))));
-  auto t = d.sub(d.constant(1.0),
-                 d.div(d.constant(2.0), d.add(d.exp(d.add(u, u)), d.constant(1.0))));
+  auto t =
+      d.sub(d.constant(1.0), d.div(d.constant(2.0), d.add(d.exp(d.add(u, u)), d.constant(1.0))));
   return d.mul(d.mul(d.constant(0.5), x), d.add(d.constant(1.0), t));
 }
 
@@ -55,8 +55,8 @@ std::optional<typename D::Value> elementwise(const D& d, OpKind kind, double c,
   switch (kind) {
     // Every line becomes a case; only those of kClass evaluate their formula (the empty
     // formula of a non-elementwise op would make an empty optional).
-#define MJ_OP(Name, name, arity, levels, cls, attr, flops, formula)                    \
-  case OpKind::k##Name:                                                               \
+#define MJ_OP(Name, name, arity, levels, cls, attr, flops, formula)                         \
+  case OpKind::k##Name:                                                                     \
     if constexpr (OpClass::cls == kClass) return std::optional<typename D::Value>(formula); \
     return std::nullopt;
 #include "cc/ir/ops.def"

@@ -48,8 +48,7 @@ ReduceKind parse_reduce_kind(std::string_view s) {
   if (s == "sum") return ReduceKind::kSum;
   if (s == "mean") return ReduceKind::kMean;
   if (s == "max") return ReduceKind::kMax;
-  throw IrError("reduce: unknown reduce kind '" + std::string(s) +
-                "' (expected sum, mean or max)");
+  throw IrError("reduce: unknown reduce kind '" + std::string(s) + "' (expected sum, mean or max)");
 }
 
 std::string_view op_class_name(OpClass c) {
@@ -89,12 +88,8 @@ bool is_accumulator(OpKind k) {
   const OpClass c = op_info(k).cls;
   return c == OpClass::kAccum || c == OpClass::kAccumLast || c == OpClass::kAccumMatmul;
 }
-bool legal_at_kernel_level(OpKind k) {
-  return valid(k) && op_info(k).levels != OpLevels::kBlock;
-}
-bool legal_at_block_level(OpKind k) {
-  return valid(k) && op_info(k).levels != OpLevels::kKernel;
-}
+bool legal_at_kernel_level(OpKind k) { return valid(k) && op_info(k).levels != OpLevels::kBlock; }
+bool legal_at_block_level(OpKind k) { return valid(k) && op_info(k).levels != OpLevels::kKernel; }
 bool has_scalar(OpKind k) {
   return valid(k) && (op_info(k).attr == OpAttr::kScalar || op_info(k).attr == OpAttr::kEps);
 }

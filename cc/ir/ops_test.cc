@@ -43,14 +43,36 @@ TEST(OpTable, NamesAreUniqueAndParseBack) {
 // A kind's position is its code in content hashes, which key the on-disk caches: new ops go
 // at the end of ops.def. This list is what the caches were written with.
 TEST(OpTable, HashCodesOfExistingOpsNeverMove) {
-  const std::vector<std::string> first = {
-      "input",      "output",         "exp",           "square",         "sqrt",
-      "rsqrt",      "silu",           "gelu",          "relu",           "sigmoid",
-      "neg",        "recip",          "mul_scalar",    "add_scalar",     "add",
-      "sub",        "mul",            "div",           "matmul",         "reduce",
-      "rms_norm",   "concat",         "customized",    "accum_sum",      "accum_sum_last",
-      "accum_mean_last", "accum_rms_last", "accum_max_last", "accum_exp_sum_last",
-      "accum_exp_matmul"};
+  const std::vector<std::string> first = {"input",
+                                          "output",
+                                          "exp",
+                                          "square",
+                                          "sqrt",
+                                          "rsqrt",
+                                          "silu",
+                                          "gelu",
+                                          "relu",
+                                          "sigmoid",
+                                          "neg",
+                                          "recip",
+                                          "mul_scalar",
+                                          "add_scalar",
+                                          "add",
+                                          "sub",
+                                          "mul",
+                                          "div",
+                                          "matmul",
+                                          "reduce",
+                                          "rms_norm",
+                                          "concat",
+                                          "customized",
+                                          "accum_sum",
+                                          "accum_sum_last",
+                                          "accum_mean_last",
+                                          "accum_rms_last",
+                                          "accum_max_last",
+                                          "accum_exp_sum_last",
+                                          "accum_exp_matmul"};
   ASSERT_GE(kNumOpKinds, int(first.size()));
   for (size_t k = 0; k < first.size(); ++k) EXPECT_EQ(op_kind_name(OpKind(k)), first[k]);
 }
@@ -90,8 +112,7 @@ TEST(Elementwise, UnaryFormulas) {
   EXPECT_DOUBLE_EQ(un(OpKind::kSigmoid), sig);
   EXPECT_DOUBLE_EQ(un(OpKind::kSilu), x * sig);
   EXPECT_NEAR(un(OpKind::kGelu),
-              0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))),
-              1e-15);
+              0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))), 1e-15);
   EXPECT_DOUBLE_EQ(un(OpKind::kRelu), x);
   EXPECT_DOUBLE_EQ(apply_unary(d, OpKind::kRelu, 0.0, -x), 0.0);
   EXPECT_DOUBLE_EQ(un(OpKind::kNeg), -x);
@@ -99,8 +120,7 @@ TEST(Elementwise, UnaryFormulas) {
   EXPECT_DOUBLE_EQ(un(OpKind::kMulScalar, 3.0), 3 * x);
   EXPECT_DOUBLE_EQ(un(OpKind::kAddScalar, 3.0), 3 + x);
   EXPECT_IR_ERROR(un(OpKind::kAdd), "interpret", "add", "not a unary elementwise op");
-  EXPECT_IR_ERROR(apply_unary(d, OpKind::kMatmul, 0.0, x, "my codegen"), "my codegen",
-                  "matmul");
+  EXPECT_IR_ERROR(apply_unary(d, OpKind::kMatmul, 0.0, x, "my codegen"), "my codegen", "matmul");
 }
 
 TEST(Elementwise, BinaryFormulas) {

@@ -20,8 +20,8 @@ std::string number(double v) {
 }
 
 std::string dim3(const Dim3& d) {
-  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " +
-         std::to_string(d[2]) + ")";
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) +
+         ")";
 }
 
 std::string type_str(const Tensor& t) { return shape_str(t.shape) + " " + dtype_name(t.dtype); }
@@ -78,8 +78,9 @@ std::string to_string(const BlockGraph& g, int indent) {
     if (op.kind == OpKind::kInput) {
       const Tensor& t = g.tensors()[op.outputs[0]];
       s += lhs(op) + " = input#" + std::to_string(op.io_index) + " imap=" + dim3(op.imap) +
-           " fmap=" + std::to_string(op.fmap) + " of " + shape_str(g.kernel_input_shape(op.io_index)) +
-           "  tile " + type_str(t) + "  " + phase_name(t.phase);
+           " fmap=" + std::to_string(op.fmap) + " of " +
+           shape_str(g.kernel_input_shape(op.io_index)) + "  tile " + type_str(t) + "  " +
+           phase_name(t.phase);
     } else if (op.kind == OpKind::kOutput) {
       s += "output#" + std::to_string(op.io_index) + " = t" + std::to_string(op.inputs[0]) +
            " omap=" + dim3(op.omap) + "  -> " + shape_str(g.kernel_output_shape(op.io_index)) +

@@ -195,11 +195,12 @@ int64_t integer(const Json& v, const std::string& op, const std::string& arg, in
   }
   const int64_t limit =
       bits == 64 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
-  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(limit)
-                                           : v.get<int64_t>() >= -limit - 1 && v.get<int64_t>() <= limit;
+  const bool fits = v.is_number_unsigned()
+                        ? v.get<uint64_t>() <= uint64_t(limit)
+                        : v.get<int64_t>() >= -limit - 1 && v.get<int64_t>() <= limit;
   if (!fits) {
-    throw IrError(argument(op, arg) + " = " + v.dump() + " does not fit a " +
-                  std::to_string(bits) + "-bit integer");
+    throw IrError(argument(op, arg) + " = " + v.dump() + " does not fit a " + std::to_string(bits) +
+                  "-bit integer");
   }
   return v.get<int64_t>();
 }
@@ -257,7 +258,8 @@ double scalar(const Json& v, const std::string& op, const std::string& arg) {
 }
 
 ReduceKind reduce_kind(const Json& v) {
-  if (!v.is_string()) throw IrError(argument("reduce", "kind") + " must be a string, got " + py_type(v));
+  if (!v.is_string())
+    throw IrError(argument("reduce", "kind") + " must be a string, got " + py_type(v));
   const std::string s = v.get<std::string>();
   for (ReduceKind k : {ReduceKind::kSum, ReduceKind::kMean, ReduceKind::kMax}) {
     if (s == reduce_kind_name(k)) return k;
@@ -338,7 +340,8 @@ std::vector<int> build(Graph& g, Level level, OpKind kind, const std::vector<int
     const Dim3 omap = triple(obj.at("omap"), "new_output", "omap");
     // null keeps the stored tensor's dtype, as new_output's default does.
     const Json& d = obj.at("dtype");
-    bg.new_output(inputs[0], omap, d.is_null() ? g.tensor(inputs[0]).dtype : dtype(d, "new_output"));
+    bg.new_output(inputs[0], omap,
+                  d.is_null() ? g.tensor(inputs[0]).dtype : dtype(d, "new_output"));
     return {};
   }
   if (kind == OpKind::kCustomized) return static_cast<KernelGraph&>(g).customized(inputs, block);
@@ -372,7 +375,8 @@ void replay_ops(Graph& g, Level level, const Json& ops, const std::string& where
     bool known = false;
     if (kind_json.is_string()) {
       for (int k = 0; k < kNumOpKinds && !known; ++k) {
-        known = op_kind_name(OpKind(k)) == kind_json.get<std::string>() && legal_at(OpKind(k), level);
+        known =
+            op_kind_name(OpKind(k)) == kind_json.get<std::string>() && legal_at(OpKind(k), level);
         if (known) kind = OpKind(k);
       }
     }
@@ -396,11 +400,12 @@ void replay_ops(Graph& g, Level level, const Json& ops, const std::string& where
     }
     const int arity = op_info(kind).arity;
     if (arity >= 0 && int(inputs.size()) != arity) {
-      fail(at, "has " + std::to_string(inputs.size()) + " inputs, expected " +
-                   std::to_string(arity));
+      fail(at,
+           "has " + std::to_string(inputs.size()) + " inputs, expected " + std::to_string(arity));
     }
     std::shared_ptr<const BlockGraph> block;
-    if (kind == OpKind::kCustomized) block = block_graph_from_json(obj.at("block_graph"), at + ".block_graph");
+    if (kind == OpKind::kCustomized)
+      block = block_graph_from_json(obj.at("block_graph"), at + ".block_graph");
     const std::vector<int> results =
         at_place(at, [&] { return build(g, level, kind, inputs, obj, block); });
     const std::vector<int64_t> recorded = id_list(obj, "outputs", at);
@@ -416,8 +421,7 @@ void replay_ops(Graph& g, Level level, const Json& ops, const std::string& where
   }
 }
 
-std::shared_ptr<const BlockGraph> block_graph_from_json(const Json& obj,
-                                                        const std::string& where) {
+std::shared_ptr<const BlockGraph> block_graph_from_json(const Json& obj, const std::string& where) {
   if (!obj.is_object()) fail(where, "must be a JSON object");
   check_keys(obj, {"grid", "forloop_range", "ops"}, where);
   auto bg = at_place(where, [&] {

@@ -39,9 +39,9 @@ KernelGraph online_softmax() {
   const int tk = bg->new_input({16, 32}, DType::kF32, {-1, -1, -1}, 1);
   const int tv = bg->new_input({32, 16}, DType::kBF16, {-1, -1, -1}, 0);
   const int s = bg->matmul(tq, tk);
-  bg->new_output(bg->binary(OpKind::kDiv, bg->accum_exp_matmul(s, tv),
-                            bg->accum(OpKind::kAccumExpSumLast, s)),
-                 {0, -1, -1}, DType::kF16);
+  bg->new_output(
+      bg->binary(OpKind::kDiv, bg->accum_exp_matmul(s, tv), bg->accum(OpKind::kAccumExpSumLast, s)),
+      {0, -1, -1}, DType::kF16);
   bg->new_output(bg->accum(OpKind::kAccumRmsLast, s, 2.5e-7), {0, -1, -1}, DType::kF32);
   for (int out : g.customized({q, k, v}, bg)) g.mark_output(out);
   return g;
@@ -79,7 +79,8 @@ TEST(Serialize, DocumentLayout) {
 std::string doc(const std::string& ops) {
   return R"({"format": "mirage_jax.kernel_graph", "version": 1, "ops": [)" + ops + "]}";
 }
-const std::string kInput = R"({"kind": "input", "outputs": [0], "shape": [4, 8], "dtype": "float32"})";
+const std::string kInput =
+    R"({"kind": "input", "outputs": [0], "shape": [4, 8], "dtype": "float32"})";
 
 TEST(Serialize, MalformedDocumentsNameThePlace) {
   EXPECT_IR_ERROR(kernel_graph_from_json("{not json"), "from_json: not valid JSON", "line 1");
@@ -93,14 +94,12 @@ TEST(Serialize, MalformedDocumentsNameThePlace) {
                   "ops[0] has unknown kind 'accum_sum' for a KernelGraph");
   EXPECT_IR_ERROR(kernel_graph_from_json(doc(R"({"kind": "input", "outputs": [0]})")),
                   "ops[0] (input) is missing 'dtype', 'shape'");
-  EXPECT_IR_ERROR(
-      kernel_graph_from_json(doc(R"({"kind": "input", "outputs": [0], "shape": [4, "8"],
+  EXPECT_IR_ERROR(kernel_graph_from_json(doc(R"({"kind": "input", "outputs": [0], "shape": [4, "8"],
                                      "dtype": "float32"})")),
-      "ops[0] (input): new_input: argument 'shape[1]' must be an integer, got str '8'");
-  EXPECT_IR_ERROR(
-      kernel_graph_from_json(doc(R"({"kind": "input", "outputs": [0], "shape": [4, 0],
+                  "ops[0] (input): new_input: argument 'shape[1]' must be an integer, got str '8'");
+  EXPECT_IR_ERROR(kernel_graph_from_json(doc(R"({"kind": "input", "outputs": [0], "shape": [4, 0],
                                      "dtype": "float32"})")),
-      "ops[0] (input): new_input", "[4, 0]");
+                  "ops[0] (input): new_input", "[4, 0]");
   EXPECT_IR_ERROR(kernel_graph_from_json(doc(kInput + R"(, {"kind": "exp", "inputs": [1],
                                                             "outputs": [1]})")),
                   "ops[1] (exp) uses tensor id 1, which no earlier op of this graph defines");

@@ -35,9 +35,9 @@ std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& 
   auto made_by_input = [&](int t) { return ops[g.tensor(t).producer].kind == OpKind::kInput; };
   size_t cut = 0;
   while (cut < ops.size() &&
-         !(ops[cut].kind == OpKind::kMatmul &&
-           std::any_of(ops[cut].inputs.begin(), ops[cut].inputs.end(),
-                       [&](int t) { return !made_by_input(t); }))) {
+         !(ops[cut].kind == OpKind::kMatmul && std::any_of(
+                                                   ops[cut].inputs.begin(), ops[cut].inputs.end(),
+                                                   [&](int t) { return !made_by_input(t); }))) {
     ++cut;
   }
   if (cut == ops.size()) return std::nullopt;

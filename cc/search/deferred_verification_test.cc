@@ -14,10 +14,10 @@
 
 namespace mj::search {
 
-using ir::KernelGraph;
 using ir::graph_hash;
-using verify::VerifyOptions;
+using ir::KernelGraph;
 using verify::verify_equivalent;
+using verify::VerifyOptions;
 
 namespace {
 

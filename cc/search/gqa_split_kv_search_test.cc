@@ -20,8 +20,8 @@
 namespace mj::search {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
@@ -100,13 +100,14 @@ std::string split_kv_mismatch(const KernelGraph& g) {
 TEST(GqaSplitKvSearch, RediscoversThePapersTwoKernelMuGraph) {
   // The query heads of a KV head folded into 16 rows, as in gqa_prefill (paper_graphs.py).
   const int64_t q = 16, d = 8, kv = 64;
-  const KernelGraph target = search_test::attention(q, d, kv, /*heads=*/1, 1.0 / std::sqrt(double(d)));
+  const KernelGraph target =
+      search_test::attention(q, d, kv, /*heads=*/1, 1.0 / std::sqrt(double(d)));
   SearchConfig c = search_test::small_config();
   c.preset = "attention";
   c.time_budget_s = 100;
-  c.max_kernel_ops = 2;    // the split-KV kernel and the combine kernel
+  c.max_kernel_ops = 2;  // the split-KV kernel and the combine kernel
   c.max_block_graphs = 2;
-  c.max_block_ops = 6;     // Q·K, scale, exp, E·V, two accumulators
+  c.max_block_ops = 6;  // Q·K, scale, exp, E·V, two accumulators
   c.max_block_outputs = 2;
   c.max_grid_axes = 1;     // splitting the keys alone shows the structure
   c.max_block_inputs = 3;  // Q, K, V; or the two partials
@@ -116,8 +117,8 @@ TEST(GqaSplitKvSearch, RediscoversThePapersTwoKernelMuGraph) {
   const SearchResult r = search(target, c);
   const double secs =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s; %zu candidates; %.2f s wall\n", r.stats.to_string().c_str(),
-              r.candidates.size(), secs);
+  std::printf("%s; %zu candidates; %.2f s wall\n", r.stats.to_string().c_str(), r.candidates.size(),
+              secs);
   EXPECT_EQ(r.reason, "");
   const KernelGraph* found = nullptr;
   int matching = 0;

@@ -18,7 +18,7 @@ KernelState initial_kernel_state(const SearchShared& shared, Worker& worker);
 // work: each is a task that builds its subtree.
 struct KernelMove {
   bool opens_block_graph = false;
-  ir::Op op;                    // a predefined op (when !opens_block_graph)
+  ir::Op op;                // a predefined op (when !opens_block_graph)
   std::vector<int> inputs;  // the block graph's kernel inputs, ascending
   BlockLayout layout;
 };

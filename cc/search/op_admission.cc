@@ -7,8 +7,8 @@
 
 namespace mj::search {
 
-using absexpr::ExprId;
 using absexpr::abstract_expression_of_op;
+using absexpr::ExprId;
 using ir::Graph;
 using ir::Op;
 using ir::OpKind;
@@ -35,9 +35,8 @@ std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
   for (int t : op.inputs) admitted.in_classes.push_back(facts[t].classes);
   // Only concat adds classes, so only concat pays for a copy of the table.
   if (op.kind == OpKind::kConcat) admitted.concat_table = table;
-  auto classes = propagate_classes(
-      op, admitted.in_classes, *shape,
-      admitted.concat_table ? &*admitted.concat_table : nullptr);
+  auto classes = propagate_classes(op, admitted.in_classes, *shape,
+                                   admitted.concat_table ? &*admitted.concat_table : nullptr);
   if (!classes) return std::nullopt;
   if (!max_over_stabilized_index(op, admitted.in_classes[0], shared.classes.max_reduced)) {
     return std::nullopt;

@@ -22,7 +22,7 @@ struct OpKey {
   int dim = -1;
   int reduce = 0;
   double scalar = 0;
-  std::string extra;  // a customized op's block-graph hash
+  std::string extra;                          // a customized op's block-graph hash
   std::array<int, kMaxKeyInputs> operands{};  // in operand order (a - b and b - a differ)
 
   // Throws std::invalid_argument for an op with more than kMaxKeyInputs inputs.

@@ -8,12 +8,12 @@
 namespace mj::search {
 
 using ir::Graph;
+using ir::is_unary_elementwise;
+using ir::kMaxRank;
 using ir::Op;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
-using ir::is_unary_elementwise;
-using ir::kMaxRank;
 
 namespace {
 
@@ -173,8 +173,7 @@ std::optional<Shape> proposal_shape(const Graph& g, const Op& op) {
       s[op.dim] += b[op.dim];
       return s;
     }
-    default:
-      return broadcast(a, b);
+    default: return broadcast(a, b);
   }
 }
 

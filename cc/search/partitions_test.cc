@@ -10,8 +10,8 @@ namespace mj::search {
 
 using cost::Target;
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Shape;
 
@@ -110,7 +110,8 @@ TEST(Partitions, OverridesReplaceTheDerivedSizes) {
   SearchConfig config;
   config.grid_sizes_override = {4};
   config.forloop_ranges_override = {8};
-  for (const BlockLayout& l : block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
+  for (const BlockLayout& l :
+       block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
     for (int a = 0; a < 3; ++a) EXPECT_TRUE(l.grid[a] == 1 || l.grid[a] == 4);
     EXPECT_TRUE(l.forloop_range == 1 || l.forloop_range == 8);
   }

@@ -7,9 +7,9 @@
 
 namespace mj::search {
 
+using absexpr::abstract_expressions;
 using absexpr::ExprId;
 using absexpr::ExprOp;
-using absexpr::abstract_expressions;
 using ir::BlockGraph;
 using ir::DType;
 using ir::OpKind;
@@ -32,8 +32,8 @@ TEST(Pruner, AdmitsTheFusedRmsNormLinearAndRejectsWrongOps) {
   const int y = bg.binary(OpKind::kDiv, acc, rms);
   const int wrong = bg.unary(OpKind::kExp, x);
   const int wrong_eps = bg.accum(OpKind::kAccumRmsLast, x, 1e-5);
-  const auto e = abstract_expressions(bg, {pruner.input(0), pruner.input(1), pruner.input(2)},
-                                      pruner.pool());
+  const auto e =
+      abstract_expressions(bg, {pruner.input(0), pruner.input(1), pruner.input(2)}, pruner.pool());
   for (int t : {xs, xw, acc, rms, y}) {
     EXPECT_TRUE(pruner.admits(e[t])) << pruner.pool().to_string(e[t]);
   }

@@ -13,8 +13,8 @@
 
 namespace mj::search {
 
-using ir::KernelGraph;
 using ir::graph_hash;
+using ir::KernelGraph;
 
 namespace {
 

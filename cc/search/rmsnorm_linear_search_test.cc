@@ -17,8 +17,8 @@ using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::to_string;
-using verify::VerifyOptions;
 using verify::verify_equivalent;
+using verify::VerifyOptions;
 
 namespace {
 
@@ -44,8 +44,8 @@ bool divides_after_shared_loop(const BlockGraph& bg) {
 TEST(RmsNormLinearSearch, FindsTheFusedSingleKernelUnaided) {
   const KernelGraph target = testing::rmsnorm_linear_reference({8, 256, 64});
   const SearchResult r = search(target, search_test::small_config());
-  std::printf("rmsnorm_linear [8,256]x[256,64]: %s; %zu candidates\n",
-              r.stats.to_string().c_str(), r.candidates.size());
+  std::printf("rmsnorm_linear [8,256]x[256,64]: %s; %zu candidates\n", r.stats.to_string().c_str(),
+              r.candidates.size());
   EXPECT_EQ(r.reason, "");
   EXPECT_GT(r.stats.states_pruned, 0);
   EXPECT_GE(r.stats.candidates_accepted, 1);

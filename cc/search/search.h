@@ -24,15 +24,15 @@
 namespace mj::search {
 
 struct SearchStats {
-  int64_t states_explored = 0;   // partial graphs built (kernel and block level)
-  int64_t states_pruned = 0;     // proposed ops rejected by the abstract-expression check
+  int64_t states_explored = 0;  // partial graphs built (kernel and block level)
+  int64_t states_pruned = 0;    // proposed ops rejected by the abstract-expression check
   int64_t candidates_verified = 0;
   int64_t candidates_accepted = 0;
   int64_t candidates_unverified = 0;  // found but never verified (max_verified)
-  double seconds_enumerate = 0;  // wall time of the enumeration, verification included
-  double seconds_verify = 0;     // summed over threads
+  double seconds_enumerate = 0;       // wall time of the enumeration, verification included
+  double seconds_verify = 0;          // summed over threads
   double seconds_rank = 0;
-  double seconds_saturate = 0;   // the target's e-graph, once
+  double seconds_saturate = 0;  // the target's e-graph, once
   std::string to_string() const;
 };
 

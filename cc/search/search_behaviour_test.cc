@@ -15,11 +15,11 @@
 namespace mj::search {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
+using ir::graph_hash;
 using ir::KernelGraph;
 using ir::OpKind;
-using ir::graph_hash;
 
 namespace {
 
@@ -85,7 +85,7 @@ TEST(SearchBehaviour, ASpentTimeBudgetReturnsWhatWasFoundWithTheReason) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.reason, "time budget spent");
-  EXPECT_LT(seconds, 10.0);  // the budget, plus saturation cut to a quarter and ranking
+  EXPECT_LT(seconds, 10.0);            // the budget, plus saturation cut to a quarter and ranking
   ASSERT_FALSE(r.candidates.empty());  // at least the target itself
 }
 

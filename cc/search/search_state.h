@@ -10,21 +10,21 @@
 
 #include "cc/absexpr/expr.h"
 #include "cc/ir/graph.h"
+#include "cc/search/config.h"
 #include "cc/search/index_classes.h"
 #include "cc/search/op_key.h"
 #include "cc/search/pruner.h"
 #include "cc/search/result_set.h"
-#include "cc/search/config.h"
 
 namespace mj::search {
 
 // What the search knows about a tensor beyond the IR.
 struct TensorFacts {
-  absexpr::ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
-  DimClasses classes;   // index class per dim
-  int consumers = 0;    // ops reading it, so dangling results can be found
-  bool stabilizer = false;  // a max, or a tile or store of one (stabilizers.h)
-  absexpr::ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
+  absexpr::ExprId expr = 0;        // abstract expression in the worker's pool (pruning on only)
+  DimClasses classes;              // index class per dim
+  int consumers = 0;               // ops reading it, so dangling results can be found
+  bool stabilizer = false;         // a max, or a tile or store of one (stabilizers.h)
+  absexpr::ExprId stabilizes = 0;  // for a stabilizer: the expression of what the max was taken of
 };
 
 struct KernelState {

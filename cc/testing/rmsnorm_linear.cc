@@ -35,7 +35,8 @@ std::shared_ptr<BlockGraph> fused_rmsnorm_linear_block(const FusedRmsNormLinear&
   const int gain = bg->new_input({s.k}, s.dtype, {-1, -1, -1}, 0);
   const int w = bg->new_input({s.k, s.n}, s.dtype, s.w_imap, s.w_fmap);
   const int xg = bg->binary(OpKind::kMul, x, gain);
-  const int acc = bg->accum(OpKind::kAccumSum, s.swap_matmul ? bg->matmul(w, xg) : bg->matmul(xg, w));
+  const int acc =
+      bg->accum(OpKind::kAccumSum, s.swap_matmul ? bg->matmul(w, xg) : bg->matmul(xg, w));
   int ms = bg->accum(s.rms_accum, bg->unary(OpKind::kSquare, x));
   if (s.with_eps) ms = bg->unary(OpKind::kAddScalar, ms, s.eps);
   bg->new_output(bg->binary(OpKind::kDiv, acc, bg->unary(OpKind::kSqrt, ms)), s.omap, s.dtype);

@@ -16,15 +16,15 @@ namespace mj::verify {
 // Why a value has no meaningful fingerprint. Poison propagates through every operation.
 enum class FFPoison : uint8_t {
   kNone,
-  kNestedExp,         // exp of a value whose Z_q part is unknown (it came from an exp)
-  kDivisionByZero,    // a divisor was 0 in Z_p, or in Z_q where that part is known
-  kNonFiniteConstant, // an inf or nan constant has no exact rational value
+  kNestedExp,          // exp of a value whose Z_q part is unknown (it came from an exp)
+  kDivisionByZero,     // a divisor was 0 in Z_p, or in Z_q where that part is known
+  kNonFiniteConstant,  // an inf or nan constant has no exact rational value
 };
 const char* ff_poison_name(FFPoison p);
 
 struct FFValue {
-  uint64_t p = 0;      // residue mod p
-  uint64_t q = 0;      // residue mod q; 0 when unknown
+  uint64_t p = 0;  // residue mod p
+  uint64_t q = 0;  // residue mod q; 0 when unknown
   bool q_known = true;
   FFPoison poison = FFPoison::kNone;
 };

@@ -88,10 +88,10 @@ TEST_F(FFDomainTest, ExpIsAHomomorphismFromSumsToProducts) {
     EXPECT_FALSE(rhs.q_known);
     EXPECT_EQ(lhs.poison, FFPoison::kNone);
   }
-  EXPECT_EQ(d.exp(FFValue{}).p, 1u);                          // exp(0) = 1
-  EXPECT_EQ(d.exp(d.neg(from_ints(5, 7))).p,                  // exp(-x) = 1 / exp(x)
+  EXPECT_EQ(d.exp(FFValue{}).p, 1u);          // exp(0) = 1
+  EXPECT_EQ(d.exp(d.neg(from_ints(5, 7))).p,  // exp(-x) = 1 / exp(x)
             d.recip(d.exp(from_ints(5, 7))).p);
-  EXPECT_EQ(d.exp(from_ints(123, 1)).p, f.g);                 // the p part is ignored
+  EXPECT_EQ(d.exp(from_ints(123, 1)).p, f.g);  // the p part is ignored
 }
 
 TEST_F(FFDomainTest, ExpOfExpIsPoisonedAsNestedExp) {

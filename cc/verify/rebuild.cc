@@ -14,9 +14,9 @@ using ir::Graph;
 using ir::IrError;
 using ir::KernelGraph;
 using ir::Op;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::Shape;
-using ir::op_kind_name;
 using ir::shape_str;
 
 namespace {

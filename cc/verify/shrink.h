@@ -22,8 +22,8 @@ namespace mj::verify {
 
 // Both graphs rebuilt with shrunk dims. Throws (IrError or std::logic_error) naming the
 // reason when the pair cannot be shrunk consistently.
-std::pair<ir::KernelGraph, ir::KernelGraph> shrink_pair(const ir::KernelGraph& a, const ir::KernelGraph& b,
-                                                int max_tile);
+std::pair<ir::KernelGraph, ir::KernelGraph> shrink_pair(const ir::KernelGraph& a,
+                                                        const ir::KernelGraph& b, int max_tile);
 
 // About how many scalar values interpreting g computes: every kernel tensor's elements,
 // every block tile's elements per block and loop iteration, and the products of each matmul.

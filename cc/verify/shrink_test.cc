@@ -11,14 +11,14 @@
 namespace mj::verify {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
-using testing::FusedRmsNormLinear;
 using testing::fused_rmsnorm_linear;
+using testing::FusedRmsNormLinear;
 using testing::rmsnorm_linear_reference;
 
 namespace {
@@ -117,8 +117,7 @@ TEST(Shrink, OddSplitCountsAreKept) {
   g.mark_output(g.customized({g.new_input({9, 25}, DType::kF32)}, bg).at(0));
   const auto [s, unused] = shrink_pair(g, g, 2);
   EXPECT_EQ(input_shapes(s), (std::vector<Shape>{{6, 10}}));
-  EXPECT_EQ(only_block_graph(s).tensor(only_block_graph(s).input_ids()[0]).shape,
-            (Shape{2, 2}));
+  EXPECT_EQ(only_block_graph(s).tensor(only_block_graph(s).input_ids()[0]).shape, (Shape{2, 2}));
 }
 
 TEST(Shrink, InstanceSizeCountsValuesAndMatmulProducts) {

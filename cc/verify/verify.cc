@@ -144,8 +144,8 @@ std::string compare_outputs(const FFTensors& out_a, const FFTensors& out_b, int 
     for (size_t j = 0; j < da.size(); ++j) {
       for (const auto& [v, name] : {std::pair{da[j], "a"}, std::pair{db.at(j), "b"}}) {
         if (v.poison != FFPoison::kNone) {
-          return std::string("not verifiable: ") + ff_poison_name(v.poison) + " in graph " +
-                 name + ", " + where(out_a[i], i, j, trial);
+          return std::string("not verifiable: ") + ff_poison_name(v.poison) + " in graph " + name +
+                 ", " + where(out_a[i], i, j, trial);
         }
       }
       if (!ff_same(da[j], db[j])) {

@@ -11,7 +11,7 @@
 namespace mj::verify {
 
 struct VerifyOptions {
-  int trials = 0;         // 0 = the default, which meets a false-accept bound <= 2^-40
+  int trials = 0;  // 0 = the default, which meets a false-accept bound <= 2^-40
   uint64_t seed = 0;
   // Shrunk instance: same grids and for-loop ranges, every tile cut to at most max_tile
   // elements per dim. kAuto shrinks when the instance is larger than shrink_threshold elements.
@@ -22,7 +22,7 @@ struct VerifyOptions {
 
 struct VerifyResult {
   bool equivalent = false;
-  std::string reason;          // why not, or "" when equivalent
+  std::string reason;  // why not, or "" when equivalent
   int trials = 0;
   double false_accept_log2 = 0;  // log2 of the bound on accepting a non-equivalent pair
   bool shrunk = false;

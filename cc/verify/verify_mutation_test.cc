@@ -10,8 +10,8 @@
 namespace mj::verify {
 
 using ir::OpKind;
-using testing::FusedRmsNormLinear;
 using testing::fused_rmsnorm_linear;
+using testing::FusedRmsNormLinear;
 using testing::rmsnorm_linear_reference;
 
 namespace {
@@ -42,8 +42,8 @@ VerifyResult check(const FusedRmsNormLinear& s,
                    VerifyOptions::Shrink shrink = VerifyOptions::Shrink::kAuto) {
   VerifyOptions o;
   o.shrink = shrink;
-  return verify_equivalent(rmsnorm_linear_reference({s.m, s.k, s.n}, 1e-6),
-                           fused_rmsnorm_linear(s), o);
+  return verify_equivalent(rmsnorm_linear_reference({s.m, s.k, s.n}, 1e-6), fused_rmsnorm_linear(s),
+                           o);
 }
 
 constexpr VerifyOptions::Shrink kBothSizes[] = {VerifyOptions::Shrink::kNever,

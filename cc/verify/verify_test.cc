@@ -11,14 +11,14 @@
 namespace mj::verify {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
-using testing::FusedRmsNormLinear;
 using testing::fused_rmsnorm_linear;
+using testing::FusedRmsNormLinear;
 using testing::rmsnorm_linear_reference;
 
 namespace {
@@ -62,9 +62,9 @@ TEST(VerifyEquivalent, Distributivity) {
 }
 
 TEST(VerifyEquivalent, FusedRmsNormLinearSmallAtFullSize) {
-  const VerifyResult r = verify_equivalent(rmsnorm_linear_reference({4, 64, 96}),
-                                           fused_rmsnorm_linear(FusedRmsNormLinear{}),
-                                           never_shrink());
+  const VerifyResult r =
+      verify_equivalent(rmsnorm_linear_reference({4, 64, 96}),
+                        fused_rmsnorm_linear(FusedRmsNormLinear{}), never_shrink());
   EXPECT_TRUE(r.equivalent) << r.reason;
   EXPECT_FALSE(r.shrunk);
   EXPECT_LE(r.false_accept_log2, -40.0);
@@ -121,8 +121,8 @@ TEST(VerifyEquivalent, OnlineSoftmaxAttention) {
     const int k = ref.new_input({8, 16}, DType::kF32);
     const int v = ref.new_input({16, 8}, DType::kF32);
     const int s = ref.matmul(q, k);
-    const int e = ref.unary(OpKind::kExp,
-                            ref.binary(OpKind::kSub, s, ref.reduce(s, -1, ReduceKind::kMax)));
+    const int e =
+        ref.unary(OpKind::kExp, ref.binary(OpKind::kSub, s, ref.reduce(s, -1, ReduceKind::kMax)));
     const int p = ref.binary(OpKind::kDiv, e, ref.reduce(e, -1, ReduceKind::kSum));
     ref.mark_output(ref.matmul(p, v));
   }
@@ -186,8 +186,8 @@ TEST(VerifyEquivalent, CompositeActivationsAndRelu) {
 
   KernelGraph relu_x, x_only;
   relu_x.mark_output(relu_x.unary(OpKind::kRelu, relu_x.new_input({3, 5}, DType::kF32)));
-  x_only.mark_output(x_only.unary(OpKind::kNeg,
-                                  x_only.unary(OpKind::kNeg, x_only.new_input({3, 5}, DType::kF32))));
+  x_only.mark_output(x_only.unary(
+      OpKind::kNeg, x_only.unary(OpKind::kNeg, x_only.new_input({3, 5}, DType::kF32))));
   EXPECT_FALSE(verify_equivalent(relu_x, x_only).equivalent);
 }
 
@@ -267,8 +267,9 @@ KernelGraph online_attention(bool matching_denominator) {
   const int tv = bg->new_input({16, 4}, DType::kF32, {-1, -1, -1}, 0);
   const int s = bg->matmul(tq, tk);
   const int num = bg->accum_exp_matmul(s, tv);
-  const int den = matching_denominator ? bg->accum(OpKind::kAccumExpSumLast, s)
-                                       : bg->accum(OpKind::kAccumSumLast, bg->unary(OpKind::kExp, s));
+  const int den = matching_denominator
+                      ? bg->accum(OpKind::kAccumExpSumLast, s)
+                      : bg->accum(OpKind::kAccumSumLast, bg->unary(OpKind::kExp, s));
   bg->new_output(bg->binary(OpKind::kDiv, num, den), {0, -1, -1}, DType::kF32);
   g.mark_output(g.customized({q, k, v}, bg)[0]);
   return g;

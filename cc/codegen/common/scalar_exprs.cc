@@ -56,8 +56,7 @@ std::string float_literal(double value, const char* generator) {
   return text;
 }
 
-std::string unary_expr(const ScalarFunctions& f, OpKind kind, double scalar,
-                       const std::string& x) {
+std::string unary_expr(const ScalarFunctions& f, OpKind kind, double scalar, const std::string& x) {
   return ir::apply_unary(TextDomain{f}, kind, scalar, x, f.generator);
 }
 

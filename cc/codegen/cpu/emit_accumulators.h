@@ -9,10 +9,12 @@
 
 namespace mj::codegen::cpu {
 
-void emit_accumulators_init(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan);
-void emit_accumulators_update(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan);
+void emit_accumulators_init(common::CodeWriter& w, const ir::BlockGraph& bg,
+                            const KernelPlan& plan);
+void emit_accumulators_update(common::CodeWriter& w, const ir::BlockGraph& bg,
+                              const KernelPlan& plan);
 // Finishes accumulator op `op_index` (a no-op for those whose state is already the value).
-void emit_accumulator_finish(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
-                             size_t op_index);
+void emit_accumulator_finish(common::CodeWriter& w, const ir::BlockGraph& bg,
+                             const KernelPlan& plan, size_t op_index);
 
 }  // namespace mj::codegen::cpu

@@ -9,9 +9,9 @@ using ir::OpKind;
 namespace {
 
 // The functions of prelude.cc.
-constexpr common::ScalarFunctions kCpu{"cpu codegen",      "mj_cpu::exp_f32", "mj_cpu::square",
-                                       "std::sqrt",        "mj_cpu::silu",    "mj_cpu::gelu_tanh",
-                                       "mj_cpu::relu",     "mj_cpu::sigmoid"};
+constexpr common::ScalarFunctions kCpu{"cpu codegen",  "mj_cpu::exp_f32", "mj_cpu::square",
+                                       "std::sqrt",    "mj_cpu::silu",    "mj_cpu::gelu_tanh",
+                                       "mj_cpu::relu", "mj_cpu::sigmoid"};
 
 }  // namespace
 

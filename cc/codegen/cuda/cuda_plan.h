@@ -36,7 +36,7 @@ struct TilePlan {
 // rescale factor and the tile of exp(s - max), all in shared memory.
 struct SoftmaxGroup {
   int s = -1;
-  std::vector<int> accum_ops;  // op indices, in op order
+  std::vector<int> accum_ops;                                  // op indices, in op order
   int64_t max_offset = 0, scale_offset = 0, probs_offset = 0;  // bytes
 };
 

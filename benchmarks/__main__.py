@@ -2,9 +2,10 @@
 
 `-m` puts the current directory first on sys.path. From the repository root that makes the
 source folder mirage_jax/ shadow the installed package, whose compiled extension the source
-folder lacks (unless installed editable). Dropping the repository root from sys.path before
-mirage_jax is imported gives what `python -P` would, and the benchmark modules import each
-other from their own folder, as when run.py runs as a script.
+folder lacks (unless installed editable). Dropping that entry before mirage_jax is imported
+gives what `python -P` would (a checkout put on PYTHONPATH on purpose, with its extension
+built in place, stays), and the benchmark modules import each other from their own folder,
+as when run.py runs as a script.
 """
 
 import os
@@ -12,7 +13,8 @@ import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _ROOT = os.path.dirname(_HERE)
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
+if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _ROOT:
+    del sys.path[0]
 sys.path.insert(0, _HERE)
 
 from run import main  # noqa: E402

@@ -1,6 +1,6 @@
 """Timing of the generated CPU kernels of the paper's hand-written μGraphs against XLA.
 
-For every program at the paper's shapes (DESIGN.md §9), `mj.compile(fused)` of the hand-written
+For every program at the paper's shapes, `mj.compile(fused)` of the hand-written
 μGraph runs against `jax.jit` of the reference program, both on device-resident arrays, in one
 process and alternating call by call (the machines here are shared, so only ratios measured
 side by side mean anything). Each program is timed with the paper's tiling and with a tiling
@@ -25,18 +25,16 @@ import jax
 import numpy as np
 
 import mirage_jax as mj
-from mirage_jax import paper_graphs as pg
+from mirage_jax.ir import paper_graphs as pg
 
 # (row name, builder, tiling name, builder keyword arguments). The CPU tilings give each of
-# the 2 cores one block with a wide column range that walks K in short steps (DESIGN.md §6:
-# stream W a few rows of K at a time), or for attention long KV runs per iteration.
+# the 2 cores one block with a wide column range that walks K in short steps (stream W
+# a few rows of K at a time), or for attention long KV runs per iteration.
 CASES = [
     ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "paper", dict(batch=8)),
-    ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "cpu",
-     dict(batch=8, col_tile=3072, k_tile=8)),
+    ("rmsnorm_linear_bs8", pg.rmsnorm_linear, "cpu", dict(batch=8, col_tile=3072, k_tile=8)),
     ("rmsnorm_linear_bs1", pg.rmsnorm_linear, "paper", dict(batch=1)),
-    ("rmsnorm_linear_bs1", pg.rmsnorm_linear, "cpu",
-     dict(batch=1, col_tile=3072, k_tile=8)),
+    ("rmsnorm_linear_bs1", pg.rmsnorm_linear, "cpu", dict(batch=1, col_tile=3072, k_tile=8)),
     ("gated_mlp", pg.gated_mlp, "paper", dict()),
     ("gated_mlp", pg.gated_mlp, "cpu", dict(col_tile=2048, k_tile=8)),
     ("gqa_decode", pg.gqa_decode, "paper", dict()),
@@ -56,8 +54,10 @@ CASES = [
 
 def _inputs(graph, seed=0):
     rng = np.random.default_rng(seed)
-    return [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
-            for t in graph.inputs]
+    return [
+        jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
+        for t in graph.inputs
+    ]
 
 
 def _block(out):
@@ -105,30 +105,48 @@ def main():
         err = _max_rel_err(mj_fn(*inputs)[0], xla_fn(*inputs)[0])
         load = os.getloadavg()[0]
         xla_ms, mj_ms = time_pair(xla_fn, mj_fn, inputs, args.runs)
-        rows.append(dict(program=name, tiling=tiling, params=kwargs, xla_ms=xla_ms,
-                         mirage_ms=mj_ms, speedup=xla_ms / mj_ms, max_rel_err=err,
-                         load=load))
-        print(f"  {name} [{tiling}] xla {xla_ms:.2f} ms, mirage {mj_ms:.2f} ms "
-              f"({xla_ms / mj_ms:.2f}x, err {err:.1e}, load {load:.1f})", flush=True)
+        rows.append(
+            dict(
+                program=name,
+                tiling=tiling,
+                params=kwargs,
+                xla_ms=xla_ms,
+                mirage_ms=mj_ms,
+                speedup=xla_ms / mj_ms,
+                max_rel_err=err,
+                load=load,
+            )
+        )
+        print(
+            f"  {name} [{tiling}] xla {xla_ms:.2f} ms, mirage {mj_ms:.2f} ms "
+            f"({xla_ms / mj_ms:.2f}x, err {err:.1e}, load {load:.1f})",
+            flush=True,
+        )
 
     print()
     print("| program | tiling | XLA ms | mirage_jax ms | speedup | max rel err |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         params = ", ".join(f"{k}={v}" for k, v in r["params"].items() if k != "batch")
-        print(f"| {r['program']} | {r['tiling']} ({params or 'defaults'}) | {r['xla_ms']:.2f} "
-              f"| {r['mirage_ms']:.2f} | {r['speedup']:.2f}x | {r['max_rel_err']:.1e} |")
+        print(
+            f"| {r['program']} | {r['tiling']} ({params or 'defaults'}) | {r['xla_ms']:.2f} "
+            f"| {r['mirage_ms']:.2f} | {r['speedup']:.2f}x | {r['max_rel_err']:.1e} |"
+        )
+
     def geomean(sp):
         return math.exp(sum(map(math.log, sp)) / len(sp))
 
     programs = list(dict.fromkeys(r["program"] for r in rows))
     best = {p: max(r["speedup"] for r in rows if r["program"] == p) for p in programs}
-    print(f"\ngeometric mean speedup, best tiling per program: {geomean(list(best.values())):.2f}x "
-          f"over {len(best)} programs")
+    print(
+        f"\ngeometric mean speedup, best tiling per program: {geomean(list(best.values())):.2f}x "
+        f"over {len(best)} programs"
+    )
     for tiling in sorted({r["tiling"] for r in rows}):
         sp = [r["speedup"] for r in rows if r["tiling"] == tiling]
-        print(f"geometric mean speedup, {tiling} tilings: {geomean(sp):.2f}x "
-              f"over {len(sp)} programs")
+        print(
+            f"geometric mean speedup, {tiling} tilings: {geomean(sp):.2f}x over {len(sp)} programs"
+        )
     slow = [f"{p} ({b:.2f}x)" for p, b in best.items() if b < 1.0]
     if slow:
         print("below 1.0x even with the best tiling: " + ", ".join(slow))

@@ -1,4 +1,4 @@
-"""The programs of the Mirage paper's evaluation (DESIGN.md §9) as ordinary JAX functions.
+"""The programs of the Mirage paper's evaluation (arXiv 2405.05751) as ordinary JAX functions.
 
 Nothing here knows about mirage_jax: these are the functions a user writes, and the benchmark
 runs each under `jax.jit` and under `mirage_jax.optimize`. `PROGRAMS` lists every benchmarked
@@ -67,7 +67,7 @@ class Program:
 
     name: str
     fn: object
-    shapes: tuple  # one shape per argument, the paper's (DESIGN.md §9)
+    shapes: tuple  # one shape per argument, the paper's
     quick_shapes: tuple  # small shapes for --quick and the tests
     description: str
 
@@ -77,39 +77,69 @@ class Program:
     def inputs(self, quick: bool, seed: int = 0, device=None) -> list:
         """Random float32 arguments, already on `device` (default: jax's default device)."""
         rng = np.random.default_rng(seed)
-        return [jax.device_put(rng.standard_normal(s, dtype=np.float32), device)
-                for s in self.arg_shapes(quick)]
+        return [
+            jax.device_put(rng.standard_normal(s, dtype=np.float32), device)
+            for s in self.arg_shapes(quick)
+        ]
 
 
 PROGRAMS = [
-    Program("rmsnorm_linear_bs8", rmsnorm_linear,
-            ((8, 4096), (4096,), (4096, 6144)), ((8, 256), (256,), (256, 512)),
-            "rms_norm(X)·g @ W, batch 8"),
-    Program("rmsnorm_linear_bs1", rmsnorm_linear,
-            ((1, 4096), (4096,), (4096, 6144)), ((1, 256), (256,), (256, 512)),
-            "rms_norm(X)·g @ W, batch 1"),
-    Program("gated_mlp", gated_mlp,
-            ((8, 4096), (4096, 4096), (4096, 4096)), ((8, 256), (256, 256), (256, 256)),
-            "silu(X@W1)·(X@W3)"),
-    Program("gqa_decode", gqa_attention,
-            ((8, 32, 1, 128), (8, 8, 4096, 128), (8, 8, 4096, 128)),
-            ((2, 8, 1, 32), (2, 2, 256, 32), (2, 2, 256, 32)),
-            "GQA decode: batch 8, 32 query heads on 8 KV heads, 1 token"),
-    Program("gqa_prefill", gqa_attention,
-            ((8, 64, 64), (2, 4096, 64), (2, 4096, 64)),
-            ((8, 8, 32), (2, 256, 32), (2, 256, 32)),
-            "GQA prefill, batch 1 (no batch dim): 8 query heads × 64 tokens on 2 KV heads"),
-    Program("qknorm_gqa", qknorm_gqa,
-            ((8, 64, 64), (2, 4096, 64), (2, 4096, 64)),
-            ((8, 8, 32), (2, 256, 32), (2, 256, 32)),
-            "rms_norm on Q and K, then GQA prefill"),
-    Program("lora", lora,
-            ((16, 256), (256, 4096), (256, 16), (16, 4096)),
-            ((16, 64), (64, 256), (64, 16), (16, 256)),
-            "X@W + (X@A)@B, rank 16"),
-    Program("ntrans", ntrans,
-            ((8, 4096), (8, 4096), (8, 4096)), ((8, 256), (8, 256), (8, 256)),
-            "rms_norm(X + α·(rms_norm(H) − X))"),
+    Program(
+        "rmsnorm_linear_bs8",
+        rmsnorm_linear,
+        ((8, 4096), (4096,), (4096, 6144)),
+        ((8, 256), (256,), (256, 512)),
+        "rms_norm(X)·g @ W, batch 8",
+    ),
+    Program(
+        "rmsnorm_linear_bs1",
+        rmsnorm_linear,
+        ((1, 4096), (4096,), (4096, 6144)),
+        ((1, 256), (256,), (256, 512)),
+        "rms_norm(X)·g @ W, batch 1",
+    ),
+    Program(
+        "gated_mlp",
+        gated_mlp,
+        ((8, 4096), (4096, 4096), (4096, 4096)),
+        ((8, 256), (256, 256), (256, 256)),
+        "silu(X@W1)·(X@W3)",
+    ),
+    Program(
+        "gqa_decode",
+        gqa_attention,
+        ((8, 32, 1, 128), (8, 8, 4096, 128), (8, 8, 4096, 128)),
+        ((2, 8, 1, 32), (2, 2, 256, 32), (2, 2, 256, 32)),
+        "GQA decode: batch 8, 32 query heads on 8 KV heads, 1 token",
+    ),
+    Program(
+        "gqa_prefill",
+        gqa_attention,
+        ((8, 64, 64), (2, 4096, 64), (2, 4096, 64)),
+        ((8, 8, 32), (2, 256, 32), (2, 256, 32)),
+        "GQA prefill, batch 1 (no batch dim): 8 query heads × 64 tokens on 2 KV heads",
+    ),
+    Program(
+        "qknorm_gqa",
+        qknorm_gqa,
+        ((8, 64, 64), (2, 4096, 64), (2, 4096, 64)),
+        ((8, 8, 32), (2, 256, 32), (2, 256, 32)),
+        "rms_norm on Q and K, then GQA prefill",
+    ),
+    Program(
+        "lora",
+        lora,
+        ((16, 256), (256, 4096), (256, 16), (16, 4096)),
+        ((16, 64), (64, 256), (64, 16), (16, 256)),
+        "X@W + (X@A)@B, rank 16",
+    ),
+    Program(
+        "ntrans",
+        ntrans,
+        ((8, 4096), (8, 4096), (8, 4096)),
+        ((8, 256), (8, 256), (8, 256)),
+        "rms_norm(X + α·(rms_norm(H) − X))",
+    ),
 ]
 
 BY_NAME = {p.name: p for p in PROGRAMS}

@@ -43,26 +43,38 @@ def markdown(result: dict) -> str:
             f"| {r['speedup']:.2f}× | {r['jit_of_mirage_speedup']:.2f}× "
             f"| {r['xla_roofline']:.0%} → {r['mirage_roofline']:.0%} "
             f"| {r['mirage_GBps']:.1f} | {r['mirage_GFLOPs']:.1f} | {r['cold_s']:.1f} "
-            f"| {r['warm_s']:.2f} | {r['max_rel_err']:.1e} |")
-    lines += ["", f"Geometric mean speedup: {result['geomean_speedup']:.2f}× over "
-                  f"{len(result['programs'])} programs."]
-    lines += ["", "\"under jit\": a second measurement, with mj.optimize(f) called under "
-                  "jax.jit; the two speedup columns differ by optimize's per-call work and by "
-                  "run-to-run noise."]
+            f"| {r['warm_s']:.2f} | {r['max_rel_err']:.1e} |"
+        )
+    lines += [
+        "",
+        f"Geometric mean speedup: {result['geomean_speedup']:.2f}× over "
+        f"{len(result['programs'])} programs.",
+    ]
+    lines += [
+        "",
+        '"under jit": a second measurement, with mj.optimize(f) called under '
+        "jax.jit; the two speedup columns differ by optimize's per-call work and by "
+        "run-to-run noise.",
+    ]
     # The benchmark loads the cores itself, so only the load before it started tells whether
     # other processes were running.
     if m["load_before"] > m["cores"] / 2:
-        lines += ["", f"**The machine was busy** (load average {m['load_before']:.1f} on "
-                      f"{m['cores']} cores before the run): other processes shared the cores, "
-                      f"so these ratios can be off by tens of percent."]
+        lines += [
+            "",
+            f"**The machine was busy** (load average {m['load_before']:.1f} on "
+            f"{m['cores']} cores before the run): other processes shared the cores, "
+            f"so these ratios can be off by tens of percent.",
+        ]
     notes = [(r["name"], n) for r in result["programs"] for n in r["notes"]]
     if notes:
         lines += ["", "Notes (regions left to XLA, and why):", ""]
         lines += [f"- {name}: {note}" for name, note in notes]
     wrong = [r["name"] for r in result["programs"] if not r["correct"]]
     if wrong:
-        lines += ["", f"**WRONG RESULTS** (error above {result['tolerance']:g}): "
-                      + ", ".join(wrong)]
+        lines += [
+            "",
+            f"**WRONG RESULTS** (error above {result['tolerance']:g}): " + ", ".join(wrong),
+        ]
     lines += ["", f"Command: `{result['command']}`"]
     return "\n".join(lines) + "\n"
 
@@ -92,10 +104,20 @@ def write_chart(result: dict, path: Path) -> None:
     for i, s in enumerate(speedups):
         left.annotate(f"{s:.2f}", (i, s), ha="center", va="bottom", fontsize=8)
     width = 0.4
-    right.bar([i - width / 2 for i in x], [100 * r["xla_roofline"] for r in rows], width,
-              label="jax.jit (XLA)", color="tab:gray")
-    right.bar([i + width / 2 for i in x], [100 * r["mirage_roofline"] for r in rows], width,
-              label="mirage_jax", color="tab:blue")
+    right.bar(
+        [i - width / 2 for i in x],
+        [100 * r["xla_roofline"] for r in rows],
+        width,
+        label="jax.jit (XLA)",
+        color="tab:gray",
+    )
+    right.bar(
+        [i + width / 2 for i in x],
+        [100 * r["mirage_roofline"] for r in rows],
+        width,
+        label="mirage_jax",
+        color="tab:blue",
+    )
     right.set_ylabel("% of the measured roofline")
     m = result["machine"]
     right.set_title(f"roofline: {m['bandwidth_GBps']:.0f} GB/s, {m['gflops']:.0f} GFLOP/s")
@@ -103,8 +125,11 @@ def write_chart(result: dict, path: Path) -> None:
     for ax in (left, right):
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=30, ha="right", fontsize=8)
-    fig.suptitle(f"{'quick' if result['quick'] else 'paper'} shapes, backend "
-                 f"{result['backend']}, {m['cpu']}", fontsize=9)
+    fig.suptitle(
+        f"{'quick' if result['quick'] else 'paper'} shapes, backend "
+        f"{result['backend']}, {m['cpu']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -17,13 +17,25 @@ from dataclasses import dataclass
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from timing import median_seconds
 
 # Primitives that move or relabel data without arithmetic.
-_LAYOUT = {"broadcast_in_dim", "reshape", "transpose", "convert_element_type", "squeeze",
-           "expand_dims", "stop_gradient", "copy", "copy_p", "slice", "concatenate",
-           "dynamic_slice", "select_n", "iota"}
+_LAYOUT = {
+    "broadcast_in_dim",
+    "reshape",
+    "transpose",
+    "convert_element_type",
+    "squeeze",
+    "expand_dims",
+    "stop_gradient",
+    "copy",
+    "copy_p",
+    "slice",
+    "concatenate",
+    "dynamic_slice",
+    "select_n",
+    "iota",
+}
 
 
 @dataclass(frozen=True)
@@ -51,8 +63,7 @@ def measure(device=None, quick: bool = False, runs: int = 10) -> Roofline:
     matmul = jax.jit(jnp.matmul)
     flops = 2 * n**3 / median_seconds(matmul, [a, b], max(3, runs // 2))
     del big
-    return Roofline(bandwidth=bandwidth, flops=flops, read_bytes=read_mib * 1024 * 1024,
-                    matmul_n=n)
+    return Roofline(bandwidth=bandwidth, flops=flops, read_bytes=read_mib * 1024 * 1024, matmul_n=n)
 
 
 def compulsory_bytes(args, outputs) -> int:
@@ -71,7 +82,7 @@ def _size(aval) -> int:
 
 def _sub_jaxprs(params):
     for value in params.values():
-        for item in (value if isinstance(value, (tuple, list)) else (value,)):
+        for item in value if isinstance(value, (tuple, list)) else (value,):
             if hasattr(item, "eqns"):
                 yield item
             elif hasattr(item, "jaxpr") and hasattr(item.jaxpr, "eqns"):

@@ -1,4 +1,4 @@
-"""The benchmark suite (DESIGN.md §9): jax.jit(f) against mirage_jax.optimize(f).
+"""The benchmark suite: jax.jit(f) against mirage_jax.optimize(f).
 
 For every program of benchmarks/programs.py, at the paper's shapes (or small ones with
 --quick), on device-resident arrays:
@@ -34,11 +34,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-import report  # noqa: E402
-import roofline  # noqa: E402
-from programs import PROGRAMS  # noqa: E402
-from timing import alternating_medians, timed_call  # noqa: E402
+import report
+import roofline
+from programs import PROGRAMS
+from timing import alternating_medians, timed_call
+
+import mirage_jax as mj
 
 # float32 throughout; kernels and XLA sum in different orders (normwise, of max |output|).
 TOLERANCE = 1e-4
@@ -57,7 +58,8 @@ def device_for(backend: str):
     except RuntimeError as e:
         raise BackendUnavailable(
             f"--backend cuda: jax sees no GPU on this machine ({e}); run with --backend cpu, "
-            f"or on a machine with an NVIDIA GPU and jax[cuda] installed") from None
+            f"or on a machine with an NVIDIA GPU and jax[cuda] installed"
+        ) from None
     return gpus[0]
 
 
@@ -82,21 +84,23 @@ def normwise_error(got, want) -> float:
     return float(np.max(np.abs(got - want)) / max(float(np.max(np.abs(want))), 1e-30))
 
 
-def bench_program(program, args, machine: roofline.Roofline, quick: bool, backend: str,
-                  device) -> dict:
+def bench_program(
+    program, args, machine: roofline.Roofline, quick: bool, backend: str, device
+) -> dict:
     inputs = program.inputs(quick, device=device)
     xla = jax.jit(program.fn)
     jit_first_s = timed_call(xla, inputs)
-    with tempfile.TemporaryDirectory(prefix="mj_bench_") as cache_dir, \
-            warnings.catch_warnings(record=True) as caught:
+    with (
+        tempfile.TemporaryDirectory(prefix="mj_bench_") as cache_dir,
+        warnings.catch_warnings(record=True) as caught,
+    ):
         warnings.simplefilter("always")
         optimized = mj.optimize(program.fn, backend=backend, cache_dir=cache_dir)
         cold_s = timed_call(optimized, inputs)
         # a fresh object: no in-memory specialization, only the disk cache
         warm = mj.optimize(program.fn, backend=backend, cache_dir=cache_dir)
         warm_s = timed_call(warm, inputs)
-    backend_warnings = sorted({str(w.message) for w in caught
-                               if "region at" not in str(w.message)})
+    backend_warnings = sorted({str(w.message) for w in caught if "region at" not in str(w.message)})
     want = xla(*inputs)
     error = normwise_error(optimized(*inputs), want)
     xla_s, mj_s = alternating_medians(xla, optimized, inputs, args.runs)
@@ -114,43 +118,73 @@ def bench_program(program, args, machine: roofline.Roofline, quick: bool, backen
     if not regions:
         notes.append("no region with a matmul or a reduction: plain JAX")
     if any(c == "kernel" for c, _ in regions) and not runs_kernels:
-        notes.append("the rewritten program did not beat jax.jit of the whole function: "
-                     "it runs as plain JAX")
+        notes.append(
+            "the rewritten program did not beat jax.jit of the whole function: it runs as plain JAX"
+        )
     return dict(
-        name=program.name, description=program.description,
+        name=program.name,
+        description=program.description,
         shapes=[list(s) for s in program.arg_shapes(quick)],
-        bytes=nbytes, flops=flops,
-        xla_ms=xla_s * 1e3, mirage_ms=mj_s * 1e3, speedup=xla_s / mj_s,
-        jit_of_mirage_ms=jitted_mj_s * 1e3, jit_of_mirage_speedup=xla_again_s / jitted_mj_s,
-        jit_first_call_s=jit_first_s, cold_s=cold_s, warm_s=warm_s,
-        xla_roofline=bound / xla_s, mirage_roofline=bound / mj_s,
-        xla_GBps=nbytes / xla_s / 1e9, mirage_GBps=nbytes / mj_s / 1e9,
-        xla_GFLOPs=flops / xla_s / 1e9, mirage_GFLOPs=flops / mj_s / 1e9,
+        bytes=nbytes,
+        flops=flops,
+        xla_ms=xla_s * 1e3,
+        mirage_ms=mj_s * 1e3,
+        speedup=xla_s / mj_s,
+        jit_of_mirage_ms=jitted_mj_s * 1e3,
+        jit_of_mirage_speedup=xla_again_s / jitted_mj_s,
+        jit_first_call_s=jit_first_s,
+        cold_s=cold_s,
+        warm_s=warm_s,
+        xla_roofline=bound / xla_s,
+        mirage_roofline=bound / mj_s,
+        xla_GBps=nbytes / xla_s / 1e9,
+        mirage_GBps=nbytes / mj_s / 1e9,
+        xla_GFLOPs=flops / xla_s / 1e9,
+        mirage_GFLOPs=flops / mj_s / 1e9,
         mirage_bandwidth_fraction=nbytes / mj_s / machine.bandwidth,
         mirage_flops_fraction=flops / mj_s / machine.flops,
-        regions=len(regions), kernel_regions=sum(c == "kernel" for c, _ in regions),
+        regions=len(regions),
+        kernel_regions=sum(c == "kernel" for c, _ in regions),
         runs_kernels=runs_kernels,
-        max_rel_err=error, correct=error <= TOLERANCE, notes=notes,
-        load=os.getloadavg()[0])
+        max_rel_err=error,
+        correct=error <= TOLERANCE,
+        notes=notes,
+        load=os.getloadavg()[0],
+    )
 
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python benchmarks/run.py",
-        description="jax.jit(f) against mirage_jax.optimize(f) on the paper's programs")
-    parser.add_argument("--quick", action="store_true",
-                        help="small shapes (seconds per program), for tests and smoke runs")
-    parser.add_argument("--backend", choices=("cpu", "cuda"), default="cpu",
-                        help="mj.optimize's backend and the device the arrays live on")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(
-                            __file__)), "out"),
-                        help="directory for results.md, results.json and results.png "
-                             "(default: benchmarks/out)")
-    parser.add_argument("--only", default="",
-                        help="comma-separated program names (default: all): "
-                             + ", ".join(p.name for p in PROGRAMS))
-    parser.add_argument("--runs", type=int, default=None,
-                        help="timed rounds per program (default 50, 10 with --quick)")
+        description="jax.jit(f) against mirage_jax.optimize(f) on the paper's programs",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small shapes (seconds per program), for tests and smoke runs",
+    )
+    parser.add_argument(
+        "--backend",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="mj.optimize's backend and the device the arrays live on",
+    )
+    parser.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out"),
+        help="directory for results.md, results.json and results.png (default: benchmarks/out)",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="comma-separated program names (default: all): " + ", ".join(p.name for p in PROGRAMS),
+    )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        help="timed rounds per program (default 50, 10 with --quick)",
+    )
     args = parser.parse_args(argv)
     if args.runs is None:
         args.runs = 10 if args.quick else 50
@@ -160,8 +194,9 @@ def parse_args(argv):
     args.only = [s for s in args.only.split(",") if s]
     unknown = [s for s in args.only if s not in known]
     if unknown:
-        parser.error(f"--only: unknown program(s) {', '.join(unknown)}; "
-                     f"known: {', '.join(sorted(known))}")
+        parser.error(
+            f"--only: unknown program(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
     return args
 
 
@@ -179,34 +214,47 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()[0]
     print(f"measuring the roofline on {device} ...", flush=True)
     machine = roofline.measure(device, quick=args.quick)
-    print(f"  {machine.bandwidth / 1e9:.1f} GB/s, {machine.flops / 1e9:.0f} GFLOP/s",
-          flush=True)
+    print(f"  {machine.bandwidth / 1e9:.1f} GB/s, {machine.flops / 1e9:.0f} GFLOP/s", flush=True)
     rows = []
     for i, program in enumerate(programs, 1):
-        shapes = " ".join("[" + ",".join(map(str, s)) + "]"
-                          for s in program.arg_shapes(args.quick))
-        print(f"[{i}/{len(programs)}] {program.name}: {program.description}, {shapes}",
-              flush=True)
+        shapes = " ".join("[" + ",".join(map(str, s)) + "]" for s in program.arg_shapes(args.quick))
+        print(f"[{i}/{len(programs)}] {program.name}: {program.description}, {shapes}", flush=True)
         start = time.perf_counter()
         row = bench_program(program, args, machine, args.quick, args.backend, device)
         rows.append(row)
-        print(f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
-              f"({row['speedup']:.2f}x), {row['kernel_regions']}/{row['regions']} regions as "
-              f"kernels{'' if row['runs_kernels'] else ' (program runs as plain JAX)'}, cold {row['cold_s']:.1f} s, warm {row['warm_s']:.2f} s, "
-              f"err {row['max_rel_err']:.1e}{'' if row['correct'] else ' WRONG'} "
-              f"({time.perf_counter() - start:.0f} s)", flush=True)
+        print(
+            f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
+            f"({row['speedup']:.2f}x), {row['kernel_regions']}/{row['regions']} regions as "
+            f"kernels{'' if row['runs_kernels'] else ' (program runs as plain JAX)'}, "
+            f"cold {row['cold_s']:.1f} s, warm {row['warm_s']:.2f} s, "
+            f"err {row['max_rel_err']:.1e}{'' if row['correct'] else ' WRONG'} "
+            f"({time.perf_counter() - start:.0f} s)",
+            flush=True,
+        )
         for note in row["notes"]:
             print(f"    note: {note}", flush=True)
     result = dict(
-        command=command, backend=args.backend, quick=args.quick, runs=args.runs,
+        command=command,
+        backend=args.backend,
+        quick=args.quick,
+        runs=args.runs,
         tolerance=TOLERANCE,
-        machine=dict(cpu=cpu_name(), cores=os.cpu_count(), jax=jax.__version__,
-                     device=str(device), platform=device.platform,
-                     bandwidth_GBps=machine.bandwidth / 1e9, gflops=machine.flops / 1e9,
-                     read_MiB=machine.read_bytes // 2**20, matmul_n=machine.matmul_n,
-                     load_before=load_before, load_after=os.getloadavg()[0]),
+        machine=dict(
+            cpu=cpu_name(),
+            cores=os.cpu_count(),
+            jax=jax.__version__,
+            device=str(device),
+            platform=device.platform,
+            bandwidth_GBps=machine.bandwidth / 1e9,
+            gflops=machine.flops / 1e9,
+            read_MiB=machine.read_bytes // 2**20,
+            matmul_n=machine.matmul_n,
+            load_before=load_before,
+            load_after=os.getloadavg()[0],
+        ),
         programs=rows,
-        geomean_speedup=report.geomean([r["speedup"] for r in rows]))
+        geomean_speedup=report.geomean([r["speedup"] for r in rows]),
+    )
     table = report.markdown(result)
     (out / "results.md").write_text(table)
     report.write_json(result, out / "results.json")

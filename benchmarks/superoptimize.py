@@ -1,6 +1,6 @@
 """Timing of mj.superoptimize's result against XLA, and the search time cold and warm.
 
-For each program at the paper's shapes (DESIGN.md §9), `mj.superoptimize(reference, config)`
+For each program at the paper's shapes, `mj.superoptimize(reference, config)`
 runs twice with one fresh cache root (a temporary directory, also set as $MIRAGE_JAX_CACHE):
 the first call is cold (search, compile and time the top candidates), the second warm (the
 search comes from the cache). The callable it returns then runs against `jax.jit` of the
@@ -33,9 +33,10 @@ import jax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-from mirage_jax import paper_graphs as pg  # noqa: E402
-from kernels import _inputs, _max_rel_err, time_pair  # noqa: E402
+from kernels import _inputs, _max_rel_err, time_pair
+
+import mirage_jax as mj
+from mirage_jax.ir import paper_graphs as pg
 
 # (row name, reference builder, SearchConfig keyword arguments without the time budget)
 MLP = dict(preset="mlp", max_kernel_ops=1, max_block_ops=5, threads=2)
@@ -44,9 +45,19 @@ MLP = dict(preset="mlp", max_kernel_ops=1, max_block_ops=5, threads=2)
 # measured no faster. Two grid axes, two grids per split (the fewest and the most blocks):
 # the cost model then sees that a few large blocks cut K's tiles into many short runs. Only
 # the best 8 of the ~180 candidates are verified.
-ATTENTION = dict(preset="attention", max_kernel_ops=2, max_block_graphs=2, max_block_ops=5,
-                 max_block_outputs=2, max_grid_axes=2, max_block_inputs=3, max_grids=2,
-                 max_forloop_ranges=1, max_verified=8, threads=2)
+ATTENTION = dict(
+    preset="attention",
+    max_kernel_ops=2,
+    max_block_graphs=2,
+    max_block_ops=5,
+    max_block_outputs=2,
+    max_grid_axes=2,
+    max_block_inputs=3,
+    max_grids=2,
+    max_forloop_ranges=1,
+    max_verified=8,
+    threads=2,
+)
 CASES = [
     ("rmsnorm_linear_bs8", lambda: pg.rmsnorm_linear(batch=8)[0], MLP),
     ("rmsnorm_linear_bs1", lambda: pg.rmsnorm_linear(batch=1)[0], MLP),
@@ -67,7 +78,7 @@ def _report_line(report: str, head: str) -> str:
     """The report's line that starts with `head` ("search:", "chosen:"), without the head."""
     for line in report.splitlines():
         if line.startswith(head):
-            return line[len(head):].strip()
+            return line[len(head) :].strip()
     return ""
 
 
@@ -75,10 +86,14 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--only", default="", help="comma-separated row names")
-    parser.add_argument("--budget", type=float, default=45.0,
-                        help="the search's time_budget_s (seconds)")
-    parser.add_argument("--attention", action="store_true",
-                        help="also try gqa_prefill, gqa_decode and qknorm_gqa with the attention preset")
+    parser.add_argument(
+        "--budget", type=float, default=45.0, help="the search's time_budget_s (seconds)"
+    )
+    parser.add_argument(
+        "--attention",
+        action="store_true",
+        help="also try gqa_prefill, gqa_decode and qknorm_gqa with the attention preset",
+    )
     parser.add_argument("--report", action="store_true", help="print superoptimize's reports")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()
@@ -114,42 +129,65 @@ def main():
         search = _report_line(cold_report, "search:")
         # the search's own wall time: saturate + enumerate (verification included) + rank
         parts = [re.search(rf"{k} ([0-9.]+)", search) for k in ("saturate", "enumerate", "rank")]
-        enumerate_s = (sum(float(m.group(1)) for m in parts) if all(parts)
-                       else float("nan"))
+        enumerate_s = sum(float(m.group(1)) for m in parts) if all(parts) else float("nan")
         if cold > 60:
-            skipped.append(f"{name}: the cold superoptimize call took {cold:.0f} s (> 60 s); "
-                           f"search: {search}")
+            skipped.append(
+                f"{name}: the cold superoptimize call took {cold:.0f} s (> 60 s); search: {search}"
+            )
         inputs = _inputs(ref)
         xla_fn = jax.jit(mj.compile(ref))
         err = _max_rel_err(opt(*inputs)[0], xla_fn(*inputs)[0])
         load = os.getloadavg()[0]
         xla_ms, mj_ms = time_pair(xla_fn, opt, inputs, args.runs)
-        chosen = ("XLA (no faster candidate)" if opt.source == ""
-                  else _report_line(report, "chosen:").split(", ", 1)[-1])
-        rows.append(dict(program=name, chosen=chosen, xla_ms=xla_ms, mirage_ms=mj_ms,
-                         speedup=xla_ms / mj_ms, own_speedup=opt.speedup, max_rel_err=err,
-                         cold_s=cold, warm_s=warm, load=load, search_s=enumerate_s,
-                         search=search,
-                         warm_search=_report_line(report, "search:")))
-        print(f"  {name}: chose {chosen}; xla {xla_ms:.2f} ms, superoptimized {mj_ms:.2f} ms "
-              f"({xla_ms / mj_ms:.2f}x; superoptimize said {opt.speedup:.2f}x), err {err:.1e}, "
-              f"superoptimize cold {cold:.1f} s, warm {warm:.1f} s, load {load:.1f}\n"
-              f"    cold search: {search}\n    warm search: {_report_line(report, 'search:')}",
-              flush=True)
+        chosen = (
+            "XLA (no faster candidate)"
+            if opt.source == ""
+            else _report_line(report, "chosen:").split(", ", 1)[-1]
+        )
+        rows.append(
+            dict(
+                program=name,
+                chosen=chosen,
+                xla_ms=xla_ms,
+                mirage_ms=mj_ms,
+                speedup=xla_ms / mj_ms,
+                own_speedup=opt.speedup,
+                max_rel_err=err,
+                cold_s=cold,
+                warm_s=warm,
+                load=load,
+                search_s=enumerate_s,
+                search=search,
+                warm_search=_report_line(report, "search:"),
+            )
+        )
+        print(
+            f"  {name}: chose {chosen}; xla {xla_ms:.2f} ms, superoptimized {mj_ms:.2f} ms "
+            f"({xla_ms / mj_ms:.2f}x; superoptimize said {opt.speedup:.2f}x), err {err:.1e}, "
+            f"superoptimize cold {cold:.1f} s, warm {warm:.1f} s, load {load:.1f}\n"
+            f"    cold search: {search}\n    warm search: {_report_line(report, 'search:')}",
+            flush=True,
+        )
 
     print()
-    print("| program | chosen | XLA ms | superoptimized ms | speedup | max rel err "
-          "| search s (cold) | superoptimize cold s | warm s |")
+    print(
+        "| program | chosen | XLA ms | superoptimized ms | speedup | max rel err "
+        "| search s (cold) | superoptimize cold s | warm s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['program']} | {r['chosen']} | {r['xla_ms']:.2f} | {r['mirage_ms']:.2f} "
-              f"| {r['speedup']:.2f}x | {r['max_rel_err']:.1e} | {r['search_s']:.1f} "
-              f"| {r['cold_s']:.1f} "
-              f"| {r['warm_s']:.1f} |")
+        print(
+            f"| {r['program']} | {r['chosen']} | {r['xla_ms']:.2f} | {r['mirage_ms']:.2f} "
+            f"| {r['speedup']:.2f}x | {r['max_rel_err']:.1e} | {r['search_s']:.1f} "
+            f"| {r['cold_s']:.1f} "
+            f"| {r['warm_s']:.1f} |"
+        )
     if rows:
         sp = [r["speedup"] for r in rows]
-        print(f"\ngeometric mean speedup: {math.exp(sum(map(math.log, sp)) / len(sp)):.2f}x "
-              f"over {len(sp)} programs")
+        print(
+            f"\ngeometric mean speedup: {math.exp(sum(map(math.log, sp)) / len(sp)):.2f}x "
+            f"over {len(sp)} programs"
+        )
     for s in skipped:
         print(f"skipped: {s}")
     print(f"load average at the end: {os.getloadavg()}")

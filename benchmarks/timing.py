@@ -28,8 +28,9 @@ def median_seconds(fn: Callable, args: Sequence, runs: int, warmup: int = 2) -> 
     return statistics.median(timed_call(fn, args) for _ in range(runs))
 
 
-def alternating_medians(first: Callable, second: Callable, args: Sequence, runs: int,
-                        warmup: int = 3) -> tuple[float, float]:
+def alternating_medians(
+    first: Callable, second: Callable, args: Sequence, runs: int, warmup: int = 3
+) -> tuple[float, float]:
     """(median seconds of `first`, of `second`) over `runs` alternating rounds."""
     if runs < 1:
         raise ValueError(f"alternating_medians: runs must be >= 1, got {runs}")

@@ -37,19 +37,23 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-from flax_inference import SMALL, Config, build as build_model, greedy_decode  # noqa: E402
-from mirage_jax.runtime import cache_admin  # noqa: E402
+from flax_inference import SMALL, Config, greedy_decode
+from flax_inference import build as build_model
+
+import mirage_jax as mj
+from mirage_jax.cache import admin as cache_admin
 
 
 def pick_backend() -> str:
-    """"cuda" where jax sees a GPU, else "cpu" (and say so)."""
+    """ "cuda" where jax sees a GPU, else "cpu" (and say so)."""
     platforms = {d.platform for d in jax.devices()}
     if "gpu" in platforms:
         print(f"GPU visible to jax ({jax.devices()[0].device_kind}): backend cuda")
         return "cuda"
-    print(f"no GPU visible to jax (devices: {', '.join(sorted(platforms))}): running the CPU "
-          f"path (backend cpu). On a GPU box the same commands build and ship CUDA kernels.")
+    print(
+        f"no GPU visible to jax (devices: {', '.join(sorted(platforms))}): running the CPU "
+        f"path (backend cpu). On a GPU box the same commands build and ship CUDA kernels."
+    )
     return "cpu"
 
 
@@ -58,11 +62,15 @@ def cache_cli(action: str, archive: Path, cache_dir: Path) -> str:
     done = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", action, str(archive)],
         env={**os.environ, "MIRAGE_JAX_CACHE": str(cache_dir)},
-        capture_output=True, text=True)
+        capture_output=True,
+        text=True,
+    )
     print(done.stdout.rstrip())
     if done.returncode != 0:
-        raise SystemExit(f"`python -m mirage_jax cache {action} {archive}` failed "
-                         f"(status {done.returncode}):\n{done.stderr[-2000:]}")
+        raise SystemExit(
+            f"`python -m mirage_jax cache {action} {archive}` failed "
+            f"(status {done.returncode}):\n{done.stderr[-2000:]}"
+        )
     return done.stdout
 
 
@@ -77,8 +85,11 @@ class Model:
         self.cfg = cfg
         forward, self.params, self.prompt = build_model(cfg)
         self.optimized = mj.optimize(forward, backend=backend, cache_dir=cache_dir)
-        self.buffer = jnp.zeros((self.prompt.shape[0], cfg.max_len), jnp.int32) \
-            .at[:, :self.prompt.shape[1]].set(self.prompt)
+        self.buffer = (
+            jnp.zeros((self.prompt.shape[0], cfg.max_len), jnp.int32)
+            .at[:, : self.prompt.shape[1]]
+            .set(self.prompt)
+        )
 
     def warm_up(self) -> float:
         """The first call at the serving shapes (specializes); its seconds."""
@@ -89,8 +100,9 @@ class Model:
         return time.perf_counter() - start
 
     def decode(self, new_tokens: int):
-        tokens, times = greedy_decode(self.optimized, self.params, self.prompt, new_tokens,
-                                      self.cfg.max_len)
+        tokens, times = greedy_decode(
+            self.optimized, self.params, self.prompt, new_tokens, self.cfg.max_len
+        )
         return tokens, float(np.median(times))
 
 
@@ -122,18 +134,22 @@ def serve(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int):
     regions = model.optimized.regions(model.params, model.buffer)
     searched = [r for r in regions if r.report and "search cache" not in r.report]
     added = entry_keys(cache_dir) - before
-    print(f"first call {first:.1f} s: {len(regions)} regions, "
-          f"{sum(r.chosen == 'kernel' for r in regions)} as kernels; "
-          f"{len(regions) - len(searched)} needed no search, {len(added)} cache entries added")
+    print(
+        f"first call {first:.1f} s: {len(regions)} regions, "
+        f"{sum(r.chosen == 'kernel' for r in regions)} as kernels; "
+        f"{len(regions) - len(searched)} needed no search, {len(added)} cache entries added"
+    )
     if searched or added:
-        details = [r.headline() for r in searched] + [f"new {k} entry {key}"
-                                                       for k, key in sorted(added)]
-        raise SystemExit("serve: the archive did not cover this model at these shapes "
-                         "(different shapes, versions or machine?); searched or compiled:\n  "
-                         + "\n  ".join(details))
+        details = [r.headline() for r in searched] + [
+            f"new {k} entry {key}" for k, key in sorted(added)
+        ]
+        raise SystemExit(
+            "serve: the archive did not cover this model at these shapes "
+            "(different shapes, versions or machine?); searched or compiled:\n  "
+            + "\n  ".join(details)
+        )
     tokens, per_token = model.decode(new_tokens)
-    print(f"tokens {tokens.tolist()}  {per_token * 1e3:.2f} ms/token, no search and no "
-          f"compile")
+    print(f"tokens {tokens.tolist()}  {per_token * 1e3:.2f} ms/token, no search and no compile")
     return tokens
 
 
@@ -141,19 +157,28 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=("build", "serve", "demo"))
     parser.add_argument("--archive", type=Path, help="the cache archive (build, serve)")
-    parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="mirage_jax cache (default $MIRAGE_JAX_CACHE, else "
-                             "~/.cache/mirage_jax); use a dedicated one for build, since "
-                             "export ships all of it")
-    parser.add_argument("--build-cache", type=Path, default=None,
-                        help="demo: the build side's cache (default: a new temporary one)")
+    parser.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=None,
+        help="mirage_jax cache (default $MIRAGE_JAX_CACHE, else "
+        "~/.cache/mirage_jax); use a dedicated one for build, since "
+        "export ships all of it",
+    )
+    parser.add_argument(
+        "--build-cache",
+        type=Path,
+        default=None,
+        help="demo: the build side's cache (default: a new temporary one)",
+    )
     parser.add_argument("--small", action="store_true", help="the tiny model (for tests)")
     parser.add_argument("--tokens", type=int, default=None)
     args = parser.parse_args(argv)
     cfg = SMALL if args.small else Config()
     new_tokens = args.tokens if args.tokens is not None else cfg.max_len // 2
-    default_cache = Path(os.environ.get("MIRAGE_JAX_CACHE")
-                         or Path.home() / ".cache" / "mirage_jax")
+    default_cache = Path(
+        os.environ.get("MIRAGE_JAX_CACHE") or Path.home() / ".cache" / "mirage_jax"
+    )
     if args.mode in ("build", "serve"):
         if args.archive is None:
             parser.error(f"{args.mode} needs --archive PATH")

@@ -172,7 +172,7 @@ def greedy_decode(forward, params, prompt, new_tokens: int, max_len: int):
         buffer = buffer.at[:, t].set(nxt)
         jax.block_until_ready(buffer)
         step_times.append(time.perf_counter() - start)
-    return np.asarray(buffer[:, p:p + new_tokens]), step_times
+    return np.asarray(buffer[:, p : p + new_tokens]), step_times
 
 
 def build(cfg: Config, seed: int = 0, batch: int = 2):
@@ -183,18 +183,22 @@ def build(cfg: Config, seed: int = 0, batch: int = 2):
     return forward, params, prompt
 
 
-def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: int = 3,
-        out=print) -> dict:
+def run(
+    cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: int = 3, out=print
+) -> dict:
     """Decodes with jax.jit and with mj.optimize; returns what it measured."""
     forward, params, prompt = build(cfg, seed)
     jitted = jax.jit(forward)
     optimized = mj.optimize(forward, cache_dir=cache_dir)
-    out(f"model: {cfg.layers} layers, dim {cfg.dim}, {cfg.heads} query / {cfg.kv_heads} KV "
+    out(
+        f"model: {cfg.layers} layers, dim {cfg.dim}, {cfg.heads} query / {cfg.kv_heads} KV "
         f"heads, SwiGLU {cfg.hidden}, vocab {cfg.vocab}, buffer {cfg.max_len}; "
-        f"batch {prompt.shape[0]}, prompt {prompt.shape[1]} tokens, {new_tokens} new")
+        f"batch {prompt.shape[0]}, prompt {prompt.shape[1]} tokens, {new_tokens} new"
+    )
 
-    buffer = jnp.zeros((prompt.shape[0], cfg.max_len), jnp.int32).at[:, :prompt.shape[1]] \
-        .set(prompt)
+    buffer = (
+        jnp.zeros((prompt.shape[0], cfg.max_len), jnp.int32).at[:, : prompt.shape[1]].set(prompt)
+    )
     start = time.perf_counter()
     jax.block_until_ready(jitted(params, buffer))
     jit_first = time.perf_counter() - start
@@ -203,12 +207,16 @@ def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: in
         warnings.simplefilter("always")
         jax.block_until_ready(optimized(params, buffer))
     optimize_first = time.perf_counter() - start
-    out(f"first call: jax.jit {jit_first:.1f} s, mj.optimize {optimize_first:.1f} s "
-        f"(trace, partition, search or cache, compile, time, check)")
+    out(
+        f"first call: jax.jit {jit_first:.1f} s, mj.optimize {optimize_first:.1f} s "
+        f"(trace, partition, search or cache, compile, time, check)"
+    )
     regions = optimized.regions(params, buffer)
     kernels = sum(r.chosen == "kernel" for r in regions)
-    out(f"\n== what mirage_jax did with each region: {len(regions)} regions, {kernels} run as "
-        f"generated kernels ==")
+    out(
+        f"\n== what mirage_jax did with each region: {len(regions)} regions, {kernels} run as "
+        f"generated kernels =="
+    )
     for r in regions:
         out(f"  {r.headline()}\n      primitives: {' '.join(r.primitives)}")
     out("  (optimized.explain(params, tokens) prints each chosen μGraph and its timings)")
@@ -222,12 +230,13 @@ def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: in
     logit_err = float(jnp.max(jnp.abs(got_logits - want_logits))) / scale
 
     decoders = {"jax.jit": jitted, "mj.optimize": optimized}
-    tokens = {name: None for name in decoders}
+    tokens = dict.fromkeys(decoders)
     step_times = {name: [] for name in decoders}
     for i in range(repeats):  # the two alternate, each decoding the same prompt
-        for name in (list(decoders) if i % 2 == 0 else list(decoders)[::-1]):
-            tokens[name], times = greedy_decode(decoders[name], params, prompt, new_tokens,
-                                                cfg.max_len)
+        for name in list(decoders) if i % 2 == 0 else list(decoders)[::-1]:
+            tokens[name], times = greedy_decode(
+                decoders[name], params, prompt, new_tokens, cfg.max_len
+            )
             step_times[name].extend(times)
     results = {name: (tokens[name], statistics.median(step_times[name])) for name in decoders}
     same = bool(np.array_equal(results["jax.jit"][0], results["mj.optimize"][0]))
@@ -236,21 +245,34 @@ def run(cfg: Config, new_tokens: int, cache_dir=None, seed: int = 0, repeats: in
         out(f"{name:<12} tokens {generated.tolist()}  {per_token * 1e3:.2f} ms/token")
     out(f"same tokens: {'yes' if same else 'NO'}; logits normwise difference {logit_err:.1e}")
     jit_t, mj_t = results["jax.jit"][1], results["mj.optimize"][1]
-    out(f"time per token: jax.jit {jit_t * 1e3:.2f} ms, mj.optimize {mj_t * 1e3:.2f} ms "
-        f"({jit_t / mj_t:.2f}x)")
-    return dict(same_tokens=same, tokens_jit=results["jax.jit"][0],
-                tokens_optimized=results["mj.optimize"][0], logit_err=logit_err,
-                ms_per_token_jit=jit_t * 1e3, ms_per_token_optimized=mj_t * 1e3,
-                regions=len(regions), kernel_regions=kernels, first_call_s=optimize_first)
+    out(
+        f"time per token: jax.jit {jit_t * 1e3:.2f} ms, mj.optimize {mj_t * 1e3:.2f} ms "
+        f"({jit_t / mj_t:.2f}x)"
+    )
+    return dict(
+        same_tokens=same,
+        tokens_jit=results["jax.jit"][0],
+        tokens_optimized=results["mj.optimize"][0],
+        logit_err=logit_err,
+        ms_per_token_jit=jit_t * 1e3,
+        ms_per_token_optimized=mj_t * 1e3,
+        regions=len(regions),
+        kernel_regions=kernels,
+        first_call_s=optimize_first,
+    )
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--small", action="store_true", help="a tiny model (for tests)")
-    parser.add_argument("--tokens", type=int, default=None,
-                        help="tokens to generate (default: half the buffer)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="mirage_jax's cache (default $MIRAGE_JAX_CACHE or ~/.cache)")
+    parser.add_argument(
+        "--tokens", type=int, default=None, help="tokens to generate (default: half the buffer)"
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="mirage_jax's cache (default $MIRAGE_JAX_CACHE or ~/.cache)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     cfg = SMALL if args.small else Config()

@@ -37,8 +37,10 @@ def rmsnorm_linear(x, g, w):
 def random_inputs(batch, hidden, out_features, seed):
     rng = np.random.default_rng(seed)
     # device-resident arrays: a numpy argument is copied on every call
-    return [jax.device_put(rng.standard_normal(shape, dtype=np.float32))
-            for shape in ((batch, hidden), (hidden,), (hidden, out_features))]
+    return [
+        jax.device_put(rng.standard_normal(shape, dtype=np.float32))
+        for shape in ((batch, hidden), (hidden,), (hidden, out_features))
+    ]
 
 
 def side_by_side(f, g, args, runs):
@@ -57,12 +59,17 @@ def side_by_side(f, g, args, runs):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true",
-                        help="X[8,512] W[512,768] instead of the paper's X[8,4096] W[4096,6144]")
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="X[8,512] W[512,768] instead of the paper's X[8,4096] W[4096,6144]",
+    )
     parser.add_argument("--runs", type=int, default=50, help="timed calls of each function")
-    parser.add_argument("--cache-dir", default=None,
-                        help="search and kernel cache (default $MIRAGE_JAX_CACHE, else "
-                             "~/.cache/mirage_jax)")
+    parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="search and kernel cache (default $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax)",
+    )
     args = parser.parse_args(argv)
     batch, hidden, out_features = (8, 512, 768) if args.small else (8, 4096, 6144)
 
@@ -71,8 +78,10 @@ def main(argv=None) -> int:
     print(f"== rmsnorm_linear(x[{batch},{hidden}], g[{hidden}], w[{hidden},{out_features}]) ==")
     start = time.perf_counter()
     jax.block_until_ready(optimized(x, g, w))
-    print(f"first call: {time.perf_counter() - start:.1f} s (trace, partition, search or load "
-          f"from the cache, compile, time against XLA, check); later calls are plain calls")
+    print(
+        f"first call: {time.perf_counter() - start:.1f} s (trace, partition, search or load "
+        f"from the cache, compile, time against XLA, check); later calls are plain calls"
+    )
 
     print("\n== what optimize found: each region, the μGraph chosen, its verification ==")
     regions = optimized.regions(x, g, w)
@@ -85,15 +94,16 @@ def main(argv=None) -> int:
     want = np.asarray(reference(x2, g2, w2), np.float64)
     error = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
     correct = error <= TOLERANCE
-    print(f"normwise error {error:.2g} (tolerance {TOLERANCE:g}): "
-          f"{'ok' if correct else 'WRONG'}")
+    print(f"normwise error {error:.2g} (tolerance {TOLERANCE:g}): {'ok' if correct else 'WRONG'}")
 
     print(f"\n== speed: jax.jit vs mj.optimize, alternating, median of {args.runs} ==")
     t_jit, t_mj = side_by_side(reference, optimized, [x, g, w], args.runs)
     kernels = sum(r.chosen == "kernel" for r in regions)
     print(f"jax.jit     {t_jit * 1e3:8.3f} ms")
-    print(f"mj.optimize {t_mj * 1e3:8.3f} ms   speedup {t_jit / t_mj:.2f}x "
-          f"({kernels} of {len(regions)} regions run as generated kernels)")
+    print(
+        f"mj.optimize {t_mj * 1e3:8.3f} ms   speedup {t_jit / t_mj:.2f}x "
+        f"({kernels} of {len(regions)} regions run as generated kernels)"
+    )
     return 0 if correct else 1
 
 

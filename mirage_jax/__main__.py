@@ -1,7 +1,7 @@
-"""python -m mirage_jax: see mirage_jax/cli.py."""
+"""python -m mirage_jax: see mirage_jax/cli/main.py."""
 
 import sys
 
-from mirage_jax.cli import main
+from mirage_jax.cli.main import main
 
 sys.exit(main())

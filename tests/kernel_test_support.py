@@ -42,3 +42,29 @@ def storage_rtol(dtype: str) -> float:
     """Float32 kernels round once, when they store: half an ulp of the stored dtype, plus
     float32 accumulation error (bounded by 1e-5 for these small shapes)."""
     return float(jnp.finfo(dtype).eps) / 2 + 1e-5
+
+
+def kernel_rtol(dtype: str) -> float:
+    """float32 kernels round once, when they store. 16-bit kernels also round each computed
+    tensor-core operand (a normalized Q, the softmax's exp(s - max)) to their dtype: a few
+    roundings in a chain, the bound test_codegen_cpu allows bf16 chains."""
+    if dtype == "float32":
+        return storage_rtol(dtype)
+    return 4 * float(jnp.finfo(dtype).eps)
+
+
+# Tiles big enough for whole and ragged 16x8x16 tensor-core fragments (m 20, k 40), so every
+# fragment register and every bound check of the mma path is exercised, in blocks of 128 and
+# of 256 threads.
+FRAGMENT_SIZED = {
+    "rmsnorm_linear": dict(batch=20, hidden=96, out_features=48, col_tile=24, k_tile=48),
+    # 64x64 weight tiles: over 2048 elements, so 256 threads a block
+    "gated_mlp": dict(batch=16, hidden=128, intermediate=128, col_tile=64, k_tile=64),
+    "lora": dict(tokens=16, d_in=32, d_out=48, rank=8, col_tile=24),
+    "flash_attention_online": dict(
+        heads=2, q_len=32, kv_len=64, head_dim=16, q_tiles=2, kv_tile=32
+    ),
+    "qknorm_gqa": dict(
+        heads=2, q_len=32, kv_len=64, head_dim=16, kv_splits=2, q_tiles=2, forloop=2
+    ),
+}

@@ -58,8 +58,9 @@ def layering_violations(files: dict, modules: dict, testing_deps: list) -> list[
     for path, text in sorted(files.items()):
         module = module_of(path)
         if module not in known:
-            problems.append(f"{path}: cc/{module} is not a module of cc/modules.bzl, so "
-                            f"nothing builds it")
+            problems.append(
+                f"{path}: cc/{module} is not a module of cc/modules.bzl, so nothing builds it"
+            )
             continue
         allowed = allowed_modules(module, is_test_file(path), modules, testing_deps)
         for included in INCLUDE.findall(text):
@@ -67,8 +68,10 @@ def layering_violations(files: dict, modules: dict, testing_deps: list) -> list[
             if included not in files:
                 problems.append(f"{path}: includes {included}, which does not exist")
             elif target not in allowed:
-                problems.append(f"{path}: includes {included}, but cc/{module} may include "
-                                f"only {', '.join(sorted(allowed))}")
+                problems.append(
+                    f"{path}: includes {included}, but cc/{module} may include "
+                    f"only {', '.join(sorted(allowed))}"
+                )
             elif is_test_file(included) and not is_test_file(path):
                 problems.append(f"{path}: includes the test helper {included}")
         if not is_test_file(path):
@@ -80,8 +83,11 @@ def layering_violations(files: dict, modules: dict, testing_deps: list) -> list[
 
 
 def repository_files() -> dict:
-    return {str(p.relative_to(ROOT)): p.read_text()
-            for p in sorted(CC.rglob("*")) if p.suffix in (".h", ".cc", ".def")}
+    return {
+        str(p.relative_to(ROOT)): p.read_text()
+        for p in sorted(CC.rglob("*"))
+        if p.suffix in (".h", ".cc", ".def")
+    }
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +125,7 @@ def test_violations_are_reported(table):
         "cc/codegen/cuda/generate.cc": '#include "cc/codegen/cpu/prelude.h"\n',
         "cc/codegen/cpu/prelude.h": "namespace mj::codegen {\n",
         "cc/verify/verify.cc": '#include "cc/verify/nowhere.h"\n'
-                               '#include "cc/verify/verify_test_graphs.h"\n',
+        '#include "cc/verify/verify_test_graphs.h"\n',
         "cc/verify/verify_test_graphs.h": "",
         "cc/frontend/rules.cc": "",
         "cc/search/search_test.cc": '#include "cc/testing/rmsnorm_linear.h"\n',

@@ -26,18 +26,29 @@ def clang_format() -> str:
 
 def sources() -> list[Path]:
     return sorted(
-        p for p in ROOT.rglob("*")
-        if p.suffix in SUFFIXES and p.is_file()
-        and not any(part in SKIPPED_DIRS or part.startswith("bazel-")
-                    for part in p.relative_to(ROOT).parts)
+        p
+        for p in ROOT.rglob("*")
+        if p.suffix in SUFFIXES
+        and p.is_file()
+        and not any(
+            part in SKIPPED_DIRS or part.startswith("bazel-") for part in p.relative_to(ROOT).parts
+        )
     )
 
 
 def check(files: list[Path]) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [clang_format(), "--dry-run", "--Werror", f"--style=file:{ROOT / '.clang-format'}",
-         *map(str, files)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        [
+            clang_format(),
+            "--dry-run",
+            "--Werror",
+            f"--style=file:{ROOT / '.clang-format'}",
+            *map(str, files),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -45,11 +56,15 @@ def test_every_source_is_formatted():
     files = sources()
     assert any(p.name == "graph.h" for p in files)  # the walk found the sources
     result = check(files)
-    names = sorted({line.split(":")[0] for line in result.stderr.splitlines()
-                    if ": error:" in line})
+    names = sorted(
+        {line.split(":")[0] for line in result.stderr.splitlines() if ": error:" in line}
+    )
     assert result.returncode == 0, (
         f"clang-format would change {len(names)} file(s); run clang-format -i on them:\n"
-        + "\n".join(names) + "\n" + result.stderr[-3000:])
+        + "\n".join(names)
+        + "\n"
+        + result.stderr[-3000:]
+    )
 
 
 def test_a_misformatted_file_is_reported(tmp_path):

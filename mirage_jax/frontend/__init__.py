@@ -1,23 +1,12 @@
-"""The JAX frontend (DESIGN.md §5): partitioning jaxprs into regions and converting each
-region into a KernelGraph. The @optimize wrapper builds on these."""
+"""The JAX frontend: a jaxpr flattened (flat.py), partitioned into regions (partition.py)
+and each region converted into a KernelGraph (to_graph.py), every step reading the one rule
+table of jaxpr primitives (primitives.py). It knows no search and no compiler; the
+@optimize decorator (mirage_jax/rewrite/) builds on it."""
 
-from mirage_jax.frontend.partition import (
-    FlatProgram,
-    Lit,
-    Node,
-    Partition,
-    Region,
-    Var,
-    flatten,
-    partition,
-)
-from mirage_jax.frontend.to_graph import (
-    GraphInput,
-    GraphOutput,
-    RegionGraph,
-    RegionNotSupported,
-    region_to_graph,
-)
+from mirage_jax.frontend.expr import RegionNotSupported
+from mirage_jax.frontend.flat import FlatProgram, Lit, Node, Var, flatten
+from mirage_jax.frontend.partition import Partition, Region, partition
+from mirage_jax.frontend.to_graph import GraphInput, GraphOutput, RegionGraph, region_to_graph
 
 __all__ = [
     "FlatProgram",

@@ -1,336 +1,21 @@
-"""Partitioning a jaxpr into regions the superoptimizer can take (DESIGN.md §5.2).
+"""Partitioning a flattened jaxpr into regions the superoptimizer can take.
 
-`flatten` inlines nested `jit`/`pjit`, `custom_jvp_call`, `custom_vjp_call` (and plain call
-primitives) into one flat list of `Node`s over our own `Var`s. `partition` then grows maximal
-connected, convex regions of supported primitives in topological order, and keeps those that
-hold at least one matmul or reduction.
+`partition` grows maximal connected, convex regions of supported primitives (those the rule
+table, mirage_jax/frontend/primitives.py, admits) in topological order over the nodes of
+`flatten` (mirage_jax/frontend/flat.py), and keeps those that hold at least one matmul or
+reduction.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
-
-import jax
 import jax.extend.core as jcore
 
-# Sub-jaxpr-carrying primitives that are inlined; the key names the sub-jaxpr parameter.
-_INLINE = {
-    "jit": ("jaxpr",),
-    "pjit": ("jaxpr",),
-    "closed_call": ("call_jaxpr",),
-    "core_call": ("call_jaxpr",),
-    "custom_jvp_call": ("call_jaxpr", "fun_jaxpr"),
-    "custom_vjp_call": ("call_jaxpr", "fun_jaxpr"),
-    "custom_vjp_call_jaxpr": ("fun_jaxpr", "call_jaxpr"),
-    "checkpoint": ("jaxpr",),
-    "remat": ("jaxpr",),
-}
-
-# Calls with their own derivative rules: inlined for partitioning, evaluated whole
-# (CustomCall.bind) wherever they do not feed a kernel.
-CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}
-
-ELEMENTWISE = {"add", "sub", "mul", "div", "exp", "rsqrt", "sqrt", "logistic", "neg", "square",
-               "tanh"}
-REDUCTIONS = {"reduce_sum", "reduce_max"}
-LAYOUT = {"broadcast_in_dim", "reshape", "squeeze", "convert_element_type", "transpose"}
-IDENTITY = {"stop_gradient", "copy", "copy_p"}
-_INTEGER_POWERS = {-2, -1, 1, 2, 3, 4}
-
-
-class Var:
-    """A value of the flattened program."""
-
-    __slots__ = ("id", "shape", "dtype")
-
-    def __init__(self, vid: int, shape, dtype):
-        self.id = vid
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = np.dtype(dtype)
-
-    def __repr__(self):
-        return f"v{self.id}:{self.dtype.name}{list(self.shape)}"
-
-
-class Lit:
-    """A literal constant operand (a jaxpr Literal, or a scalar closed-over constant)."""
-
-    __slots__ = ("value", "shape", "dtype")
-
-    def __init__(self, value):
-        self.value = np.asarray(value)
-        self.shape = self.value.shape
-        self.dtype = self.value.dtype
-
-    def __repr__(self):
-        return f"lit({self.value!r})"
-
-
-@dataclass
-class Node:
-    """One primitive application of the flattened program."""
-
-    index: int
-    primitive: object  # jax Primitive
-    params: dict
-    invars: list  # Var | Lit
-    outvars: list  # Var
-    source: str  # "file:line (function)" or ""
-    # A custom_jvp/custom_vjp call kept whole (its params hold its sub-jaxprs and rules).
-    opaque: bool = False
-
-    @property
-    def name(self) -> str:
-        return self.primitive.name
-
-    def __repr__(self):
-        return f"<node {self.index} {self.name} {self.invars} -> {self.outvars}>"
-
-
-@dataclass
-class CustomCall:
-    """A custom_jvp/custom_vjp call whose body was inlined as `nodes` (contiguous, nested
-    calls included). Evaluating it by binding the original call (`bind`) keeps its
-    derivative rule, which the inlined primitives would lose."""
-
-    index: int
-    primitive: object
-    params: dict
-    invars: list  # Var | Lit, the call's operands
-    outvars: list  # Var, each produced by one of `nodes`
-    nodes: list  # Node
-    parent: int | None  # the index of the enclosing CustomCall
-
-    @property
-    def name(self) -> str:
-        return self.primitive.name
-
-    def bind(self, env) -> None:
-        args = [read_value(env, v) for v in self.invars]
-        outs = self.primitive.bind(*args, **self.primitive.get_bind_params(self.params))
-        env.update(zip(self.outvars, outs))
-
-
-@dataclass
-class FlatProgram:
-    invars: list  # Var, the jaxpr's inputs in order
-    outvars: list  # Var | Lit
-    consts: dict  # Var -> array, non-scalar closed-over constants
-    nodes: list  # Node, topological order
-    custom_calls: list = field(default_factory=list)  # CustomCall, inlined ones
-
-    def evaluate(self, *args):
-        """Runs the flattened program with jax (each node by `primitive.bind`)."""
-        env = dict(self.consts)
-        env.update(zip(self.invars, args))
-        run_nodes(self.nodes, env)
-        return [read_value(env, v) for v in self.outvars]
-
-
-def read_value(env, v):
-    """The value of a Var or a Lit in `env`."""
-    return v.value if isinstance(v, Lit) else env[v]
-
-
-def run_nodes(nodes, env) -> None:
-    for node in nodes:
-        # as jax.core.eval_jaxpr does: call-like primitives take their sub-jaxprs back as
-        # functions (a plain primitive's params come back unchanged)
-        params = node.primitive.get_bind_params(node.params)
-        outs = node.primitive.bind(*[read_value(env, v) for v in node.invars], **params)
-        if not node.primitive.multiple_results:
-            outs = [outs]
-        env.update(zip(node.outvars, outs))
-
-
-def _source(eqn) -> str:
-    try:
-        from jax._src import source_info_util
-
-        return source_info_util.summarize(eqn.source_info)
-    except Exception:  # noqa: BLE001 - source info is best effort
-        return ""
-
-
-def _sub_jaxpr(eqn):
-    """The (jaxpr, consts) an inlinable eqn calls, or None."""
-    keys = _INLINE.get(eqn.primitive.name)
-    if keys is None:
-        return None
-    for key in keys:
-        sub = eqn.params.get(key)
-        if isinstance(sub, jcore.ClosedJaxpr):
-            jaxpr, consts = sub.jaxpr, list(sub.consts)
-        elif isinstance(sub, jcore.Jaxpr):
-            jaxpr, consts = sub, []
-        else:
-            continue
-        if len(jaxpr.invars) == len(eqn.invars) and len(jaxpr.outvars) == len(eqn.outvars):
-            return jaxpr, consts
-    return None
-
-
-def flatten(closed_jaxpr) -> FlatProgram:
-    """Inlines nested calls of `closed_jaxpr` (from jax.make_jaxpr) into a FlatProgram."""
-    counter = [0]
-    nodes: list[Node] = []
-    consts: dict = {}
-    calls: list[CustomCall] = []
-    open_calls: list[int] = []  # indices into `calls` of the calls being inlined
-
-    def fresh(aval):
-        counter[0] += 1
-        return Var(counter[0], aval.shape, aval.dtype)
-
-    def const_value(value):
-        arr = np.asarray(value) if not isinstance(value, jax.Array) else value
-        if np.ndim(arr) == 0:
-            return Lit(np.asarray(arr))
-        var = Var(counter[0] + 1, np.shape(arr), arr.dtype)
-        counter[0] += 1
-        consts[var] = arr
-        return var
-
-    def walk(jaxpr, const_vals, in_vals, source_prefix):
-        env = {}
-
-        def read(v):
-            if isinstance(v, jcore.Literal):
-                return Lit(v.val)
-            return env[v]
-
-        for cv, val in zip(jaxpr.constvars, const_vals):
-            env[cv] = const_value(val)
-        for iv, val in zip(jaxpr.invars, in_vals):
-            env[iv] = val
-        for eqn in jaxpr.eqns:
-            args = [read(v) for v in eqn.invars]
-            sub = _sub_jaxpr(eqn)
-            src = _source(eqn) or source_prefix
-            if sub is not None and eqn.primitive.name in CUSTOM_DERIVATIVES:
-                outs = inline_custom_call(eqn, sub, args, src)
-            elif sub is not None:
-                outs = walk(sub[0], sub[1], args, src)
-            else:
-                outs = [fresh(ov.aval) for ov in eqn.outvars]
-                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs,
-                                  src))
-            for ov, val in zip(eqn.outvars, outs):
-                if not isinstance(ov, jcore.DropVar):
-                    env[ov] = val
-        return [read(v) for v in jaxpr.outvars]
-
-    def inline_custom_call(eqn, sub, args, src):
-        """Inlines a custom_jvp/custom_vjp call and records it (CustomCall); a call whose
-        outputs are not all computed by its body (an identity with a custom gradient, a
-        constant) stays one opaque node instead."""
-        start, index = len(nodes), len(calls)
-        calls.append(None)
-        open_calls.append(index)
-        outs = walk(sub[0], sub[1], args, src)
-        open_calls.pop()
-        produced = {v for n in nodes[start:] for v in n.outvars}
-        if (all(isinstance(v, Var) and v in produced for v in outs)
-                and len(set(outs)) == len(outs)):
-            parent = open_calls[-1] if open_calls else None
-            calls[index] = CustomCall(index, eqn.primitive, dict(eqn.params), args, outs,
-                                      nodes[start:], parent)
-            return outs
-        del nodes[start:]
-        for i in range(index, len(calls)):
-            calls[i] = None  # this call and the ones nested in it
-        outs = [fresh(ov.aval) for ov in eqn.outvars]
-        nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, outs, src,
-                          opaque=True))
-        return outs
-
-    jaxpr = closed_jaxpr.jaxpr
-    invars = [fresh(v.aval) for v in jaxpr.invars]
-    outvars = walk(jaxpr, list(closed_jaxpr.consts), invars, "")
-    kept = [c for c in calls if c is not None]
-    renumber = {c.index: i for i, c in enumerate(kept)}
-    for c in kept:
-        c.index = renumber[c.index]
-        c.parent = renumber.get(c.parent)
-    return FlatProgram(invars, outvars, consts, nodes, kept)
-
-
-# -- support ---------------------------------------------------------------------------
-
-
-def dot_general_form(node: Node) -> str | None:
-    """"nn" (rhs [..., k, n]), "nt" (rhs [..., n, k]) or None when not a supported matmul."""
-    (lc, rc), (lb, rb) = node.params["dimension_numbers"]
-    lhs, rhs = node.invars
-    nb = len(lb)
-    if tuple(lb) != tuple(range(nb)) or tuple(rb) != tuple(range(nb)):
-        return None
-    if len(lhs.shape) != nb + 2 or len(rhs.shape) != nb + 2:
-        return None
-    if tuple(lc) != (nb + 1,):
-        return None
-    if tuple(rc) == (nb,):
-        return "nn"
-    if tuple(rc) == (nb + 1,):
-        return "nt"
-    return None
-
-
-def is_neg_inf(v) -> bool:
-    return isinstance(v, Lit) and v.value.size == 1 and np.isneginf(v.value.reshape(())).item()
-
-
-def is_float(dtype) -> bool:
-    """A floating dtype, numpy's or ml_dtypes' (bfloat16's numpy kind is "V")."""
-    return bool(jax.numpy.issubdtype(dtype, jax.numpy.floating))
-
-
-def support_reason(node: Node, producers: dict) -> str | None:
-    """None when `node` may join a region, otherwise why not."""
-    name = node.name
-    if any(isinstance(v, Var) and not is_float(v.dtype) for v in node.invars + node.outvars):
-        if name != "convert_element_type":
-            return f"{name}: non-float operand"
-    if any(len(v.shape) > 4 for v in node.outvars):
-        return f"{name}: rank > 4"
-    if name in ELEMENTWISE or name in REDUCTIONS or name in IDENTITY:
-        return None
-    if name in ("broadcast_in_dim", "reshape", "squeeze", "convert_element_type"):
-        if name == "convert_element_type" and not is_float(node.outvars[0].dtype):
-            return "convert_element_type: to a non-float dtype"
-        if name in ("reshape", "squeeze"):
-            # A kernel graph has no reshape: only size-1 dims may come and go. A reshape
-            # that regroups dims stays outside the regions (plain JAX), so it splits them
-            # rather than making the region around it inexpressible.
-            src, dst = node.invars[0].shape, node.outvars[0].shape
-            if [d for d in src if d != 1] != [d for d in dst if d != 1]:
-                return f"{name}: {tuple(src)} -> {tuple(dst)} regroups dims"
-            if node.params.get("dimensions") not in (None, ()):
-                return f"{name}: with a dimensions permutation"
-        return None
-    if name == "transpose":
-        # Only folded into an input layout: the operand must come from outside any region.
-        src = node.invars[0]
-        prod = producers.get(src) if isinstance(src, Var) else None
-        if prod is None or support_reason(prod, producers) is not None:
-            return None
-        return "transpose: of an intermediate value (only region inputs can be transposed)"
-    if name == "dot_general":
-        if dot_general_form(node) is None:
-            return f"dot_general: unsupported dimension_numbers {node.params['dimension_numbers']}"
-        return None
-    if name == "integer_pow":
-        if node.params["y"] in _INTEGER_POWERS:
-            return None
-        return f"integer_pow: y={node.params['y']}"
-    if name == "max":
-        if any(is_neg_inf(v) for v in node.invars):
-            return None  # the softmax stabilizer max(-inf, reduce_max(x))
-        return "max: only max(-inf, x) of a softmax stabilizer is supported"
-    return f"{name}: not a kernel-graph primitive"
-
+from mirage_jax.frontend import primitives
+from mirage_jax.frontend.flat import CustomCall, Env, FlatProgram, Node, Var, flatten, run_nodes
+from mirage_jax.frontend.primitives import admit_reason, dot_general_form
 
 # -- regions ---------------------------------------------------------------------------
 
@@ -340,13 +25,13 @@ class Region:
     """A connected, convex set of supported nodes, in topological order."""
 
     index: int
-    nodes: list
-    inputs: list  # Var, consumed but produced outside; order of first use
-    outputs: list  # Var, produced inside and used outside or by the program outputs
-    sources: list = field(default_factory=list)  # distinct "file:line" of its nodes
+    nodes: list[Node]
+    inputs: list[Var]  # consumed but produced outside; order of first use
+    outputs: list[Var]  # produced inside and used outside or by the program outputs
+    sources: list[str] = field(default_factory=list)  # distinct "file:line" of its nodes
     # The outermost custom_jvp/custom_vjp calls wholly inside: `evaluate` binds them whole,
     # so differentiating it uses their own rules.
-    calls: list = field(default_factory=list)
+    calls: list[CustomCall] = field(default_factory=list)
     # Why the region may not become a kernel ("" when it may): it holds part of a custom
     # derivative call, whose rule a kernel's backward pass could not keep.
     blocked: str = ""
@@ -355,12 +40,12 @@ class Region:
     def primitives(self) -> list[str]:
         return [n.name for n in self.nodes]
 
-    def evaluate(self, *inputs):
+    def evaluate(self, *inputs: Any) -> list[Any]:
         """Runs the region with jax on values of `inputs` (its custom derivative calls bound
         whole); returns `outputs`' values."""
-        env = dict(zip(self.inputs, inputs))
+        env: Env = dict(zip(self.inputs, inputs))
         first = {c.nodes[0].index: c for c in self.calls}
-        skip = set()
+        skip: set[int] = set()
         for node in self.nodes:
             if node.index in skip:
                 continue
@@ -372,7 +57,7 @@ class Region:
                 run_nodes([node], env)
         return [env[v] for v in self.outputs]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (
             f"<region {self.index}: {len(self.nodes)} nodes {self.primitives}, "
             f"{len(self.inputs)} inputs, {len(self.outputs)} outputs>"
@@ -382,18 +67,22 @@ class Region:
 @dataclass
 class Partition:
     program: FlatProgram
-    regions: list  # Region
-    unsupported: dict  # node index -> reason, for nodes left to plain JAX
+    regions: list[Region]
+    unsupported: dict[int, str]  # node index -> reason, for nodes left to plain JAX
 
 
-def _bits(indices) -> int:
-    out = 0
-    for i in indices:
-        out |= 1 << i
-    return out
+def _is_anchor(name: str) -> bool:
+    """A region is worth a search only when it holds a matmul or a reduction."""
+    found = primitives.rule(name)
+    return found is not None and found.anchor
 
 
-def partition(closed_jaxpr_or_flat) -> Partition:
+def region_flops(region: Region) -> int:
+    """Floating-point operations of the region as written (primitives.flops per node)."""
+    return sum(primitives.flops(n) for n in region.nodes)
+
+
+def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partition:
     """Finds the regions of `closed_jaxpr_or_flat` (a ClosedJaxpr or a FlatProgram)."""
     prog = (
         closed_jaxpr_or_flat
@@ -402,7 +91,7 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     )
     nodes = prog.nodes
     producers = {v: n for n in nodes for v in n.outvars}
-    reasons = {n.index: support_reason(n, producers) for n in nodes}
+    reasons = {n.index: admit_reason(n, producers) for n in nodes}
     # A custom derivative call joins regions whole or not at all: when part of its body is
     # unsupported, so is the rest (its rule needs the whole call).
     for call in prog.custom_calls:
@@ -410,12 +99,14 @@ def partition(closed_jaxpr_or_flat) -> Partition:
         if inside:
             for n in call.nodes:
                 if reasons[n.index] is None:
-                    reasons[n.index] = (f"{n.name}: inside a {call.name} whose body also "
-                                        f"holds unsupported ops ({inside[0]})")
+                    reasons[n.index] = (
+                        f"{n.name}: inside a {call.name} whose body also "
+                        f"holds unsupported ops ({inside[0]})"
+                    )
     supported = {i for i, r in reasons.items() if r is None}
 
     # anc[i]: bitset of all ancestors of node i.
-    anc = []
+    anc: list[int] = []
     for n in nodes:
         a = 0
         for v in n.invars:
@@ -503,14 +194,14 @@ def partition(closed_jaxpr_or_flat) -> Partition:
 
     # Uses of every var outside each region.
     prog_outs = {v for v in prog.outvars if isinstance(v, Var)}
-    regions = []
+    regions: list[Region] = []
     for rid in sorted(members, key=lambda r: (members[r] & -members[r]).bit_length()):
         s = members[rid]
         rnodes = [n for n in nodes if s >> n.index & 1]
-        if not any(n.name in REDUCTIONS or n.name == "dot_general" for n in rnodes):
+        if not any(_is_anchor(n.name) for n in rnodes):
             continue
         produced = {v for n in rnodes for v in n.outvars}
-        inputs = []
+        inputs: list[Var] = []
         for n in rnodes:
             for v in n.invars:
                 if isinstance(v, Var) and v not in produced and v not in inputs:
@@ -520,7 +211,7 @@ def partition(closed_jaxpr_or_flat) -> Partition:
             if not s >> n.index & 1:
                 used_outside.update(v for v in n.invars if isinstance(v, Var))
         outputs = [v for n in rnodes for v in n.outvars if v in used_outside]
-        sources = []
+        sources: list[str] = []
         for n in rnodes:
             if n.source and n.source not in sources:
                 sources.append(n.source)
@@ -530,15 +221,18 @@ def partition(closed_jaxpr_or_flat) -> Partition:
     return Partition(prog, regions, unsupported)
 
 
-def _calls_of(custom_calls, members: int) -> tuple[list, str]:
+def _calls_of(custom_calls: list[CustomCall], members: int) -> tuple[list[CustomCall], str]:
     """(the outermost custom derivative calls wholly inside the node set `members`, why the
     set may not become a kernel: "" unless it holds part of a call)."""
-    whole, blocked = [], ""
+    whole: list[CustomCall] = []
+    blocked = ""
     for call in custom_calls:
         inside = sum(members >> n.index & 1 for n in call.nodes)
         if 0 < inside < len(call.nodes) and not blocked:
-            blocked = (f"it holds part of a {call.name} (the rest of which runs outside it); a "
-                       f"kernel's backward pass would lose the call's derivative rule")
+            blocked = (
+                f"it holds part of a {call.name} (the rest of which runs outside it); a "
+                f"kernel's backward pass would lose the call's derivative rule"
+            )
         elif inside == len(call.nodes):
             whole.append(call)
     ids = {c.index for c in whole}

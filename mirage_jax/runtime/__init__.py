@@ -1,17 +1,5 @@
-"""Kernel runtime: compiling generated sources (g++ for CPU kernels, nvcc for CUDA kernels),
-the on-disk library cache, and XLA FFI registration of the compiled handlers."""
-
-from mirage_jax.runtime.cache import cache_root, library_key, shared_library_for
-from mirage_jax.runtime.compiler import KernelCompileError
-from mirage_jax.runtime.cuda_cache import cuda_library_for
-from mirage_jax.runtime.ffi_targets import register_cpu_target, register_cuda_target
-
-__all__ = [
-    "KernelCompileError",
-    "cache_root",
-    "cuda_library_for",
-    "library_key",
-    "register_cpu_target",
-    "register_cuda_target",
-    "shared_library_for",
-]
+"""Making a KernelGraph callable from XLA: each customized op's generated kernel compiled
+(toolchain.py) for a Backend (backends.py), cached on disk (kernel_cache.py) and registered as
+an XLA FFI target (ffi_targets.py); the predefined ops lowered to lax (lower.py); compile.py
+puts these together. Timing functions against each other is profile.py. It knows no search.
+"""

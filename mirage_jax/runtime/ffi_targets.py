@@ -12,6 +12,8 @@ import ctypes
 import threading
 from pathlib import Path
 
+import jax
+
 # symbol -> the loaded library that holds it
 _loaded: dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
@@ -20,8 +22,6 @@ _lock = threading.Lock()
 def register_target(symbol: str, library: Path, platform: str) -> str:
     """Makes `symbol` of `library` callable as the FFI target `symbol` on `platform`;
     returns the target name. Idempotent within a process."""
-    import jax
-
     with _lock:
         if symbol in _loaded:
             return symbol
@@ -35,14 +35,6 @@ def register_target(symbol: str, library: Path, platform: str) -> str:
         jax.ffi.register_ffi_target(symbol, jax.ffi.pycapsule(function), platform=platform)
         _loaded[symbol] = handle
     return symbol
-
-
-def register_cpu_target(symbol: str, library: Path) -> str:
-    return register_target(symbol, library, "cpu")
-
-
-def register_cuda_target(symbol: str, library: Path) -> str:
-    return register_target(symbol, library, "CUDA")
 
 
 def is_registered(symbol: str) -> bool:

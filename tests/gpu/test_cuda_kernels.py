@@ -16,14 +16,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from kernel_test_support import assert_close, random_inputs, storage_rtol
-from test_codegen_cuda import FRAGMENT_SIZED, kernel_rtol
-from test_search_results_run import SEARCHES, fused_candidates
+from kernel_test_support import (
+    FRAGMENT_SIZED,
+    assert_close,
+    kernel_rtol,
+    random_inputs,
+    storage_rtol,
+)
+from search_test_support import SEARCHES, fused_candidates
 
 import mirage_jax as mj
-from mirage_jax import _compile
-from mirage_jax.paper_graphs import PROGRAMS
-from mirage_jax.runtime import cuda_compiler, cuda_library_for
+from mirage_jax.ir.paper_graphs import PROGRAMS
+from mirage_jax.runtime import backends, kernel_cache
+from mirage_jax.runtime import compile as _compile
 
 
 def _gpu():
@@ -34,18 +39,26 @@ def _gpu():
 
 
 GPU = _gpu()
-pytestmark = pytest.mark.skipif(GPU is None, reason="no GPU visible to jax "
-                                                    "(jax.devices('gpu') failed)")
+pytestmark = pytest.mark.skipif(
+    GPU is None, reason="no GPU visible to jax (jax.devices('gpu') failed)"
+)
 
 # A bf16 reference lowered to XLA rounds after every op; the kernel rounds once (and its
 # tensor-core operands once): a handful of roundings, normwise (test_codegen_cpu's bound).
 BF16_VS_XLA_RTOL = 4 * float(jnp.finfo(jnp.bfloat16).eps)
 
-SHAPES = {"small": lambda p: p.small, "fragment": lambda p: FRAGMENT_SIZED.get(p.name),
-          "paper": lambda p: {}}
-CASES = [(name, size, dtype) for name in sorted(PROGRAMS) for size in SHAPES
-         for dtype in ("float32", "bfloat16")
-         if SHAPES[size](PROGRAMS[name]) is not None]
+SHAPES = {
+    "small": lambda p: p.small,
+    "fragment": lambda p: FRAGMENT_SIZED.get(p.name),
+    "paper": lambda p: {},
+}
+CASES = [
+    (name, size, dtype)
+    for name in sorted(PROGRAMS)
+    for size in SHAPES
+    for dtype in ("float32", "bfloat16")
+    if SHAPES[size](PROGRAMS[name]) is not None
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -58,10 +71,12 @@ def cache_and_prebuild(tmp_path_factory):
     sources = set()  # one per kernel, as mj.compile builds them
     for name, size, dtype in CASES:
         _, fused = PROGRAMS[name].build(**SHAPES[size](PROGRAMS[name]), dtype=dtype)
-        sources.update(source for _, source in _compile._cuda_kernels(fused).values())
-    archs = cuda_compiler.target_archs()
+        options = backends.CUDA.options()
+        sources.update(
+            source for _, source in _compile._kernels(fused, backends.CUDA, options).values()
+        )
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
-        list(pool.map(lambda s: cuda_library_for(s, archs), sources))
+        list(pool.map(lambda s: kernel_cache.library_for(s, backends.CUDA), sources))
     yield
     if previous is None:
         del os.environ["MIRAGE_JAX_CACHE"]
@@ -111,6 +126,7 @@ def test_superoptimize_times_candidates_on_the_gpu():
     inputs = random_inputs(reference, seed=9)
     got = f(*on_gpu(inputs))
     want = reference.evaluate([np.asarray(x) for x in inputs])
-    assert_close(got[0], want[0], storage_rtol("float32"), "superoptimized vs interpreter",
-                 floor=1.0)
+    assert_close(
+        got[0], want[0], storage_rtol("float32"), "superoptimized vs interpreter", floor=1.0
+    )
     print(f.report())

@@ -1,0 +1,427 @@
+"""`@mirage_jax.optimize`: specialize a function per input signature, run
+its fusible regions as superoptimized kernels and everything else as plain JAX.
+
+Per signature (pytree structure, shapes, dtypes, static arguments) the function is traced
+once, flattened, partitioned into regions (mirage_jax.frontend), and each region becomes a
+KernelGraph that `superoptimize` searches (or loads from the cache), compiles, times against
+XLA and checks. A region whose winner is XLA, or that fails at any step, runs as the
+original jax code, with one warning naming the region and the reason (never wrong, never
+stuck). The rewritten program runs only when it also beats jax.jit of the whole function.
+
+Calls go through one jax.jit per wrapped function: jax does the per-call work (signature,
+cache, argument errors) and specialization happens inside its trace, once per signature,
+so later calls cost what a jitted call costs. Each kernel region is transparent to
+jax.grad, jax.vmap and sharding (mirage_jax/rewrite/region.py); custom_jvp/custom_vjp calls
+keep their rules (mirage_jax/frontend/flat.py, CustomCall).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+import os
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
+from mirage_jax.frontend.partition import Region, partition
+from mirage_jax.rewrite.explain import RegionReport
+from mirage_jax.rewrite.explain import explain as _explain
+from mirage_jax.rewrite.region import Settings, region_kernel
+from mirage_jax.rewrite.signature import Signature as _Signature
+from mirage_jax.rewrite.transparent import region_function
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import config as _region_config
+from mirage_jax.superopt.config import SearchConfig
+from mirage_jax.superopt.superoptimize import KEEP_KERNELS_ENV, keep_kernels
+
+# Without a config each region gets limits that suit it (mirage_jax/superopt/config.py); this
+# is the one a caller that wants a single config for every region starts from.
+DEFAULT_CONFIG = _region_config.MLP
+BACKENDS = ("auto", "cpu", "cuda", "xla")
+# What the rewritten program runs as one piece: a kernel region or a custom derivative call.
+Unit = Region | CustomCall
+
+
+@overload
+def optimize(
+    fun: Callable[..., Any],
+    *,
+    config: SearchConfig | None = None,
+    backend: str = "auto",
+    cache_dir: str | os.PathLike[str] | None = None,
+    min_region_flops: float = 0,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Optimized: ...
+
+
+@overload
+def optimize(
+    fun: None = None,
+    *,
+    config: SearchConfig | None = None,
+    backend: str = "auto",
+    cache_dir: str | os.PathLike[str] | None = None,
+    min_region_flops: float = 0,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Callable[[Callable[..., Any]], Optimized]: ...
+
+
+def optimize(
+    fun: Callable[..., Any] | None = None,
+    *,
+    config: SearchConfig | None = None,
+    backend: str = "auto",
+    cache_dir: str | os.PathLike[str] | None = None,
+    min_region_flops: float = 0,
+    static_argnums: int | Sequence[int] = (),
+    static_argnames: str | Sequence[str] = (),
+) -> Optimized | Callable[[Callable[..., Any]], Optimized]:
+    """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
+
+    config: the search's SearchConfig for every region (default: per region, by
+        _region_config.default_config: an MLP-like region or one with a softmax).
+    backend: "auto" ("cuda" when jax's default backend is the GPU, "cpu" on the CPU, plain
+      XLA elsewhere), "cpu", "cuda", or "xla" (no rewriting at all).
+    cache_dir: the search and kernel cache (default $MIRAGE_JAX_CACHE, else
+      ~/.cache/mirage_jax).
+    min_region_flops: regions that do fewer floating-point operations run as plain JAX (no
+      search, no warning; explain() reports them).
+    static_argnums, static_argnames: as for jax.jit: those arguments are not traced, must be
+      hashable, and each value gets its own specialization.
+    """
+    if fun is None:
+        return functools.partial(
+            optimize,
+            config=config,
+            backend=backend,
+            cache_dir=cache_dir,
+            min_region_flops=min_region_flops,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
+        )
+    return Optimized(
+        fun,
+        config=config,
+        backend=backend,
+        cache_dir=cache_dir,
+        min_region_flops=min_region_flops,
+        static_argnums=static_argnums,
+        static_argnames=static_argnames,
+    )
+
+
+def _as_tuple(x: Any, what: str, kind: type) -> tuple[Any, ...]:
+    items = (x,) if isinstance(x, kind) else tuple(x)
+    if not all(isinstance(i, kind) for i in items):
+        raise TypeError(f"optimize: {what} must be {kind.__name__}s, got {x!r}")
+    return items
+
+
+def _infer_static(
+    fun: Callable[..., Any], nums: tuple[int, ...], names: tuple[str, ...]
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """As jax.jit does: a static name also marks its positional slot static, and a static
+    position its name, where inspect.signature can tell."""
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return nums, names
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    all_nums, all_names = list(nums), list(names)
+    for i, p in enumerate(positional):
+        if p.name in all_names and i not in all_nums:
+            all_nums.append(i)
+        if (
+            (i in all_nums or i - len(positional) in all_nums)
+            and p.name not in all_names
+            and p.kind == p.POSITIONAL_OR_KEYWORD
+        ):
+            all_names.append(p.name)
+    return tuple(all_nums), tuple(all_names)
+
+
+class Optimized:
+    """The wrapped function; specializations are kept per input signature."""
+
+    def __init__(
+        self,
+        fun: Callable[..., Any],
+        *,
+        config: SearchConfig | None = None,
+        backend: str = "auto",
+        cache_dir: str | os.PathLike[str] | None = None,
+        min_region_flops: float = 0,
+        static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (),
+        settings: Settings | None = None,
+    ):
+        if not callable(fun):
+            raise TypeError(f"optimize: expected a function, got {type(fun).__name__}")
+        if backend not in BACKENDS:
+            raise ValueError(
+                f"optimize: unknown backend {backend!r}; expected 'auto', 'cpu', 'cuda' or 'xla'"
+            )
+        if config is not None and not isinstance(config, SearchConfig):
+            raise TypeError(
+                f"optimize: config must be a mirage_jax SearchConfig, got {type(config).__name__}"
+            )
+        if not isinstance(min_region_flops, numbers.Real) or min_region_flops < 0:
+            raise ValueError(
+                f"optimize: min_region_flops must be a number >= 0, got {min_region_flops!r}"
+            )
+        functools.update_wrapper(self, fun)
+        self._fun: Callable[..., Any] = fun
+        self._config: SearchConfig | None = config  # None: per region (_region_config)
+        self._backend: str = backend
+        self._cache_dir: str | os.PathLike[str] | None = cache_dir
+        self._min_region_flops: float = float(min_region_flops)
+        self._static_argnums: tuple[int, ...]
+        self._static_argnames: tuple[str, ...]
+        self._static_argnums, self._static_argnames = _infer_static(
+            fun,
+            _as_tuple(static_argnums, "static_argnums", int),
+            _as_tuple(static_argnames, "static_argnames", str),
+        )
+        self._settings: Settings | None = settings
+        self._specializations: dict[Hashable, _Specialization] = {}
+        self._jitted: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # jax.jit does the per-call work (argument checking and errors, the signature, the
+        # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
+        jitted = self._jitted
+        if jitted is None:
+
+            @functools.wraps(self._fun)  # jax.jit's errors name the user's function
+            def traced(*args: Any, **kwargs: Any) -> Any:
+                return self._trace(*args, **kwargs)
+
+            jitted = self._jitted = jax.jit(
+                traced, static_argnums=self._static_argnums, static_argnames=self._static_argnames
+            )
+        return jitted(*args, **kwargs)
+
+    def _trace(self, *args: Any, **kwargs: Any) -> Any:
+        spec, dynamic = self._specialization(args, kwargs)
+        return spec.call(dynamic)
+
+    def __get__(self, obj: object, objtype: type | None = None) -> Any:  # decorating a method
+        return self if obj is None else functools.partial(self, obj)
+
+    def settings(self) -> Settings:
+        if self._settings is None:
+            return Settings(
+                self._config, _backend(self._backend), self._cache_dir, self._min_region_flops
+            )
+        return self._settings
+
+    def _specialization(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[_Specialization, list[Any]]:
+        sig = _Signature(self, args, kwargs)
+        spec = self._specializations.get(sig.key)
+        if spec is None:
+            spec = self._specializations[sig.key] = _specialize(self, sig)
+        return spec, sig.dynamic
+
+    def regions(self, *args: Any, **kwargs: Any) -> list[RegionReport]:
+        """The RegionReport of every region found for this signature (specializing first)."""
+        return list(self._specialization(args, kwargs)[0].reports)
+
+    def uses_kernels(self, *args: Any, **kwargs: Any) -> bool:
+        """Whether this signature runs generated kernels: some region chose one, and the
+        rewritten program beat jax.jit of the whole function."""
+        spec = self._specialization(args, kwargs)[0]
+        return spec.whole_program_kept and any(r.chosen == "kernel" for r in spec.reports)
+
+    def explain(self, *args: Any, **kwargs: Any) -> str:
+        """Prints and returns, for this signature, each region with its source lines, the
+        μGraph chosen, how it was verified and the measured speedup (or why it runs as
+        plain JAX)."""
+        text = _explain(self._specialization(args, kwargs)[0])
+        print(text)
+        return text
+
+    def explain_all(self) -> str:
+        """The explanation of every specialization made so far."""
+        if not self._specializations:
+            return "(not specialized yet)"
+        return "\n\n".join(_explain(s) for s in self._specializations.values())
+
+
+@dataclass
+class _Specialization:
+    run: Callable[..., list[Any]]  # of the traced leaves, returning the output leaves
+    out_tree: Any  # jax's PyTreeDef
+    reports: list
+    backend: str
+    note: str = ""  # the whole-program timing, when there are kernels
+    whole_program_kept: bool = True  # False: slower than jax.jit as a whole, runs as that
+
+    def call(self, leaves: list[Any]) -> Any:
+        return jax.tree_util.tree_unflatten(self.out_tree, self.run(*leaves))
+
+
+def _backend(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    platform = jax.default_backend()
+    return {"cpu": "cpu", "gpu": "cuda", "cuda": "cuda"}.get(platform, "xla")
+
+
+def _respecialize(fun: Callable, settings: Settings) -> Optimized:
+    """`fun` optimized on its own with `settings` (a region batched under vmap)."""
+    return Optimized(fun, settings=settings)
+
+
+def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
+    def flat_fun(*arrays: Any) -> Any:
+        call_args, call_kwargs = sig.rebuild(list(arrays))
+        return opt._fun(*call_args, **call_kwargs)
+
+    def plain(*arrays: Any) -> list[Any]:
+        return jax.tree_util.tree_leaves(flat_fun(*arrays))
+
+    closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
+    out_tree = jax.tree_util.tree_structure(out_shapes)
+    settings = opt.settings()
+    if settings.backend == "xla":
+        return _Specialization(plain, out_tree, [], "xla")
+
+    part = partition(closed)
+    kernels, reports = {}, []
+    for region in part.regions:
+        kernel, report = region_kernel(region, settings)
+        reports.append(report)
+        if kernel is not None:
+            kernels[id(region)] = region_function(region, kernel, report, settings, _respecialize)
+    program = part.program
+    kernel_regions = [r for r in part.regions if id(r) in kernels]
+    units = _schedule(program, [*kernel_regions, *_whole_calls(program, kernel_regions)])
+
+    def rewritten(*flat: Any) -> list[Any]:
+        env = dict(program.consts)
+        env.update(zip(program.invars, flat))
+        for unit in units:
+            if isinstance(unit, Region):
+                outs = kernels[id(unit)](*[read_value(env, v) for v in unit.inputs])
+                env.update(zip(unit.outputs, outs))
+            elif isinstance(unit, CustomCall):
+                unit.bind(env)
+            else:
+                run_nodes([unit], env)
+        return [read_value(env, v) for v in program.outvars]
+
+    if not kernels:  # the function itself, exactly as jax.jit would run it
+        return _Specialization(plain, out_tree, reports, settings.backend)
+    if keep_kernels():
+        keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
+    else:
+        keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
+    return _Specialization(
+        rewritten if keep else plain, out_tree, reports, settings.backend, note, keep
+    )
+
+
+def _whole_program_check(
+    fast: Callable[..., Any], plain: Callable[..., Any], avals: list[jax.ShapeDtypeStruct]
+) -> tuple[bool, str]:
+    """(whether to run the rewritten program, what was measured). Each region's kernel beat
+    XLA on that region alone, but the regions' boundaries also stop XLA fusing across them:
+    the rewritten program is timed against jax.jit of the whole function, on random inputs
+    of the signature, and runs only when it is faster."""
+    rng = np.random.default_rng(0)
+    try:
+        with jax.ensure_compile_time_eval():
+            inputs: list[jax.Array] = []
+            for a in avals:
+                dtype = jnp.dtype(a.dtype)
+                if jnp.issubdtype(dtype, jnp.floating):
+                    x = jnp.asarray(rng.standard_normal(a.shape), dtype)
+                elif jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_:
+                    x = jnp.zeros(a.shape, dtype)
+                else:
+                    return True, f"whole program not timed (an argument of dtype {dtype})"
+                inputs.append(jax.device_put(x))
+            times, rounds = _profile.median_times({"xla": plain, "rewritten": fast}, inputs)
+    except Exception as e:
+        return True, f"whole program not timed ({type(e).__name__}: {e})"
+    xla_ms, rewritten_ms = times["xla"] * 1e3, times["rewritten"] * 1e3
+    if times["rewritten"] < times["xla"]:
+        return True, (
+            f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
+            f"({xla_ms / rewritten_ms:.2f}x, median of {rounds} rounds on random inputs)"
+        )
+    return False, (
+        f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
+        f"(median of {rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
+        f"regions' kernels stay cached"
+    )
+
+
+def _whole_calls(program: FlatProgram, kernel_regions: list[Region]) -> list[CustomCall]:
+    """The outermost custom_jvp/custom_vjp calls none of whose nodes runs in a kernel: they
+    run as the original calls, so jax differentiates them with their own rules."""
+    in_kernel = {n.index for r in kernel_regions for n in r.nodes}
+    chosen: list[CustomCall] = []
+    ids: set[int] = set()
+    for call in sorted(program.custom_calls, key=lambda c: (c.nodes[0].index, -len(c.nodes))):
+        if call.parent in ids or any(n.index in in_kernel for n in call.nodes):
+            continue
+        chosen.append(call)
+        ids.add(call.index)
+    # a call inside a chosen one is covered by it (its parent chain reaches a chosen call)
+    by_index = {c.index: c for c in program.custom_calls}
+
+    def covered(c: CustomCall) -> bool:
+        p = c.parent
+        while p is not None:
+            if p in ids:
+                return True
+            p = by_index[p].parent
+        return False
+
+    return [c for c in chosen if not covered(c)]
+
+
+def _schedule(program: FlatProgram, regions: Sequence[Unit]) -> list[Unit | Node]:
+    """Nodes and whole units (kernel regions, custom derivative calls: anything with
+    `.nodes`) in an order that respects every data dependence. Each unit is convex, so
+    contracting it to one leaves the graph acyclic."""
+    unit_of: dict[int, Unit] = {}
+    for region in regions:
+        for node in region.nodes:
+            unit_of[node.index] = region
+    producer: dict[Var, Unit | Node] = {}
+    for node in program.nodes:
+        for v in node.outvars:
+            producer[v] = unit_of.get(node.index, node)
+    units = list({id(u): u for u in (unit_of.get(n.index, n) for n in program.nodes)}.values())
+    deps: dict[int, set[int]] = {id(u): set() for u in units}
+    for node in program.nodes:
+        unit = unit_of.get(node.index, node)
+        for operand in node.invars:
+            p = producer.get(operand) if isinstance(operand, Var) else None
+            if p is not None and p is not unit:
+                deps[id(unit)].add(id(p))
+    order: list[Unit | Node] = []
+    done: set[int] = set()
+    pending = list(units)
+    while pending:
+        ready = [u for u in pending if deps[id(u)] <= done]
+        if not ready:
+            raise RuntimeError("mirage_jax.optimize: internal error: regions form a cycle")
+        for u in ready:
+            order.append(u)
+            done.add(id(u))
+        pending = [u for u in pending if id(u) not in done]
+    return order

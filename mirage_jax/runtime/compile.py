@@ -1,0 +1,100 @@
+"""generate_code and compile: a KernelGraph's customized ops as generated kernels, the rest
+as lax ops (mirage_jax/runtime/lower.py). The target is a Backend record
+(mirage_jax/runtime/backends.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jax
+
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.runtime import ffi_targets, kernel_cache
+from mirage_jax.runtime.backends import Backend, backend_named
+from mirage_jax.runtime.lower import lower_kernel_graph
+
+
+@dataclass(frozen=True)
+class CompiledGraph:
+    """A KernelGraph made callable: `fn` as `compile` returns it, and `source`, the
+    generated code of its kernels ("" when it has none)."""
+
+    fn: Callable[..., tuple[jax.Array, ...]]
+    source: str
+
+
+def _check_graph(kg: object, what: str) -> KernelGraph:
+    if not isinstance(kg, KernelGraph):
+        raise TypeError(f"{what}: expected a mirage_jax KernelGraph, got {type(kg).__name__}")
+    return kg
+
+
+def _kernels(
+    kg: KernelGraph, target: Backend, options: dict[str, Any]
+) -> dict[int, tuple[str, str]]:
+    """op index -> (handler symbol, source) for every customized op of kg."""
+    kernels = {}
+    for op in kg.ops:
+        block_graph = op.block_graph  # None unless the op is a customized one
+        if block_graph is not None:
+            kernels[op.index] = target.generate(block_graph._core, options)
+    return kernels
+
+
+def _source(kernels: dict[int, tuple[str, str]]) -> str:
+    units = dict(kernels.values())  # equal block graphs share a symbol: each kernel once
+    return "\n".join(units.values())
+
+
+def generate_code(kg: KernelGraph, backend: str = "cpu") -> str:
+    """The generated source of every customized op of `kg`, as one translation unit (each
+    kernel once, in op order; empty when kg has no customized op)."""
+    _check_graph(kg, "generate_code")
+    target = backend_named(backend, "generate_code")
+    return _source(_kernels(kg, target, target.options()))
+
+
+def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> CompiledGraph:
+    """`compile`'s function together with the source it compiled (generated once)."""
+    _check_graph(kg, what)
+    target = backend_named(backend, what)
+    options = target.options()
+    kernels = _kernels(kg, target, options)
+
+    def library(kernel: tuple[str, str]) -> Path:
+        return kernel_cache.library_for(kernel[1], target, options)
+
+    workers = max(1, min(len(kernels), target.parallel_builds))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            libraries = dict(zip(kernels, pool.map(library, kernels.values())))
+    else:
+        libraries = {index: library(kernel) for index, kernel in kernels.items()}
+    targets = {
+        index: ffi_targets.register_target(symbol, libraries[index], target.platform)
+        for index, (symbol, _) in kernels.items()
+    }
+    result_types = {
+        op.index: [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in op.outputs]
+        for op in kg.ops
+        if op.kind == "customized"
+    }
+
+    def lower_customized(index: int, args: Any) -> Any:
+        call = jax.ffi.ffi_call(targets[index], result_types[index], vmap_method="sequential")
+        return call(*args)
+
+    return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
+
+
+def compile(kg: KernelGraph, backend: str = "cpu") -> Callable[..., tuple[jax.Array, ...]]:
+    """A function of jax arrays, one per input of `kg` in order, returning a tuple with one
+    array per output. Usable eagerly or inside jax.jit: predefined ops run as lax ops and each
+    customized op is one XLA FFI custom call to its generated, compiled kernel. Kernels are
+    compiled here (or found in the cache, mirage_jax/runtime/kernel_cache.py), not when it is
+    called."""
+    return build(kg, backend, "compile").fn

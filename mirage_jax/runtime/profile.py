@@ -1,0 +1,53 @@
+"""Timing candidate functions against each other in this process.
+
+Each function is warmed up (its first call compiles through XLA), then all are run in
+alternating rounds and each one's median is kept. Alternating spreads slow phases of the
+machine (another process, frequency changes) over every function instead of charging them
+to whichever ran then, and the median ignores the odd preempted run. Each round starts with
+a different function, so none always runs right after the same neighbour, with its caches.
+The arguments should be device arrays (jax.device_put): a numpy argument is copied on every
+call, and that copy can cost more than the work being timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import jax
+
+WARMUP_CALLS = 2
+# Rounds are sized to spend about this long in all; small enough to keep superoptimize
+# interactive, with enough rounds for a stable median either way.
+BUDGET_S = 1.0
+MIN_ROUNDS = 5
+MAX_ROUNDS = 200
+
+
+def _seconds(fn: Callable, args: Sequence) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    return time.perf_counter() - start
+
+
+def median_times(
+    functions: Mapping[str, Callable], args: Sequence, budget_s: float = BUDGET_S
+) -> tuple[dict[str, float], int]:
+    """({name: median seconds per call}, rounds) for functions all taking `args`, run in
+    rounds for about budget_s seconds."""
+    names = list(functions)
+    if not names:
+        return {}, 0
+    first = {}
+    for name in names:
+        for _ in range(WARMUP_CALLS):
+            first[name] = _seconds(functions[name], args)
+    per_round = sum(first.values())
+    rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget_s / max(per_round, 1e-9))))
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        shift = r % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(_seconds(functions[name], args))
+    return {name: statistics.median(s) for name, s in samples.items()}, rounds

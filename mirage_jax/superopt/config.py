@@ -1,0 +1,228 @@
+"""SearchConfig: what the μGraph search (cc/search) explores and for how long, validated in
+Python so that a bad field is a TypeError or ValueError naming it before any work starts; and
+the limits a region of an optimized function gets when the user passes no config.
+
+One set of limits does not fit every region: a gated MLP fuses into one kernel only with six
+block ops (two matmuls, two accumulators, silu, mul), while six block ops make an attention
+region's search ten times longer than the five its online-softmax kernel needs, and attention
+wants grids over two axes (batch and heads) where an MLP needs one. A region is judged by
+its graph: one with an exp holds a softmax.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import operator
+import os
+from collections.abc import Sequence
+
+from mirage_jax import _core
+from mirage_jax.ir import args as _args
+from mirage_jax.ir.graph import KernelGraph
+
+PRESETS = ("mlp", "attention", "lora")
+TARGETS = {
+    "cpu": _core.Target.cpu_host,
+    "a100": _core.Target.a100,
+    "h100": _core.Target.h100,
+    "h200": _core.Target.h200,
+}
+
+_CORE_DEFAULTS = _core.SearchConfig()
+_UINT64_LIMIT = 2**64
+
+
+def _where(field: str) -> str:
+    # The wording of _args, which checks the plain integer and choice fields.
+    return f"SearchConfig: argument '{field}'"
+
+
+def _at_least(value: object, minimum: int, field: str) -> int:
+    number = _args.integer(value, "SearchConfig", field)
+    if number < minimum:
+        raise ValueError(f"{_where(field)} must be >= {minimum}, got {number}")
+    return number
+
+
+def _sizes(value: object, field: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise TypeError(
+            f"{_where(field)} must be None or a list of positive integers, "
+            f"got {type(value).__name__} {value!r}"
+        )
+    if not value:
+        raise ValueError(f"{_where(field)} is empty; use None to derive the sizes from the shapes")
+    return tuple(_at_least(v, 1, f"{field}[{i}]") for i, v in enumerate(value))
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchConfig:
+    """What to search and for how long (cc/search).
+
+    preset: "mlp" (grids split only indices that reach the outputs), "attention" (grids may
+        also split a reduced index: split-KV partial results) or "lora" (allows concat).
+    time_budget_s: wall time; the best found so far comes back when it is spent.
+    threads: worker threads; None uses every core this process may run on.
+    pruning: abstract-expression pruning; turn off only for ablations (it is hours slower).
+    max_kernel_ops, max_block_ops, max_block_graphs, max_block_inputs, max_block_outputs,
+    max_grid_axes, max_grids, max_forloop_ranges: limits on the enumerated graphs.
+    max_verified: None verifies every complete candidate as it is found; N collects them
+        unverified, ranks them with the cost model and verifies best first until N are
+        accepted (the rest are dropped unverified; every returned candidate is verified).
+    grid_sizes, forloop_ranges: when given, replace the sizes derived from the shapes and the
+        target (each must still divide the dims it splits).
+    seed: the verifier's randomness.
+    target: the machine the cost model ranks for: "cpu" (this host's class), "a100", "h100",
+        "h200".
+    """
+
+    preset: str = "mlp"
+    time_budget_s: float = 120.0
+    threads: int | None = None
+    pruning: bool = True
+    max_kernel_ops: int = _CORE_DEFAULTS.max_kernel_ops
+    max_block_ops: int = _CORE_DEFAULTS.max_block_ops
+    max_block_graphs: int = _CORE_DEFAULTS.max_block_graphs
+    max_block_inputs: int = _CORE_DEFAULTS.max_block_inputs
+    max_block_outputs: int = _CORE_DEFAULTS.max_block_outputs
+    max_grid_axes: int = _CORE_DEFAULTS.max_grid_axes
+    max_grids: int = _CORE_DEFAULTS.max_grids
+    max_forloop_ranges: int = _CORE_DEFAULTS.max_forloop_ranges
+    max_verified: int | None = None
+    grid_sizes: tuple[int, ...] | None = None
+    forloop_ranges: tuple[int, ...] | None = None
+    seed: int = 0
+    target: str = "cpu"
+
+    def __post_init__(self) -> None:
+        checked = {
+            "preset": _args.choice(self.preset, PRESETS, "SearchConfig", "preset"),
+            "time_budget_s": self._budget(self.time_budget_s),
+            "threads": None if self.threads is None else _at_least(self.threads, 1, "threads"),
+            "pruning": self._flag(self.pruning, "pruning"),
+            "max_kernel_ops": _at_least(self.max_kernel_ops, 1, "max_kernel_ops"),
+            "max_block_ops": _at_least(self.max_block_ops, 1, "max_block_ops"),
+            # 0 block graphs: only kernel-level rewrites.
+            "max_block_graphs": _at_least(self.max_block_graphs, 0, "max_block_graphs"),
+            "max_block_inputs": self._block_inputs(self.max_block_inputs),
+            "max_block_outputs": _at_least(self.max_block_outputs, 1, "max_block_outputs"),
+            # 0 grid axes: single-block kernels only.
+            "max_grid_axes": _at_least(self.max_grid_axes, 0, "max_grid_axes"),
+            "max_grids": _at_least(self.max_grids, 1, "max_grids"),
+            # 0 for-loop ranges: no for-loops.
+            "max_forloop_ranges": _at_least(self.max_forloop_ranges, 0, "max_forloop_ranges"),
+            "max_verified": (
+                None
+                if self.max_verified is None
+                else _at_least(self.max_verified, 1, "max_verified")
+            ),
+            "grid_sizes": _sizes(self.grid_sizes, "grid_sizes"),
+            "forloop_ranges": _sizes(self.forloop_ranges, "forloop_ranges"),
+            "seed": self._seed(self.seed),
+            "target": _args.choice(self.target, tuple(TARGETS), "SearchConfig", "target"),
+        }
+        # Normalized values (numpy ints to int, lists to tuples) keep the config hashable.
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
+
+    @staticmethod
+    def _budget(value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"{_where('time_budget_s')} must be a number of seconds, "
+                f"got {type(value).__name__} {value!r}"
+            )
+        seconds = float(value)
+        if not (math.isfinite(seconds) and seconds > 0):
+            raise ValueError(
+                f"{_where('time_budget_s')} must be positive and finite, got {seconds}"
+            )
+        return seconds
+
+    @staticmethod
+    def _flag(value: object, field: str) -> bool:
+        if not isinstance(value, bool):
+            raise TypeError(f"{_where(field)} must be a bool, got {type(value).__name__} {value!r}")
+        return value
+
+    @staticmethod
+    def _block_inputs(value: object) -> int:
+        number = _at_least(value, 1, "max_block_inputs")
+        if number > _core.MAX_BLOCK_INPUTS:
+            raise ValueError(
+                f"{_where('max_block_inputs')} must be <= {_core.MAX_BLOCK_INPUTS} "
+                f"(the most inputs one search op may have), got {number}"
+            )
+        return number
+
+    @staticmethod
+    def _seed(value: object) -> int:
+        if isinstance(value, bool):
+            raise TypeError(f"{_where('seed')} must be an integer, got bool {value!r}")
+        try:
+            seed = operator.index(value)  # type: ignore[arg-type]  # raises for non-integers
+        except TypeError:
+            raise TypeError(
+                f"{_where('seed')} must be an integer, got {type(value).__name__} {value!r}"
+            ) from None
+        if not 0 <= seed < _UINT64_LIMIT:
+            raise ValueError(f"{_where('seed')} must be in [0, 2**64), got {seed}")
+        return seed
+
+    def _to_core(self) -> _core.SearchConfig:
+        core = _core.SearchConfig()
+        for name in (
+            "preset",
+            "time_budget_s",
+            "pruning",
+            "max_kernel_ops",
+            "max_block_ops",
+            "max_block_graphs",
+            "max_block_inputs",
+            "max_block_outputs",
+            "max_grid_axes",
+            "max_grids",
+            "max_forloop_ranges",
+            "seed",
+        ):
+            setattr(core, name, getattr(self, name))
+        core.max_verified = self.max_verified or 0
+        core.threads = _usable_cores() if self.threads is None else self.threads
+        core.grid_sizes_override = list(self.grid_sizes or ())
+        core.forloop_ranges_override = list(self.forloop_ranges or ())
+        core.target = TARGETS[self.target]()
+        return core
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on: its affinity mask, not the machine's core count,
+    which overcounts in containers and under taskset."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+# -- per-region defaults (mirage_jax.optimize) -----------------------------------------
+
+# superoptimize times only the best few candidates, so only the cost model's best 8 are
+# verified (attention regions find hundreds).
+MLP = SearchConfig(max_kernel_ops=1, max_block_ops=6, time_budget_s=60, max_verified=8)
+ATTENTION = SearchConfig(
+    preset="attention",
+    max_kernel_ops=1,
+    max_block_ops=5,
+    max_grid_axes=2,
+    max_grids=2,
+    max_forloop_ranges=1,
+    time_budget_s=60,
+    max_verified=8,
+)
+
+
+def default_config(graph: KernelGraph) -> SearchConfig:
+    """ATTENTION for a region whose kernel graph has an exp, else MLP."""
+    return ATTENTION if any(op.kind == "exp" for op in graph.ops) else MLP

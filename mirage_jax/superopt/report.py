@@ -1,0 +1,78 @@
+"""The text Superoptimized.report() returns: what was searched and found, how the choice was
+verified, and the timings."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt.verify import VerifyResult
+
+XLA = "xla"  # the timings key of the original graph run by XLA
+
+
+def original(kg: KernelGraph) -> str:
+    """What runs when no candidate is chosen."""
+    if any(op.kind == "customized" for op in kg.ops):
+        return "the graph as given (its own kernels, the rest with XLA)"
+    return "the original graph with XLA"
+
+
+def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
+    """The report of one superoptimize call (`run`: its superoptimize._Run)."""
+    lines = [
+        f"superoptimize {run.kg.label} (hash {run.kg.hash()}), backend "
+        f"{run.backend}, target {run.config.target}",
+        f"search: {run.search_note}",
+    ]
+    if run.result is not None:
+        found = len(run.result.candidates)
+        lines.append(
+            f"candidates: {found} verified by the search; the cost model's top "
+            f"{min(run.top_k, found)} were timed, and the original"
+        )
+    if chosen is run.kg:
+        lines.append(
+            f"chosen: {original(run.kg)} (no candidate that survived the checks was faster)"
+        )
+    else:
+        kernels = [bg for op in chosen.ops if (bg := op.block_graph) is not None]
+        shapes = ", ".join(f"grid {bg.grid} for-loop {bg.forloop_range}" for bg in kernels)
+        lines.append(
+            f"chosen: candidate {chosen.hash()}, {len(kernels)} generated "
+            f"kernel(s) ({shapes or 'kernel-level ops only'})"
+        )
+        lines.append(f"verification: {describe_verification(run.verification)}")
+        lines.append(
+            f"float check at full size vs XLA's output of the original on random "
+            f"data: {run.float_check}"
+        )
+    lines.append(f"timings (median of {run.rounds} alternating rounds, device arrays):")
+    for name, seconds in sorted(run.timings.items(), key=lambda kv: kv[1]):
+        label = "xla (the original graph)" if name == XLA else name
+        cost = run.costs.get(name)
+        estimate = f"  (cost model: {cost * 1e3:.3f} ms)" if cost is not None else ""
+        mark = "  <- chosen" if name == (XLA if chosen is run.kg else chosen.hash()) else ""
+        lines.append(f"  {label:<34} {seconds * 1e3:9.3f} ms{estimate}{mark}")
+    lines.append(f"speedup over XLA: {speedup:.2f}x")
+    if run.confirmation and chosen is not run.kg:
+        lines.append(f"confirmed against XLA alone: {run.confirmation}")
+    for name, why in run.dropped:
+        lines.append(f"dropped {name}: {why}")
+    if chosen is not run.kg:
+        lines.append(f"chosen graph:\n{chosen}")
+    return "\n".join(lines)
+
+
+def describe_verification(verdict: VerifyResult) -> str:
+    bound = math.log2(verdict.false_accept_bound) if verdict.false_accept_bound > 0 else -math.inf
+    shrunk = (
+        "on a shrunk instance (same grids and for-loops, tiny tiles)"
+        if verdict.shrunk
+        else "at full size"
+    )
+    return (
+        f"equivalent to the original by finite-field fingerprints, {verdict.trials} "
+        f"trials {shrunk}, false-accept bound 2^{bound:.1f}"
+    )

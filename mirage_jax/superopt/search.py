@@ -1,0 +1,152 @@
+"""search: the μGraph search (cc/search) for a validated SearchConfig (config.py).
+
+The C++ search enumerates kernel and block graphs, prunes them with abstract expressions,
+verifies the survivors and ranks them. This module shows progress and wraps the candidates
+as KernelGraphs.
+
+Stopping early: a progress hook returning False stops the search, which then returns what it
+found with reason "stopped". Ctrl-C (or any exception raised by a hook) also stops it, and the
+exception is raised again once the C++ search has joined its threads: an interrupted script
+stops, as Ctrl-C promises, rather than carrying on with a partial result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+
+from mirage_jax import _core
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt.config import SearchConfig
+from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchStats:
+    """What one search did. Verification time is summed over threads, so it can exceed the
+    enumeration's wall time."""
+
+    states_explored: int  # partial graphs built, kernel and block level
+    states_pruned: int  # rejected by the abstract-expression check
+    candidates_verified: int
+    candidates_accepted: int
+    seconds_saturate: float  # the target's e-graph, built once
+    seconds_enumerate: float  # wall time, verification included
+    seconds_verify: float  # CPU time over all threads
+    seconds_rank: float
+    candidates_unverified: int = 0  # found but never verified (max_verified)
+
+    def __str__(self) -> str:
+        unverified = (
+            f", {self.candidates_unverified:,} more left unverified"
+            if self.candidates_unverified
+            else ""
+        )
+        return (
+            f"explored {self.states_explored:,} states ({self.states_pruned:,} pruned); "
+            f"verified {self.candidates_verified:,} candidates, accepted "
+            f"{self.candidates_accepted:,}{unverified}; "
+            f"seconds: saturate {self.seconds_saturate:.3f}, "
+            f"enumerate {self.seconds_enumerate:.3f} (verify {self.seconds_verify:.3f} cpu), "
+            f"rank {self.seconds_rank:.3f}"
+        )
+
+
+@dataclasses.dataclass(frozen=True, repr=False)
+class SearchResult:
+    """Verified candidates, best first by the cost model. The input graph itself is among
+    them whenever the search ran, so a non-empty result never has to be worse than it."""
+
+    candidates: list[KernelGraph]
+    costs: list[float]  # estimated seconds on the config's target, parallel to candidates
+    stats: SearchStats
+    reason: str  # why the search stopped early or found nothing; "" when it ran to the end
+
+    def __len__(self) -> int:
+        return len(self.candidates)
+
+    def __iter__(self) -> Iterator[KernelGraph]:
+        return iter(self.candidates)
+
+    def __repr__(self) -> str:
+        best = f", best {self.costs[0]:.3g} s" if self.costs else ""
+        reason = f", reason={self.reason!r}" if self.reason else ""
+        return f"<SearchResult: {len(self.candidates)} candidates{best}{reason}>"
+
+
+ProgressHook = Callable[[SearchProgress], "bool | None"]
+
+
+def search(
+    graph: KernelGraph,
+    config: SearchConfig | None = None,
+    *,
+    progress: bool | ProgressHook = True,
+) -> SearchResult:
+    """Searches for μGraphs equivalent to `graph` (kernel-level ops only) and returns the
+    verified ones, best first.
+
+    progress: True shows a progress bar on a terminal (stderr) and logs through absl
+    otherwise; False is silent; a callable receives a SearchProgress about every 50 ms and
+    stops the search by returning False.
+
+    A graph the search cannot take (a customized op in it, no outputs, ...) gives an empty
+    result whose reason says why. Ctrl-C raises KeyboardInterrupt once the search has stopped.
+    """
+    if not isinstance(graph, KernelGraph):
+        raise TypeError(
+            f"search: argument 'graph' must be a mirage_jax KernelGraph, got {type(graph).__name__}"
+        )
+    if config is None:
+        config = SearchConfig()
+    elif not isinstance(config, SearchConfig):
+        raise TypeError(
+            f"search: argument 'config' must be a mirage_jax SearchConfig, "
+            f"got {type(config).__name__}"
+        )
+    reporter: ProgressReporter | None
+    hook: ProgressHook | None
+    if isinstance(progress, bool):
+        reporter = ProgressReporter.for_stderr() if progress else None
+        hook = reporter
+    elif callable(progress):
+        reporter = None
+        hook = progress
+    else:
+        raise TypeError(
+            f"search: argument 'progress' must be a bool or a callable taking a "
+            f"SearchProgress, got {type(progress).__name__}"
+        )
+
+    # The C++ search keeps reporting while its threads unwind; a hook that said stop is
+    # not asked again.
+    stop_requested = False
+
+    def core_hook(info: _core.SearchProgressInfo) -> bool:
+        nonlocal stop_requested
+        if hook is not None and not stop_requested:
+            stop_requested = hook(SearchProgress.from_core(info)) is False
+        return not stop_requested
+
+    try:
+        info = _core.search(graph._core, config._to_core(), None if hook is None else core_hook)
+    finally:
+        if reporter is not None:
+            reporter.close()
+    stats = info.stats
+    return SearchResult(
+        candidates=[KernelGraph._wrap(core) for core in info.candidates],
+        costs=list(info.costs),
+        stats=SearchStats(
+            states_explored=stats.states_explored,
+            states_pruned=stats.states_pruned,
+            candidates_verified=stats.candidates_verified,
+            candidates_accepted=stats.candidates_accepted,
+            candidates_unverified=stats.candidates_unverified,
+            seconds_saturate=stats.seconds_saturate,
+            seconds_enumerate=stats.seconds_enumerate,
+            seconds_verify=stats.seconds_verify,
+            seconds_rank=stats.seconds_rank,
+        ),
+        reason=info.reason,
+    )

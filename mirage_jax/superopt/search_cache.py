@@ -1,0 +1,160 @@
+"""The on-disk cache of search results, one kind of entry of the shared store
+(mirage_jax/cache/store.py).
+
+A search costs seconds to hours; its result depends only on the input graph, the search
+config, the backend and target, and the code doing the search. The key hashes exactly those
+(the C++ core's own bytes included, so a rebuilt search never reuses an older one's answer).
+An entry is a directory searches/<key>/ holding result.json (the candidates as KernelGraph
+JSON, their costs, the stats and the reason) and meta.json (versions and result.json's
+sha256). Entries are published with the store's staging and lock, so two
+processes never search one key at once: the second waits for the first and then reads its
+entry. An entry that fails its checksum or does not parse is deleted and searched again, with
+a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import shutil
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+from mirage_jax import _core
+from mirage_jax.cache import store as cache
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt.search import SearchResult, SearchStats
+
+KIND = "search"
+DIRECTORY = "searches"
+_RESULT = "result.json"
+_META = "meta.json"
+# Thread count is left out of the key: the search returns the same candidates, in the same
+# order, whatever the number of threads (cc/search/result_set.h).
+_FIELDS_NOT_IN_KEY = ("threads",)
+# A search a hook stopped holds whatever it had found by then; it is not worth keeping.
+_UNCACHED_REASONS = ("stopped",)
+
+
+@functools.lru_cache(maxsize=1)
+def _core_digest() -> str:
+    return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()
+
+
+def search_key(graph, config, backend: str) -> str:
+    """The cache key of searching `graph` with `config` for `backend`."""
+    fields = {k: v for k, v in dataclasses.asdict(config).items() if k not in _FIELDS_NOT_IN_KEY}
+    parts = {
+        "graph": graph.hash(),
+        "config": fields,
+        "backend": backend,
+        "target": config.target,
+        "versions": cache.versions(),
+        "core": _core_digest(),
+    }
+    text = json.dumps(parts, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _encode(result) -> str:
+    return json.dumps(
+        {
+            "candidates": [c.to_json() for c in result.candidates],
+            "costs": list(result.costs),
+            "stats": dataclasses.asdict(result.stats),
+            "reason": result.reason,
+        },
+        indent=1,
+    )
+
+
+def _decode(text: str):
+    doc = json.loads(text)
+    candidates = [KernelGraph.from_json(c) for c in doc["candidates"]]
+    if len(candidates) != len(doc["costs"]):
+        raise ValueError(f"{len(candidates)} candidates but {len(doc['costs'])} costs")
+    return SearchResult(
+        candidates=candidates,
+        costs=[float(c) for c in doc["costs"]],
+        stats=SearchStats(**doc["stats"]),
+        reason=str(doc["reason"]),
+    )
+
+
+def entry_problem(entry: Path) -> str | None:
+    """None when `entry` holds a result matching its checksum, else what is wrong (the
+    cheap check: parsing the graphs is left to load)."""
+    try:
+        meta = json.loads((entry / _META).read_text())
+        actual = cache.sha256_of(entry / _RESULT)
+    except (OSError, ValueError) as e:
+        return f"unreadable ({e})"
+    if meta.get("sha256") != actual:
+        return "its result does not match the recorded checksum"
+    return None
+
+
+def _load(entry: Path):
+    """(result, None) from a sound entry, else (None, what is wrong)."""
+    problem = entry_problem(entry)
+    if problem is not None:
+        return None, problem
+    try:
+        return _decode((entry / _RESULT).read_text()), None
+    except Exception as e:  # a graph the IR now rejects, a missing field, ...
+        return None, f"its result does not load ({type(e).__name__}: {e})"
+
+
+def load_problem(entry: Path) -> str | None:
+    """None when `entry` loads as a sound result, else what is wrong (the thorough check of
+    `cache verify`: the checksum, then every candidate graph through the IR's checks)."""
+    return _load(entry)[1]
+
+
+cache.register_kind(KIND, DIRECTORY, load_problem)
+cache.register_fingerprint("core", _core_digest)
+
+
+def _store(searches: Path, key: str, result) -> None:
+    with cache.staged_entry(searches, key) as staging:
+        (staging / _RESULT).write_text(_encode(result))
+        meta = {
+            "kind": KIND,
+            "key": key,
+            "sha256": cache.sha256_of(staging / _RESULT),
+            "core": _core_digest(),
+            **cache.versions(),
+        }
+        (staging / _META).write_text(json.dumps(meta, indent=1))
+
+
+def cached_search(graph, config, backend: str, run_search: Callable):
+    """(result, hit): the cached result of searching `graph`, else run_search() stored
+    under its key. `hit` says whether the cache answered."""
+    searches = cache.cache_root() / DIRECTORY
+    key = search_key(graph, config, backend)
+    entry = searches / key
+    if entry.is_dir():
+        result, _ = _load(entry)
+        if result is not None:
+            return result, True
+    with cache.locked(searches / ".locks" / f"{key}.lock"):
+        # Another process may have searched (or repaired) it while we waited for the lock.
+        if entry.exists():
+            result, problem = _load(entry)
+            if result is not None:
+                return result, True
+            warnings.warn(
+                f"mirage_jax: cached search result {entry} is corrupt ({problem}); "
+                f"deleting it and searching again",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            shutil.rmtree(entry)
+        result = run_search()
+        if result.reason not in _UNCACHED_REASONS:
+            _store(searches, key, result)
+    return result, False

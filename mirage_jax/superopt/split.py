@@ -1,0 +1,42 @@
+"""Splitting a program the search cannot fuse whole into a prefix and a tail.
+
+The search's limits (kernel ops, block ops) are sized for one fused kernel. A program such as
+qknorm_gqa (two norms, then attention) needs more ops than that in one kernel, and the
+search of the whole finds nothing to fuse. Mirage partitions its input programs for the same
+reason. Here the cut is made before the first matmul that reads a computed value (not a
+program input): the ops before it stay as they are (XLA fuses them), and the tail is searched
+as a program of its own, whose inputs are the values that cross the cut. Each tail candidate
+is spliced back behind the prefix into a graph over the original inputs, which is then
+verified against the original like any other candidate. Cut and splice are the C++ core's
+(cc/ir/subgraph.h); this module decides nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mirage_jax import _core
+from mirage_jax.ir.graph import KernelGraph
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    tail: KernelGraph  # the ops from the cut on, over the values that cross the cut
+    cut_tensor: int  # the first matmul's output (original tensor id), for reports
+    boundary: tuple  # original tensor ids that are the tail's inputs, in order
+    _core: object  # the C++ split (prefix included), for splice
+
+
+def split_before_first_computed_matmul(kg: KernelGraph) -> Split | None:
+    """The split of `kg`, or None when it has no such matmul, nothing before it to leave
+    out, or an output computed before the cut."""
+    split = _core.split_before_first_computed_matmul(kg._core)
+    if split is None:
+        return None
+    return Split(KernelGraph._wrap(split.tail), split.cut_tensor, tuple(split.boundary), split)
+
+
+def splice(split: Split, tail_candidate: KernelGraph) -> KernelGraph:
+    """The original program with its tail replaced by `tail_candidate` (a graph over the
+    tail's inputs, in order, such as a search result for split.tail)."""
+    return KernelGraph._wrap(_core.splice(split._core, tail_candidate._core))

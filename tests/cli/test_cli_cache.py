@@ -1,0 +1,166 @@
+"""python -m mirage_jax cache {list,verify,clear}: listing both kinds of entries, finding and
+removing a corrupt one, and clearing only with --yes."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from search_test_support import CONFIG, Searches, graphs
+
+from mirage_jax.cache import store as cache
+from mirage_jax.cli.main import main
+from mirage_jax.runtime import kernel_cache, toolchain
+from mirage_jax.superopt import search_cache
+
+
+@pytest.fixture
+def root(monkeypatch, tmp_path):
+    """A cache holding one search entry and two kernel entries, built by a stand-in g++."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(path))
+
+    def fake_compiler(source, library):
+        library.write_bytes(b"compiled:" + source.read_bytes())
+
+    monkeypatch.setattr(toolchain, "compile_cpu_library", fake_compiler)
+    search_cache.cached_search(graphs()[0], CONFIG, "cpu", Searches())
+    kernel_cache.library_for("// kernel one")
+    kernel_cache.library_for("// kernel two")
+    return path
+
+
+def keys(root, directory):
+    return sorted(p.name for p in (root / directory).iterdir() if p.name != ".locks")
+
+
+def run(capsys, *argv):
+    status = main(["cache", *argv])
+    return status, capsys.readouterr().out
+
+
+def listed(out):
+    """(kind, key) of each entry line of `cache list`."""
+    return sorted(re.findall(r"^  (kernel|search)\s+([0-9a-f]{32})\s", out, re.MULTILINE))
+
+
+def test_list_shows_each_entry_with_kind_key_size_and_age(root, capsys):
+    status, out = run(capsys, "list")
+    assert status == 0
+    assert out.startswith(f"cache {root}: 3 entries, ")
+    expected = sorted(
+        [("search", k) for k in keys(root, "searches")]
+        + [("kernel", k) for k in keys(root, "kernels")]
+    )
+    assert listed(out) == expected and len(expected) == 3
+    line = next(line for line in out.splitlines() if line.startswith("  search"))
+    assert re.search(r"\d+(\.\d)? (B|KiB) +\d+s$", line), line
+
+
+def test_verify_removes_a_corrupt_entry_and_keeps_the_rest(root, capsys):
+    status, out = run(capsys, "verify")
+    assert status == 0 and "3 entries checked, 0 corrupt" in out
+    bad = keys(root, "kernels")[0]
+    (root / "kernels" / bad / "kernel.so").write_bytes(b"tampered")
+    status, out = run(capsys, "verify")
+    assert status == 1
+    assert (
+        f"CORRUPT  kernel  {bad}: its library does not match the recorded checksum; removed" in out
+    )
+    assert "3 entries checked, 1 corrupt" in out
+    assert bad not in keys(root, "kernels") and len(keys(root, "kernels")) == 1
+    assert len(keys(root, "searches")) == 1
+    assert run(capsys, "verify")[0] == 0
+
+
+def test_verify_catches_a_search_entry_without_metadata(root, capsys):
+    (key,) = keys(root, "searches")
+    (root / "searches" / key / "meta.json").unlink()
+    status, out = run(capsys, "verify")
+    assert status == 1 and re.search(f"CORRUPT  search  {key}: unreadable", out)
+    assert keys(root, "searches") == []
+
+
+def test_verify_catches_a_search_entry_whose_graphs_do_not_load(root, capsys):
+    (key,) = keys(root, "searches")
+    entry = root / "searches" / key
+    doc = json.loads((entry / "result.json").read_text())
+    doc["candidates"][0] = doc["candidates"][0].replace("16", "17", 1)  # shapes that clash
+    (entry / "result.json").write_text(json.dumps(doc))
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["sha256"] = cache.sha256_of(entry / "result.json")  # a matching checksum
+    (entry / "meta.json").write_text(json.dumps(meta))
+    status, out = run(capsys, "verify")
+    assert status == 1 and f"CORRUPT  search  {key}: its result does not load" in out
+
+
+def test_clear_without_yes_only_says_what_it_would_remove(root, capsys):
+    before = keys(root, "kernels") + keys(root, "searches")
+    status, out = run(capsys, "clear")
+    assert status == 0
+    assert "would remove 3 entries" in out and "run again with --yes" in out
+    assert listed(out) == listed(run(capsys, "list")[1])
+    assert keys(root, "kernels") + keys(root, "searches") == before
+
+
+def test_clear_with_yes_removes_everything_it_owns(root, capsys):
+    (root / "unrelated.txt").write_text("not ours")
+    status, out = run(capsys, "clear", "--yes")
+    assert status == 0 and "removed 3 entries" in out
+    assert sorted(p.name for p in root.iterdir()) == ["unrelated.txt"]
+    assert run(capsys, "list")[1].startswith(f"cache {root}: 0 entries")
+
+
+def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_path):
+    env = {**os.environ, "MIRAGE_JAX_CACHE": str(root)}
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(listed(done.stdout)) == 3
+    empty = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
+        env={**env, "MIRAGE_JAX_CACHE": str(tmp_path / "none")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert empty.stdout.startswith(f"cache {tmp_path / 'none'}: 0 entries")
+
+
+def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch):
+    from mirage_jax.runtime import backends, toolchain
+
+    def fake_nvcc(source, library, archs):
+        library.write_bytes(b"cubin:" + source.read_bytes())
+
+    monkeypatch.setattr(toolchain, "compile_cuda_library", fake_nvcc)
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80")
+    library = kernel_cache.library_for("// cuda kernel", backends.CUDA)
+    (key,) = keys(root, "cuda_kernels")
+    status, out = run(capsys, "list")
+    assert status == 0 and out.startswith(f"cache {root}: 4 entries, ")
+    assert re.search(rf"^  cuda_kernel\s+{key}\s", out, re.MULTILINE), out
+    library.write_bytes(b"tampered")
+    status, out = run(capsys, "verify")
+    assert "4 entries checked, 1 corrupt" in out, out
+    assert keys(root, "cuda_kernels") == []
+
+
+def test_cuda_arch_option_sets_the_architectures_or_names_a_bad_value(root, capsys, monkeypatch):
+    from mirage_jax.runtime import toolchain
+
+    monkeypatch.delenv(toolchain.ARCH_ENV, raising=False)
+    assert main(["--cuda-arch", "80,90a", "cache", "list"]) == 0
+    assert os.environ[toolchain.ARCH_ENV] == "80,90a"
+    assert toolchain.target_archs() == ("80", "90a")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--cuda-arch", "eighty", "cache", "list"])
+    assert exit_info.value.code == 2
+    assert "--cuda-arch" in capsys.readouterr().err

@@ -1,0 +1,288 @@
+"""The JAX frontend's partitioning and region -> KernelGraph conversion."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from mirage_jax.frontend import RegionNotSupported, partition, region_to_graph
+
+
+def _rand(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def _check_region(region, values, kinds=None):
+    """The region's KernelGraph evaluates (float64) to what jax computes for its nodes."""
+    rg = region_to_graph(region)
+    want = [np.asarray(w) for w in region.evaluate(*values)]
+    got = rg.finish_outputs(rg.graph.evaluate(rg.prepare_inputs(values)))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=2e-4, atol=2e-5)
+    if kinds is not None:
+        ops = str(rg.graph)
+        for k in kinds:
+            assert k in ops, (k, ops)
+    return rg
+
+
+def _whole(f, *args):
+    part = partition(jax.make_jaxpr(f)(*args))
+    # The flattened program agrees with jax.jit(f).
+    for a, b in zip(part.program.evaluate(*args), jax.tree_util.tree_leaves(jax.jit(f)(*args))):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6, atol=1e-6)
+    return part
+
+
+def rms_norm_matmul(x, g, w):
+    v = jnp.mean(x * x, axis=-1, keepdims=True)
+    return (x * jax.lax.rsqrt(v + 1e-6) * g) @ w
+
+
+def test_rms_norm_matmul_is_one_region():
+    rng = np.random.default_rng(0)
+    args = (_rand(rng, 8, 64), _rand(rng, 64), _rand(rng, 64, 32))
+    part = _whole(rms_norm_matmul, *args)
+    assert len(part.regions) == 1
+    (r,) = part.regions
+    assert len(r.nodes) == len(part.program.nodes)
+    assert r.inputs == part.program.invars
+    assert r.outputs == part.program.outvars
+    assert any("test_frontend_partition.py" in s for s in r.sources)
+    rg = _check_region(r, args, kinds=["mean", "rsqrt", "matmul"])
+    want = np.asarray(jax.jit(rms_norm_matmul)(*args))
+    got = rg.finish_outputs(rg.graph.evaluate(rg.prepare_inputs(args)))[0]
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+def gated_mlp(x, w1, w3):
+    return jax.nn.silu(x @ w1) * (x @ w3)
+
+
+def test_silu_gated_mlp():
+    rng = np.random.default_rng(1)
+    args = (_rand(rng, 4, 32), _rand(rng, 32, 16), _rand(rng, 32, 16))
+    part = _whole(gated_mlp, *args)
+    assert len(part.regions) == 1
+    (r,) = part.regions
+    assert "logistic" in r.primitives  # the silu jit was inlined
+    rg = _check_region(r, args, kinds=["silu", "matmul"])
+    assert "sigmoid" not in str(rg.graph)
+    assert [gi.index for gi in rg.inputs] == [0, 1, 2]
+
+
+def attention(q, k, v):
+    d = q.shape[-1]
+    return jax.nn.softmax(q @ k.T / jnp.sqrt(d), axis=-1) @ v
+
+
+def attention_einsum(q, k, v):
+    s = jnp.einsum("sd,td->st", q, k) * (1.0 / np.sqrt(q.shape[-1]))
+    return jax.nn.softmax(s, axis=-1) @ v
+
+
+@pytest.mark.parametrize("f", [attention, attention_einsum])
+def test_softmax_attention(f):
+    rng = np.random.default_rng(2)
+    args = (_rand(rng, 16, 8), _rand(rng, 16, 8), _rand(rng, 16, 8))
+    part_args = args
+    part = _whole(f, *args)
+    assert len(part.regions) == 1
+    (r,) = part.regions
+    args = [args[part.program.invars.index(v)] for v in r.inputs]
+    rg = _check_region(r, args, kinds=["max", "exp", "sum", "div", "matmul"])
+    # k is folded in transposed.
+    k_var = part.program.invars[1]
+    assert any(r.inputs[gi.index] is k_var and gi.perm == (1, 0) for gi in rg.inputs)
+    want = np.asarray(jax.jit(f)(*(part_args)))
+    got = rg.finish_outputs(rg.graph.evaluate(rg.prepare_inputs(args)))[0]
+    np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
+
+
+def batched_attention(q, k, v):
+    s = jnp.einsum("bsd,btd->bst", q, k)
+    return jnp.einsum("bst,btd->bsd", jax.nn.softmax(s, axis=-1), v)
+
+
+def test_batched_attention():
+    rng = np.random.default_rng(3)
+    args = (_rand(rng, 2, 8, 4), _rand(rng, 2, 8, 4), _rand(rng, 2, 8, 4))
+    part = _whole(batched_attention, *args)
+    assert len(part.regions) == 1
+    _check_region(part.regions[0], args)
+
+
+def split_by_unsupported(x, w1, w2):
+    h = jnp.sum(x @ w1, axis=-1, keepdims=True) + x @ w1
+    h = jnp.sin(h)  # not a kernel op
+    return jnp.mean(h @ w2, axis=0)
+
+
+def test_unsupported_op_splits_regions():
+    rng = np.random.default_rng(4)
+    args = (_rand(rng, 4, 8), _rand(rng, 8, 8), _rand(rng, 8, 6))
+    part = _whole(split_by_unsupported, *args)
+    assert len(part.regions) == 2
+    assert any("sin" in reason for reason in part.unsupported.values())
+    first, second = part.regions
+    assert "sin" not in first.primitives + second.primitives
+    assert first.inputs[:2] == part.program.invars[:2]
+    assert len(first.outputs) == 1 and len(second.outputs) == 1
+    assert second.outputs == part.program.outvars
+    # The first region's output feeds sin, whose output is the second region's input.
+    sin_node = next(n for n in part.program.nodes if n.name == "sin")
+    assert sin_node.invars == first.outputs
+    assert sin_node.outvars[0] in second.inputs
+    h = first.evaluate(*[args[part.program.invars.index(v)] for v in first.inputs])
+    _check_region(first, [args[part.program.invars.index(v)] for v in first.inputs])
+    vals2 = [
+        jnp.sin(h[0]) if v is sin_node.outvars[0] else args[part.program.invars.index(v)]
+        for v in second.inputs
+    ]
+    _check_region(second, vals2, kinds=["mean"])
+
+
+def test_convexity_through_unsupported_op():
+    # a = x@w feeds both sin and the add; merging would create a cycle through sin.
+    def f(x, w):
+        a = x @ w
+        return jnp.sum(a + jnp.sin(a), axis=-1)
+
+    rng = np.random.default_rng(5)
+    args = (_rand(rng, 4, 8), _rand(rng, 8, 8))
+    part = _whole(f, *args)
+    for r in part.regions:
+        produced = {v for n in r.nodes for v in n.outvars}
+        sin = next(n for n in part.program.nodes if n.name == "sin")
+        assert not (sin.invars[0] in produced and sin.outvars[0] in r.inputs)
+    # The matmul alone, then add + reduce_sum after sin.
+    assert [r.primitives for r in part.regions] == [["dot_general"], ["add", "reduce_sum"]]
+    _check_region(part.regions[0], args)
+    a = np.asarray(part.regions[0].evaluate(*args)[0])
+    _check_region(part.regions[1], [a, np.sin(a)])
+
+
+def test_no_region_without_matmul_or_reduction():
+    part = partition(jax.make_jaxpr(lambda x: jnp.exp(x) * 2.0 + 1.0)(jnp.ones((4, 4))))
+    assert part.regions == []
+
+
+def test_unsupported_pattern_raises():
+    # A transpose of an intermediate (not a region input) cannot be folded.
+    def f(x, w):
+        return (jnp.exp(x @ w).T @ w).sum()
+
+    rng = np.random.default_rng(6)
+    args = (_rand(rng, 8, 8), _rand(rng, 8, 8))
+    part = _whole(f, *args)
+    assert any("transpose" in r for r in part.unsupported.values())
+
+    # Force the unfoldable region: dot_general contracting lhs's first dim.
+    def g(x, w):
+        return jax.lax.dot_general(jnp.exp(x), w, (((0,), (0,)), ((), ()))).sum(axis=-1)
+
+    part = partition(jax.make_jaxpr(g)(*args))
+    assert any("dot_general" in r for r in part.unsupported.values())
+
+    # A region the partitioner accepts but the converter cannot express: a mean-free
+    # reduction over a broadcast dim.
+    def h(x):
+        y = jnp.broadcast_to(x[:, None, :], (4, 3, 8))
+        return jnp.max(y, axis=1) @ jnp.ones((8, 2), np.float32)
+
+    part = partition(jax.make_jaxpr(h)(args[0][:4]))
+    assert len(part.regions) == 1
+    with pytest.raises(RegionNotSupported, match="reduce_max") as e:
+        region_to_graph(part.regions[0])
+    assert "broadcast" in e.value.reason
+
+
+def test_unsupported_max_and_pow():
+    def f(x, w):
+        return jnp.maximum(x @ w, 0.5).sum() + (x**5).sum()
+
+    part = partition(jax.make_jaxpr(f)(jnp.ones((4, 4)), jnp.ones((4, 4))))
+    reasons = " ".join(part.unsupported.values())
+    assert "max:" in reasons and "integer_pow: y=5" in reasons
+
+
+def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
+    """A custom_jvp/custom_vjp body is inlined for partitioning and recorded (so it can be
+    run as the original call, keeping its derivative rule); an identity with a custom
+    gradient, whose output its body does not compute, stays one opaque node; a call with an
+    unsupported op in its body keeps all of its body out of the regions."""
+
+    @jax.custom_vjp
+    def identity(x):
+        return x
+
+    identity.defvjp(lambda x: (x, None), lambda _, ct: (ct * 0.5,))
+
+    @jax.custom_vjp
+    def sin_matmul(x, w):
+        return jnp.sin(x) @ w
+
+    sin_matmul.defvjp(
+        lambda x, w: (sin_matmul(x, w), (x, w)), lambda res, ct: (ct @ res[1].T, res[0].T @ ct)
+    )
+
+    @jax.custom_jvp
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    # a deliberately unusual rule (half the true tangent), so that losing it shows
+    softmax.defjvp(
+        lambda p, t: (softmax(*p), 0.5 * jax.jvp(lambda x: jax.nn.softmax(x, axis=-1), p, t)[1])
+    )
+
+    def f(x, w):
+        return sin_matmul(softmax(identity(x) @ w), w.T)
+
+    rng = np.random.default_rng(0)
+    x, w = _rand(rng, 8, 16), _rand(rng, 16, 16)
+    part = _whole(f, x, w)
+    opaque = [n for n in part.program.nodes if n.opaque]
+    assert [n.name for n in opaque] == ["custom_vjp_call"]  # the identity
+    names = sorted(c.name for c in part.program.custom_calls)
+    assert names == ["custom_jvp_call", "custom_vjp_call"]  # softmax, sin_matmul
+    sin_call = next(c for c in part.program.custom_calls if c.name == "custom_vjp_call")
+    assert all(
+        "inside a custom_vjp_call" in part.unsupported[n.index]
+        for n in sin_call.nodes
+        if n.name != "sin"
+    )
+    (region,) = part.regions  # the matmul and the softmax, the whole softmax call inside
+    assert "dot_general" in region.primitives and "exp" in region.primitives
+    assert [c.name for c in region.calls] == ["custom_jvp_call"] and not region.blocked
+    # Differentiating the region's evaluation goes through the recorded call.
+    want = jax.grad(lambda x: jnp.sum(softmax(x @ w) ** 2))(x)
+    got = jax.grad(lambda x: jnp.sum(region.evaluate(x, w)[0] ** 2))(x)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_tanh_and_gelu():
+    """tanh becomes 2·sigmoid(2z) - 1 (a kernel graph has no tanh); jax.nn.gelu's tanh
+    form is recognized as the kernel graph's gelu; the exact (erf) gelu is not a region op."""
+    rng = np.random.default_rng(3)
+    args = (_rand(rng, 8, 32), _rand(rng, 32, 16))
+
+    def tanh_mlp(x, w):
+        return jnp.tanh(x @ w) * 0.5
+
+    (r,) = _whole(tanh_mlp, *args).regions
+    _check_region(r, args, kinds=["sigmoid", "matmul"])
+
+    def gelu_mlp(x, w):
+        return jax.nn.gelu(x @ w, approximate=True)
+
+    (r,) = _whole(gelu_mlp, *args).regions
+    rg = _check_region(r, args, kinds=["gelu", "matmul"])
+    assert "sigmoid" not in str(rg.graph) and "tanh" not in str(rg.graph)
+
+    def erf_gelu(x, w):
+        return jax.nn.gelu(x @ w, approximate=False)
+
+    part = _whole(erf_gelu, *args)
+    assert any(reason.startswith("erf") for reason in part.unsupported.values())

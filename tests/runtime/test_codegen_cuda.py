@@ -1,0 +1,486 @@
+"""Generated CUDA kernels (cc/codegen/cuda) compile with this machine's nvcc for sm_80 and
+sm_90a: every hand-written paper μGraph (small and paper shapes, float32 and bfloat16) and
+every fused result of the searches in test_search_results_run. Errors are clear: a missing
+nvcc, a bad architecture, a broken source, shared memory over the target's limit.
+
+Running the kernels needs a GPU: tests/gpu/ compares them with the interpreter and with XLA.
+nvcc is slow (about 5 s a kernel for both architectures), so kernels are batched into two
+translation units per test and compiled two at a time (nvcc -c, both -gencode in one call).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
+    FRAGMENT_SIZED,
+    assert_close,
+    kernel_rtol,
+    random_inputs,
+    session_kernel_cache,
+)
+from search_test_support import SEARCHES, fused_candidates
+
+import mirage_jax as mj
+from mirage_jax import _core
+from mirage_jax.ir.paper_graphs import PROGRAMS
+from mirage_jax.runtime import toolchain
+from mirage_jax.runtime.toolchain import KernelCompileError
+
+ARCHS = ("80", "90a")
+
+
+@pytest.fixture(scope="module")
+def nvcc():
+    try:
+        return toolchain.find_nvcc()
+    except KernelCompileError as e:
+        pytest.skip(f"CUDA compile checks need nvcc: {e}")
+
+
+@pytest.fixture(autouse=True)
+def archs(monkeypatch):
+    monkeypatch.setenv(toolchain.ARCH_ENV, ",".join(ARCHS))
+
+
+def kernels_of(graph: mj.KernelGraph) -> dict[str, str]:
+    """symbol -> CUDA source of every customized op, planned for ARCHS."""
+    limit = toolchain.shared_memory_limit(ARCHS)
+    out = {}
+    for op in graph.ops:
+        if op.kind == "customized":
+            bg = op.block_graph._core
+            symbol = _core.cuda_kernel_symbol(bg)
+            out[symbol] = _core.generate_cuda_kernel(bg, symbol, limit)
+    return out
+
+
+def two_units(kernels: dict[str, str]) -> list[str]:
+    """The kernels as two translation units of about equal length (generated units may be
+    concatenated), for two parallel nvcc jobs."""
+    units = [[], []]
+    sizes = [0, 0]
+    for source in sorted(kernels.values(), key=len, reverse=True):
+        i = sizes.index(min(sizes))
+        units[i].append(source)
+        sizes[i] += len(source)
+    return ["\n".join(u) for u in units if u]
+
+
+def test_every_paper_graph_compiles_for_sm80_and_sm90a(nvcc):
+    kernels = {}
+    for name, program in sorted(PROGRAMS.items()):
+        for shapes in (program.small, {}):  # {}: the paper's shapes
+            for dtype in ("float32", "bfloat16"):
+                _, fused = program.build(**shapes, dtype=dtype)
+                found = kernels_of(fused)
+                assert found, f"{name}: the fused graph has no customized op"
+                kernels.update(found)
+    assert len(kernels) >= 4 * len(PROGRAMS)
+    toolchain.check_cuda_compiles(two_units(kernels), ARCHS, jobs=2)
+
+
+@pytest.fixture(scope="module")
+def search_results() -> dict[str, list[mj.KernelGraph]]:
+    """The fused candidates test_search_results_run checks, per search (about 20 s)."""
+    found = {}
+    for name, (make_reference, config) in sorted(SEARCHES.items()):
+        result = mj.search(make_reference(), config=config, progress=False)
+        found[name] = fused_candidates(result)
+        assert found[name], f"{name}: the search found no fused candidate ({result.reason!r})"
+    return found
+
+
+def test_every_search_result_compiles_for_sm80_and_sm90a(nvcc, search_results):
+    kernels = {}
+    for fused in search_results.values():
+        for graph in fused:
+            kernels.update(kernels_of(graph))
+    toolchain.check_cuda_compiles(two_units(kernels), ARCHS, jobs=2)
+
+
+def test_generate_code_names_each_kernel_once():
+    _, fused = PROGRAMS["gqa_decode"].build(**PROGRAMS["gqa_decode"].small)
+    source = mj.generate_code(fused, backend="cuda")
+    symbols = list(kernels_of(fused))
+    assert len(symbols) == 2
+    for symbol in symbols:
+        assert symbol.startswith("mj_cuda_")
+        assert source.count(f"XLA_FFI_DEFINE_HANDLER_SYMBOL({symbol},") == 1
+    assert source.count("__global__") == 2
+
+
+def test_a_broken_source_is_a_compile_error_with_diagnostics(nvcc):
+    with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*unit0\.cu.*error"):
+        toolchain.check_cuda_compiles(["this is not CUDA;\n"], ARCHS)
+
+
+def test_a_bad_architecture_is_a_clear_error(nvcc, monkeypatch):
+    _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80,sm90x")
+    with pytest.raises(KernelCompileError, match=r"MIRAGE_JAX_CUDA_ARCH='80,sm90x'.*bad: sm90x"):
+        mj.generate_code(fused, backend="cuda")
+    # Well-formed but unknown to nvcc: its own diagnostic names the architecture.
+    source = next(iter(kernels_of(fused).values()))
+    with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*compute_12"):
+        toolchain.check_cuda_compiles([source], ("12",))
+
+
+def test_a_missing_nvcc_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
+    monkeypatch.setattr(toolchain, "FALLBACK_ROOTS", ())
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    with pytest.raises(KernelCompileError, match="nvcc was not found on PATH"):
+        mj.compile(fused, backend="cuda")
+
+
+def overflowing_graph(rows: int) -> mj.KernelGraph:
+    """One block computing a [rows, rows] f32 matmul tile: rows * rows * 4 bytes of shared
+    memory that no input demotion can save."""
+    g = mj.KernelGraph()
+    a, b = g.new_input((rows, 8)), g.new_input((8, rows))
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=1)
+    ta, tb = bg.new_input(a, (-1, -1, -1), -1), bg.new_input(b, (-1, -1, -1), -1)
+    bg.new_output(bg.matmul(ta, tb), (-1, -1, -1))
+    (out,) = g.customized([a, b], bg)
+    g.mark_output(out)
+    return g
+
+
+def test_shared_memory_over_the_target_limit_is_refused(monkeypatch):
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80")
+    with pytest.raises(ValueError, match=r"needs 262144 bytes .* limit of 166912 bytes"):
+        mj.generate_code(overflowing_graph(256), backend="cuda")
+
+
+def test_the_limit_is_the_smallest_of_the_target_architectures(monkeypatch):
+    graph = overflowing_graph(192)  # 147456 bytes: fits sm_80 and sm_90a, not sm_86
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80,90a")
+    assert "__global__" in mj.generate_code(graph, backend="cuda")
+    monkeypatch.setenv(toolchain.ARCH_ENV, "80,86")
+    with pytest.raises(ValueError, match=r"limit of 101376 bytes"):
+        mj.generate_code(graph, backend="cuda")
+
+
+def test_superoptimize_for_cuda_needs_a_visible_gpu():
+    import jax
+
+    try:
+        jax.devices("gpu")
+        pytest.skip("a GPU is visible; tests/gpu covers superoptimize on it")
+    except RuntimeError:
+        pass
+    ref, _ = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    with pytest.raises(RuntimeError, match="backend 'cuda' times candidates on a GPU"):
+        mj.superoptimize(ref, backend="cuda", progress=False)
+
+
+# ------------------------------------------------------------------ semantics, emulated
+# Without a GPU the kernels still run: tests/runtime/cuda_host_emulation.h maps threads, barriers,
+# shuffles and the warp's mma.sync onto std::thread, and g++ builds each generated kernel into
+# a host library. That checks what the generator computes against the interpreter (bf16
+# kernels through their tensor-core fragments, f32 ones through FMA); the hardware
+# instructions themselves (mma.sync, cp.async) are left to tests/gpu.
+
+EMULATION_HEADER = Path(__file__).parent / "cuda_host_emulation.h"
+
+
+def cuda_include_dir() -> Path | None:
+    """The CUDA toolkit's include directory (for cuda_bf16.h's host conversions)."""
+    roots = [Path(r) for r in (os.environ.get("CUDA_HOME"), *toolchain.FALLBACK_ROOTS) if r]
+    with contextlib.suppress(KernelCompileError):
+        roots.insert(0, Path(toolchain.find_nvcc()).resolve().parent.parent)
+    for root in roots:
+        if (root / "include" / "cuda_bf16.h").is_file():
+            return root / "include"
+    return None
+
+
+@pytest.fixture
+def cuda_include():
+    found = cuda_include_dir()
+    if found is None:
+        pytest.skip(
+            "emulating CUDA kernels on the host needs the CUDA toolkit's headers "
+            "(cuda_bf16.h); none found next to nvcc, in $CUDA_HOME or /usr/local/cuda"
+        )
+    return found
+
+
+def emulation_unit(source: str) -> str:
+    """A host translation unit from a generated CUDA unit: the device helpers, each kernel
+    namespace up to its FFI handler, the shared memory each kernel declares, and one
+    `extern "C" void run_<symbol>(void** io)` per kernel."""
+    helpers = source[
+        source.index('#include "xla/ffi/api/ffi.h"') + 1 : source.index(
+            "#endif  // MJ_CUDA_PRELUDE"
+        )
+    ]
+    helpers = helpers[helpers.index("\n") :]
+    parts = [f'#include "{EMULATION_HEADER}"', helpers]
+    for match in re.finditer(r"namespace (mj_cuda_\w+)_kernel \{", source):
+        symbol = match.group(1)
+        body = source[
+            match.start() : source.index("  xla::ffi::Error handler_impl(", match.start())
+        ]
+        launch = re.search(
+            r"kernel<<<dim3\((\d+), (\d+), (\d+)\), (\d+), kSmemBytes", source[match.start() :]
+        )
+        smem = int(
+            re.search(r"constexpr int kSmemBytes = (\d+);", source[match.start() :]).group(1)
+        )
+        gx, gy, gz, threads = launch.groups()
+        parts += [
+            body + "}",
+            f"namespace {symbol}_kernel {{ __attribute__((aligned(16))) unsigned char "
+            f"smem[{max(smem, 16)}]; }}",
+            f'extern "C" void run_{symbol}(void** io) {{\n'
+            f"  {symbol}_kernel::Io args;\n"
+            f"  std::memcpy(&args, io, sizeof args);\n"
+            f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
+            f"[&] {{ {symbol}_kernel::kernel(args); }});\n}}",
+        ]
+    return "\n".join(parts)
+
+
+def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
+    unit = directory / "emulated.cc"
+    unit.write_text(emulation_unit(source))
+    library = directory / "emulated.so"
+    done = subprocess.run(
+        [
+            "g++",
+            "-std=c++20",
+            "-O1",
+            "-shared",
+            "-fPIC",
+            "-pthread",
+            "-w",
+            "-isystem",
+            str(cuda_include_dir()),
+            str(unit),
+            "-o",
+            str(library),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"g++ failed on the emulated kernels:\n{done.stderr[-3000:]}"
+    return ctypes.CDLL(str(library))
+
+
+def single_kernel(op) -> mj.KernelGraph:
+    """A graph of just one customized op, its inputs and outputs."""
+    g = mj.KernelGraph()
+    inputs = [g.new_input(t.shape, t.dtype) for t in op.inputs]
+    for out in g.customized(inputs, op.block_graph):
+        g.mark_output(out)
+    return g
+
+
+def run_kernel(library: ctypes.CDLL, op, args: list) -> list:
+    """Runs customized op `op` emulated on numpy arrays; returns its outputs."""
+    args = [np.ascontiguousarray(a) for a in args]
+    outs = [np.zeros(t.shape, dtype=jnp.dtype(t.dtype)) for t in op.outputs]
+    pointers = (ctypes.c_void_p * (len(args) + len(outs)))(
+        *[a.ctypes.data for a in args], *[o.ctypes.data for o in outs]
+    )
+    getattr(library, "run_" + _core.cuda_kernel_symbol(op.block_graph._core))(pointers)
+    return outs
+
+
+def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list:
+    """A graph whose ops are all customized, kernel after kernel, each emulated."""
+    values = {t.id: x for t, x in zip(graph.inputs, inputs)}
+    for op in graph.ops:
+        if op.kind == "customized":
+            outs = run_kernel(library, op, [values[t.id] for t in op.inputs])
+            values.update((t.id, out) for t, out in zip(op.outputs, outs))
+    return [values[t.id] for t in graph.outputs]
+
+
+def check_emulated(
+    graphs: list[mj.KernelGraph], tmp_path: Path, what: str, smem_limit=None
+) -> dict[str, str]:
+    """Runs every customized op of `graphs` emulated on random inputs and compares with the
+    interpreter (float64): a graph of customized ops only end to end (so a combine kernel
+    sees the sums its partner produced), any other graph one kernel at a time. Kernels are
+    planned for `smem_limit(block graph)` bytes (default: ARCHS' limit). Returns the
+    kernels' sources by symbol."""
+    default = toolchain.shared_memory_limit(ARCHS)
+    runs = []  # (graph, label): what to run end to end
+    for graph in graphs:
+        ops = [op for op in graph.ops if op.kind not in ("input", "output")]
+        if all(op.kind == "customized" for op in ops):
+            runs.append((graph, graph.label))
+        else:
+            runs += [
+                (single_kernel(op), f"{graph.label} op {op.index}")
+                for op in ops
+                if op.kind == "customized"
+            ]
+    kernels = {}
+    for graph, _ in runs:
+        for op in graph.ops:
+            if op.kind == "customized":
+                symbol = _core.cuda_kernel_symbol(op.block_graph._core)
+                if symbol not in kernels:
+                    bg = op.block_graph._core
+                    limit = smem_limit(bg) if smem_limit else default
+                    kernels[symbol] = _core.generate_cuda_kernel(bg, symbol, limit)
+    library = build_emulation("\n".join(kernels.values()), tmp_path)
+    for graph, label in runs:
+        inputs = [np.asarray(x) for x in random_inputs(graph, seed=3)]
+        got = run_graph(library, graph, inputs)
+        want = graph.evaluate(inputs)
+        # Normwise, as in test_search_results_run: the kernels sum in another order than the
+        # interpreter (threads, then a warp's shuffle tree), so elements that cancel to near
+        # zero carry their operands' rounding, not their own.
+        for i, (g, w, t) in enumerate(zip(got, want, graph.outputs)):
+            assert_close(g, w, kernel_rtol(t.dtype), f"{what}: {label} output {i}", floor=1.0)
+    return kernels
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_paper_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype, tmp_path):
+    graphs = [program.build(**program.small, dtype=dtype)[1] for program in PROGRAMS.values()]
+    assert len(check_emulated(graphs, tmp_path, f"paper graphs {dtype}")) >= len(PROGRAMS)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(
+    cuda_include, dtype, tmp_path
+):
+    graphs = [
+        PROGRAMS[name].build(**shapes, dtype=dtype)[1] for name, shapes in FRAGMENT_SIZED.items()
+    ]
+    kernels = check_emulated(graphs, tmp_path, f"fragment-sized {dtype}")
+    assert len(kernels) >= len(FRAGMENT_SIZED)
+    threads = {int(re.search(r"__launch_bounds__\((\d+)\)", s).group(1)) for s in kernels.values()}
+    assert threads == {128, 256}
+
+
+def every_op_graph(dtype: str) -> mj.KernelGraph:
+    """One kernel using every elementwise op (with a broadcast operand), reduce sum/mean/max
+    along first, middle and last dims, rms_norm and concat along the first and last dims."""
+    g = mj.KernelGraph()
+    X, Y = g.new_input((4, 8, 6), dtype), g.new_input((6,), dtype)
+    bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=1)
+    x, y = bg.new_input(X, (0, -1, -1), -1), bg.new_input(Y, (-1, -1, -1), -1)
+    one = bg.add_scalar(bg.square(x), 1.0)
+    chain = bg.div(bg.sigmoid(bg.add(bg.gelu(x), y)), bg.sqrt(one))
+    chain = bg.sub(bg.mul(chain, bg.rsqrt(one)), bg.recip(one))
+    chain = bg.add(chain, bg.relu(bg.neg(bg.silu(bg.exp(bg.mul_scalar(x, 0.5))))))
+    outs = [
+        chain,
+        bg.reduce(x, 0, "mean"),
+        bg.reduce(x, 1, "sum"),
+        bg.reduce(x, -1, "max"),
+        bg.concat(bg.rms_norm(x, 1e-5), x, -1),
+        bg.concat(x, chain, 0),
+    ]
+    for t in outs:
+        bg.new_output(t, (0, -1, -1))
+    for t in g.customized([X, Y], bg):
+        g.mark_output(t)
+    return g
+
+
+def every_accumulator_graph(dtype: str) -> mj.KernelGraph:
+    """Every accumulator over a 3-iteration loop, and a batched matmul whose rank-2 B
+    broadcasts over A's batch."""
+    g = mj.KernelGraph()
+    A, B = g.new_input((3, 4, 12), dtype), g.new_input((12, 5), dtype)
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=3)
+    a, b = bg.new_input(A, (-1, -1, -1), 2), bg.new_input(B, (-1, -1, -1), 0)
+    outs = [
+        bg.accum_sum(bg.matmul(a, b)),
+        bg.accum_sum_last(a),
+        bg.accum_mean_last(a),
+        bg.accum_rms_last(a, 1e-6),
+        bg.accum_max_last(a),
+        bg.accum_exp_sum_last(a),
+        bg.accum_sum(bg.exp(a)),
+    ]
+    for t in outs:
+        bg.new_output(t, (-1, -1, -1))
+    for t in g.customized([A, B], bg):
+        g.mark_output(t)
+    return g
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(
+    cuda_include, dtype, tmp_path
+):
+    graphs = [every_op_graph(dtype), every_accumulator_graph(dtype)]
+    assert len(check_emulated(graphs, tmp_path, f"every op {dtype}")) == 2
+
+
+def largest_limit_where(bg, marker: str) -> int:
+    """The most shared memory (in KiB steps below ARCHS' limit) for which the kernel of `bg`
+    contains `marker`."""
+    for kib in range(toolchain.shared_memory_limit(ARCHS) // 1024, 0, -1):
+        try:
+            if marker in _core.generate_cuda_kernel(bg, "probe", kib * 1024):
+                return kib * 1024
+        except ValueError:
+            break
+    raise AssertionError(f"no limit gives a kernel with {marker!r}")
+
+
+def test_single_buffered_tiles_compute_the_same_emulated(cuda_include, tmp_path):
+    """Short of shared memory for two stages, body tiles keep one, loaded at the start of
+    every iteration instead of during the previous one."""
+    marker = "// this iteration's single-buffered tiles"
+    graphs = [
+        PROGRAMS[name].build(**FRAGMENT_SIZED[name], dtype=dtype)[1]
+        for name in ("rmsnorm_linear", "gated_mlp", "flash_attention_online")
+        for dtype in ("float32", "bfloat16")
+    ]
+    kernels = check_emulated(
+        graphs, tmp_path, "single-buffered", lambda bg: largest_limit_where(bg, marker)
+    )
+    assert all(marker in s for s in kernels.values())
+
+
+def smallest_limit(bg) -> int:
+    """The least shared memory (in KiB steps) a block graph's kernel can be planned for."""
+    for kib in range(1, 256):
+        try:
+            _core.generate_cuda_kernel(bg, "probe", kib * 1024)
+            return kib * 1024
+        except ValueError:
+            continue
+    raise AssertionError("no limit up to 256 KiB fits")
+
+
+def test_input_tiles_read_from_global_memory_compute_the_same_emulated(cuda_include, tmp_path):
+    """Planned for the least shared memory they can run in, kernels read the input tiles that
+    do not fit in place from the kernel tensors instead of staging them (the plan's fallback
+    for tiles too large for shared memory)."""
+    graphs = [
+        PROGRAMS[name].build(**shapes, dtype="bfloat16")[1]
+        for name, shapes in FRAGMENT_SIZED.items()
+    ]
+    kernels = check_emulated(graphs, tmp_path, "inputs in global memory", smallest_limit)
+    in_place = [s for s in kernels.values() if re.search(r"\] const \w+\* const t\d+ = io\.in", s)]
+    assert len(in_place) >= len(FRAGMENT_SIZED), (
+        f"only {len(in_place)} of {len(kernels)} kernels read an input in place"
+    )
+
+
+def test_search_result_kernels_compute_what_the_interpreter_does_emulated(
+    cuda_include, search_results, tmp_path
+):
+    graphs = [g for fused in search_results.values() for g in fused]
+    assert len(check_emulated(graphs, tmp_path, "search results")) >= len(SEARCHES)

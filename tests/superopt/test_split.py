@@ -1,0 +1,101 @@
+"""Splitting a program the search cannot fuse whole (mirage_jax/_split.py): the tail from the
+first matmul of computed values is searched on its own and spliced back behind the prefix.
+The reference is the original program: every spliced graph must be equivalent to it, and
+superoptimize must verify, float-check and run the spliced choice like any candidate."""
+
+import jax
+import numpy as np
+import pytest
+from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
+    assert_close,
+    random_inputs,
+    session_kernel_cache,
+)
+
+import mirage_jax as mj
+from mirage_jax.ir.paper_graphs import flash_attention_online, qknorm_gqa, rmsnorm_linear
+from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt.split import splice, split_before_first_computed_matmul
+
+SHAPES = dict(heads=2, q_len=8, kv_len=16, head_dim=4)
+
+
+def qknorm():
+    ref, _ = qknorm_gqa(**SHAPES, kv_splits=2, q_tiles=2, forloop=2)
+    return ref
+
+
+def test_the_cut_is_before_the_first_matmul_of_computed_values():
+    split = split_before_first_computed_matmul(qknorm())
+    # rms_norm(Q), the normalized K and V cross the cut; the tail is plain attention
+    assert [t.shape for t in split.tail.inputs] == [(2, 8, 4), (2, 4, 16), (2, 16, 4)]
+    kinds = [op.kind for op in split.tail.ops if op.kind not in ("input", "output")]
+    assert kinds[0] == "matmul" and kinds[-1] == "matmul" and "rms_norm" not in kinds
+    assert mj.verify_equivalent(qknorm(), splice(split, split.tail))
+
+
+def test_a_fused_tail_spliced_back_is_the_original_program():
+    _, online = flash_attention_online(**SHAPES, q_tiles=2, kv_tile=4, scale=0.5)
+    spliced = splice(split_before_first_computed_matmul(qknorm()), online)
+    assert [op.kind for op in spliced.ops].count("customized") == 1
+    assert mj.verify_equivalent(qknorm(), spliced)
+    inputs = random_inputs(spliced, seed=3)
+    (got,) = jax.jit(mj.compile(spliced))(*inputs)
+    (want,) = jax.jit(mj.compile(qknorm()))(*inputs)
+    assert_close(got, want, 1e-5, "spliced vs original", floor=1.0)
+    # a tail that computes something else is caught by the verifier, not by the splice
+    _, wrong = flash_attention_online(**SHAPES, q_tiles=2, kv_tile=4, scale=0.25)
+    assert not mj.verify_equivalent(
+        qknorm(), splice(split_before_first_computed_matmul(qknorm()), wrong)
+    )
+
+
+def test_programs_with_nothing_to_split_give_none():
+    ref, _ = rmsnorm_linear(batch=2, hidden=8, out_features=4, col_tile=2, k_tile=2)
+    # its matmul reads rms_norm(X)·g, a computed value, but everything before is the norm:
+    # a split exists, and the tail is the matmul alone
+    assert split_before_first_computed_matmul(ref) is not None
+    plain = mj.KernelGraph()
+    x, w = plain.new_input((2, 8)), plain.new_input((8, 4))
+    plain.mark_output(plain.exp(plain.matmul(x, w)))  # the matmul reads inputs only
+    assert split_before_first_computed_matmul(plain) is None
+    early = mj.KernelGraph()
+    x, w = early.new_input((2, 8)), early.new_input((8, 8))
+    e = early.exp(x)
+    early.mark_output(e)  # an output made before the cut
+    early.mark_output(early.matmul(e, w))
+    assert split_before_first_computed_matmul(early) is None
+
+
+def test_superoptimize_falls_back_to_the_tail_when_the_whole_fuses_nothing(monkeypatch):
+    # One kernel of at most 5 block ops cannot hold the norms and the attention together.
+    config = mj.SearchConfig(
+        preset="attention",
+        max_kernel_ops=1,
+        max_block_ops=5,
+        max_grid_axes=1,
+        max_grids=1,
+        max_verified=4,
+        threads=2,
+        time_budget_s=60,
+    )
+    whole = mj.search(qknorm(), config, progress=False)
+    assert not any(op.kind == "customized" for c in whole for op in c.ops)
+
+    def kernels_first(functions, args, budget_s=None):  # every kernel beats XLA
+        return {name: 1e-3 if name == "xla" else 5e-4 for name in functions}, 5
+
+    monkeypatch.setattr(_profile, "median_times", kernels_first)
+    fast = mj.superoptimize(qknorm(), config, top_k=2, progress=False)
+    assert any(op.kind == "customized" for op in fast.graph.ops), fast.report()
+    assert "so the tail from t9 on was searched on its own" in fast.report()
+    assert mj.verify_equivalent(qknorm(), fast.graph)
+    inputs = random_inputs(qknorm(), seed=4)
+    (got,) = fast(*inputs)
+    (want,) = jax.jit(mj.compile(qknorm()))(*inputs)
+    assert_close(got, want, 1e-5, "superoptimized qknorm vs XLA", floor=1.0)
+    assert np.isfinite(np.asarray(got)).all()
+
+
+if __name__ == "__main__":
+    pytest.main([__file__, "-q"])

@@ -23,8 +23,8 @@ from mirage_jax.ir.graph import KernelGraph
 class Split:
     tail: KernelGraph  # the ops from the cut on, over the values that cross the cut
     cut_tensor: int  # the first matmul's output (original tensor id), for reports
-    boundary: tuple  # original tensor ids that are the tail's inputs, in order
-    _core: object  # the C++ split (prefix included), for splice
+    boundary: tuple[int, ...]  # original tensor ids that are the tail's inputs, in order
+    _core: _core.GraphSplit  # the C++ split (prefix included), for splice
 
 
 def split_before_first_computed_matmul(kg: KernelGraph) -> Split | None:

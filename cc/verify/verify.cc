@@ -45,12 +45,14 @@
 
 #include <exception>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "cc/interp/interp.h"
 #include "cc/verify/false_accept_bound.h"
 #include "cc/verify/ff_domain.h"
+#include "cc/verify/float_safety.h"
 #include "cc/verify/field_params.h"
 #include "cc/verify/shrink.h"
 #include "cc/verify/signature_check.h"
@@ -73,6 +75,8 @@ struct Instance {
   const KernelGraph* original_a = nullptr;
   const KernelGraph* original_b = nullptr;
   std::optional<std::pair<KernelGraph, KernelGraph>> shrunk;
+  // The full-size counts of the shrunk graphs' means (shrink.h), for the field domain.
+  std::unordered_map<const Op*, int64_t> counts;
   std::string error;  // why there is no instance to verify
 
   const KernelGraph& a() const { return shrunk ? shrunk->first : *original_a; }
@@ -89,7 +93,11 @@ Instance choose_instance(const KernelGraph& a, const KernelGraph& b, const Verif
   if (!want) return in;
   try {
     in.shrunk = shrink_pair(a, b, opts.max_tile);
+    in.counts = full_size_counts(a, in.shrunk->first);
+    for (const auto& [op, n] : full_size_counts(b, in.shrunk->second)) in.counts[op] = n;
   } catch (const std::exception& e) {
+    in.shrunk.reset();
+    in.counts.clear();
     if (size > kMaxFullInstance) {
       in.error = std::string("cannot verify: shrinking failed (") + e.what() +
                  ") and the full instance computes " + std::to_string(size) +
@@ -191,14 +199,30 @@ VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
     for (int t = 0; t < trials; ++t) {
       const FieldParams& f = field_params(t % kNumFieldParams);
       SplitMix64 rng(mix64(opts.seed) ^ mix64(uint64_t(t) + 0x5eed));
-      const FFDomain domain(f, rng.next());
+      const FFDomain domain(f, rng.next(), in.shrunk ? &in.counts : nullptr);
       const FFTensors inputs = random_inputs(in.a(), f, rng);
-      const FFTensors out_a = interpret(in.a(), inputs, domain);
-      const FFTensors out_b = interpret(in.b(), inputs, domain);
+      FFTensors out_a, out_b;
+      PartialOps ops_a, ops_b;
+      if (t == 0) {
+        // The first trial also records where each graph evaluates exp, division and sqrt
+        // (float_safety.h): the same values, or the graphs differ in floating point.
+        const auto safe_inputs = safe_values(inputs);
+        out_a = ff_values(interpret(in.a(), safe_inputs, SafetyDomain(domain, &ops_a)));
+        out_b = ff_values(interpret(in.b(), safe_inputs, SafetyDomain(domain, &ops_b)));
+      } else {
+        out_a = interpret(in.a(), inputs, domain);
+        out_b = interpret(in.b(), inputs, domain);
+      }
       result.trials = t + 1;
       if (std::string why = compare_outputs(out_a, out_b, t); !why.empty()) {
         result.reason = std::move(why);
         return result;
+      }
+      if (t == 0) {
+        if (std::string why = partial_ops_mismatch(ops_a, ops_b); !why.empty()) {
+          result.reason = std::move(why);
+          return result;
+        }
       }
     }
   } catch (const std::exception& e) {

@@ -32,9 +32,16 @@ bool reads_stabilizers_only_to_subtract(const Op& op, const std::vector<TensorFa
                                         Pruner& pruner);
 
 // The facts of a new tensor made by op with this expression and these classes: a max is a
-// stabilizer of its input's value.
+// stabilizer of its input's value; x - max(x) (and a positive multiple of it) is bounded above.
 TensorFacts new_tensor_facts(const Op& op, ExprId expr, const DimClasses& classes,
                              const std::vector<TensorFacts>& facts);
+
+// Whether op may be appended as far as exp is concerned: an exp of a tensor not bounded above
+// (not x - max(x)) only when the target has such an exp itself. The verifier rejects such a
+// candidate anyway (cc/verify/float_safety.h); the search does not build it at all, so an
+// unstabilized softmax is never ranked, never takes a verification slot and never returns.
+bool exp_is_stabilized(const Op& op, const std::vector<TensorFacts>& facts,
+                       bool target_has_unbounded_exp);
 
 // Whether op is sub(x, m) with m a stabilizer: its abstract expression is x's, its value is
 // not (recomputation.h).

@@ -202,33 +202,40 @@ size_t missing(const std::unordered_set<uint64_t>& of, const std::unordered_set<
   return n;
 }
 
-std::string one_way(const PartialOps& x, const PartialOps& y, const char* xn, const char* yn) {
-  const std::string prefix = "not equally safe in floating point: graph ";
-  if (size_t n = missing(x.exp_args, y.exp_args)) {
-    return prefix + xn + " takes exp of " + std::to_string(n) +
-           " values that are not bounded above (x - max(x) over values including x) and that "
-           "graph " + yn +
-           " does not exponentiate so: it can overflow where the other cannot (an "
-           "unstabilized softmax)";
-  }
-  if (size_t n = missing(x.divisors, y.divisors)) {
-    return prefix + xn + " divides by " + std::to_string(n) + " computed values graph " + yn +
-           " never divides by: it can divide by zero where the other does not (a softmax "
-           "normalized by a sum over other values, x * y / y for x)";
-  }
-  if (size_t n = missing(x.sqrt_args, y.sqrt_args)) {
-    return prefix + xn + " takes the square root of " + std::to_string(n) +
-           " values graph " + yn + " does not: NaN where the other is finite";
-  }
-  return "";
+// Why graph `xn`'s set `x` of one kind has values `y` lacks, or "".
+std::string extra(const std::unordered_set<uint64_t>& x, const std::unordered_set<uint64_t>& y,
+                  const char* xn, const char* yn, const char* does, const char* effect) {
+  const size_t n = missing(x, y);
+  if (n == 0) return "";
+  return std::string("not equally safe in floating point: graph ") + xn + " " + does + " " +
+         std::to_string(n) + " " + (n == 1 ? "value" : "values") + " graph " + yn + " " +
+         effect;
 }
 
 }  // namespace
 
 std::string partial_ops_mismatch(const PartialOps& a, const PartialOps& b) {
-  std::string why = one_way(b, a, "b", "a");
-  if (why.empty()) why = one_way(a, b, "a", "b");
-  return why;
+  struct Kind {
+    const std::unordered_set<uint64_t> PartialOps::*set;
+    const char* does;
+    const char* effect;
+  };
+  const Kind kinds[] = {
+      {&PartialOps::exp_args, "takes exp of",
+       "does not exponentiate, and that are not bounded above (x - max(x) over values "
+       "including x): it can overflow where the other cannot (an unstabilized softmax)"},
+      {&PartialOps::divisors, "divides by",
+       "never divides by: it can divide by zero where the other does not (a softmax "
+       "normalized by a sum over other values, x * y / y for x)"},
+      {&PartialOps::sqrt_args, "takes the square root of",
+       "does not take the root of: NaN where the other is finite (a negative value)"},
+  };
+  for (const Kind& k : kinds) {
+    std::string why = extra(b.*k.set, a.*k.set, "b", "a", k.does, k.effect);
+    if (why.empty()) why = extra(a.*k.set, b.*k.set, "a", "b", k.does, k.effect);
+    if (!why.empty()) return why;
+  }
+  return "";
 }
 
 bool has_unbounded_exp(const KernelGraph& full, uint64_t seed) {

@@ -31,10 +31,27 @@ import numpy as np
 import mirage_jax as mj
 from mirage_jax import paper_graphs
 
-_UNARY = ["exp", "square", "sqrt", "rsqrt", "silu", "gelu", "relu", "sigmoid", "neg", "recip"]
+_UNARY = [
+    "exp",
+    "square",
+    "sqrt",
+    "rsqrt",
+    "silu",
+    "gelu",
+    "relu",
+    "sigmoid",
+    "neg",
+    "recip",
+]
 _BINARY = ["add", "sub", "mul", "div"]
-_ACCUMS = ["accum_sum", "accum_sum_last", "accum_mean_last", "accum_rms_last", "accum_max_last",
-           "accum_exp_sum_last"]
+_ACCUMS = [
+    "accum_sum",
+    "accum_sum_last",
+    "accum_mean_last",
+    "accum_rms_last",
+    "accum_max_last",
+    "accum_exp_sum_last",
+]
 _SCALES = [0.0, -1.0, 2.0, 0.5, 1.0 + 2.0**-20]
 
 
@@ -51,7 +68,10 @@ def _input_sets(kg, rng):
 def _same(a, b) -> bool:
     if a.shape != b.shape:
         return False
-    if not (np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))):
+    if not (
+        np.array_equal(np.isnan(a), np.isnan(b))
+        and np.array_equal(np.isinf(a), np.isinf(b))
+    ):
         return False
     finite = np.isfinite(a)
     if not np.array_equal(a[~finite & ~np.isnan(a)], b[~finite & ~np.isnan(b)]):
@@ -66,7 +86,7 @@ def float64_differ(ref, cand, rng) -> bool | None:
             try:
                 ya = ref.evaluate(inputs)
                 yb = cand.evaluate(inputs)
-            except Exception:
+            except (mj.IRError, ValueError, TypeError):
                 return None
             if any(not _same(np.asarray(a), np.asarray(b)) for a, b in zip(ya, yb)):
                 return True
@@ -123,7 +143,9 @@ def _mutate_op(ops, op, r: random.Random) -> str | None:
     if kind == "reduce":
         if r.random() < 0.5:
             old = op["reduce_kind"]
-            op["reduce_kind"] = r.choice([k for k in ("sum", "mean", "max") if k != old])
+            op["reduce_kind"] = r.choice(
+                [k for k in ("sum", "mean", "max") if k != old]
+            )
             return f"reduce {old} -> {op['reduce_kind']}"
         op["dim"] = r.randrange(0, 4)
         return f"reduce dim -> {op['dim']}"
@@ -158,15 +180,18 @@ def _mutate_op(ops, op, r: random.Random) -> str | None:
 def random_mutant(fused, r: random.Random):
     """A valid graph with one op changed (and what changed), or None."""
     doc = json.loads(fused.to_json())
-    candidates = [(ops, op) for ops, op in _ops_of(doc) if op["kind"] not in ("output",)
-                  or "omap" in op]
+    candidates = [
+        (ops, op)
+        for ops, op in _ops_of(doc)
+        if op["kind"] not in ("output",) or "omap" in op
+    ]
     ops, op = r.choice(candidates)
     what = _mutate_op(ops, op, r)
     if what is None:
         return None
     try:
         return mj.KernelGraph.from_json(json.dumps(doc)), what
-    except Exception:
+    except (mj.IRError, ValueError, TypeError, KeyError):
         return None
 
 
@@ -247,36 +272,88 @@ def named_pairs():
     xy = [(4, 8), (4, 8)]
     big = [(256, 512)]  # large enough for shrink="auto" to shrink
     pairs = [
-        ("mean vs sum*0.5 (shrunk)", _graph(big, lambda g, x: g.reduce(x, -1, "mean")),
-         _graph(big, lambda g, x: g.mul_scalar(g.reduce(x, -1, "sum"), 0.5)), "auto"),
-        ("sqrt(x*y) vs sqrt(x)*sqrt(y)", _graph(xy, lambda g, x, y: g.sqrt(g.mul(x, y))),
-         _graph(xy, lambda g, x, y: g.mul(g.sqrt(x), g.sqrt(y))), "auto"),
-        ("rsqrt(x*y) vs rsqrt(x)*rsqrt(y)", _graph(xy, lambda g, x, y: g.rsqrt(g.mul(x, y))),
-         _graph(xy, lambda g, x, y: g.mul(g.rsqrt(x), g.rsqrt(y))), "auto"),
-        ("sqrt(x/y) vs sqrt(x)/sqrt(y)", _graph(xy, lambda g, x, y: g.sqrt(g.div(x, y))),
-         _graph(xy, lambda g, x, y: g.div(g.sqrt(x), g.sqrt(y))), "auto"),
-        ("x vs x*y/y", _graph(xy, lambda g, x, y: g.add(x, g.mul_scalar(y, 0.0))),
-         _graph(xy, lambda g, x, y: g.div(g.mul(x, y), y)), "auto"),
-        ("x*y/y vs x", _graph(xy, lambda g, x, y: g.div(g.mul(x, y), y)),
-         _graph(xy, lambda g, x, y: g.add(x, g.mul_scalar(y, 0.0))), "auto"),
-        ("softmax vs exp(x)/sum(exp(x))", _graph([(4, 8)], _softmax_stable),
-         _graph([(4, 8)], _softmax_plain), "auto"),
-        ("softmax vs block-level exp(x)/sum(exp(x))", _graph([(4, 8)], _softmax_stable),
-         _softmax_block((4, 8), stabilized=False), "auto"),
-        ("softmax vs exp(x - global max)/sum", _graph([(4, 8)], _softmax_stable),
-         _graph([(4, 8)], _softmax_global_max), "auto"),
+        (
+            "mean vs sum*0.5 (shrunk)",
+            _graph(big, lambda g, x: g.reduce(x, -1, "mean")),
+            _graph(big, lambda g, x: g.mul_scalar(g.reduce(x, -1, "sum"), 0.5)),
+            "auto",
+        ),
+        (
+            "sqrt(x*y) vs sqrt(x)*sqrt(y)",
+            _graph(xy, lambda g, x, y: g.sqrt(g.mul(x, y))),
+            _graph(xy, lambda g, x, y: g.mul(g.sqrt(x), g.sqrt(y))),
+            "auto",
+        ),
+        (
+            "rsqrt(x*y) vs rsqrt(x)*rsqrt(y)",
+            _graph(xy, lambda g, x, y: g.rsqrt(g.mul(x, y))),
+            _graph(xy, lambda g, x, y: g.mul(g.rsqrt(x), g.rsqrt(y))),
+            "auto",
+        ),
+        (
+            "sqrt(x/y) vs sqrt(x)/sqrt(y)",
+            _graph(xy, lambda g, x, y: g.sqrt(g.div(x, y))),
+            _graph(xy, lambda g, x, y: g.div(g.sqrt(x), g.sqrt(y))),
+            "auto",
+        ),
+        (
+            "x vs x*y/y",
+            _graph(xy, lambda g, x, y: g.add(x, g.mul_scalar(y, 0.0))),
+            _graph(xy, lambda g, x, y: g.div(g.mul(x, y), y)),
+            "auto",
+        ),
+        (
+            "x*y/y vs x",
+            _graph(xy, lambda g, x, y: g.div(g.mul(x, y), y)),
+            _graph(xy, lambda g, x, y: g.add(x, g.mul_scalar(y, 0.0))),
+            "auto",
+        ),
+        (
+            "softmax vs exp(x)/sum(exp(x))",
+            _graph([(4, 8)], _softmax_stable),
+            _graph([(4, 8)], _softmax_plain),
+            "auto",
+        ),
+        (
+            "softmax vs block-level exp(x)/sum(exp(x))",
+            _graph([(4, 8)], _softmax_stable),
+            _softmax_block((4, 8), stabilized=False),
+            "auto",
+        ),
+        (
+            "softmax vs exp(x - global max)/sum",
+            _graph([(4, 8)], _softmax_stable),
+            _graph([(4, 8)], _softmax_global_max),
+            "auto",
+        ),
         ("attention vs split-KV without max", *_old_split_kv(), "auto"),
     ]
     # Identities that hold for every input (NaN positions included).
     identities = [
-        ("relu(x) - relu(-x) vs x", _graph([(4, 8)], lambda g, x: g.sub(g.relu(x), g.relu(g.neg(x)))),
-         _graph([(4, 8)], lambda g, x: g.add(x, g.mul_scalar(x, 0.0))), "auto"),
-        ("max(x+1) vs max(x)+1", _graph([(4, 8)], lambda g, x: g.reduce(g.add_scalar(x, 1.0), -1, "max")),
-         _graph([(4, 8)], lambda g, x: g.add_scalar(g.reduce(x, -1, "max"), 1.0)), "auto"),
-        ("mean vs sum*(1/n) (shrunk)", _graph(big, lambda g, x: g.reduce(x, -1, "mean")),
-         _graph(big, lambda g, x: g.mul_scalar(g.reduce(x, -1, "sum"), 1.0 / 512)), "auto"),
-        ("softmax vs block-level stabilized softmax", _graph([(4, 8)], _softmax_stable),
-         _softmax_block((4, 8), stabilized=True), "auto"),
+        (
+            "relu(x) - relu(-x) vs x",
+            _graph([(4, 8)], lambda g, x: g.sub(g.relu(x), g.relu(g.neg(x)))),
+            _graph([(4, 8)], lambda g, x: g.add(x, g.mul_scalar(x, 0.0))),
+            "auto",
+        ),
+        (
+            "max(x+1) vs max(x)+1",
+            _graph([(4, 8)], lambda g, x: g.reduce(g.add_scalar(x, 1.0), -1, "max")),
+            _graph([(4, 8)], lambda g, x: g.add_scalar(g.reduce(x, -1, "max"), 1.0)),
+            "auto",
+        ),
+        (
+            "mean vs sum*(1/n) (shrunk)",
+            _graph(big, lambda g, x: g.reduce(x, -1, "mean")),
+            _graph(big, lambda g, x: g.mul_scalar(g.reduce(x, -1, "sum"), 1.0 / 512)),
+            "auto",
+        ),
+        (
+            "softmax vs block-level stabilized softmax",
+            _graph([(4, 8)], _softmax_stable),
+            _softmax_block((4, 8), stabilized=True),
+            "auto",
+        ),
     ]
     return pairs, identities
 
@@ -286,8 +363,12 @@ def named_pairs():
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-program", type=int, default=40,
-                        help="random mutants tried per paper program")
+    parser.add_argument(
+        "--per-program",
+        type=int,
+        default=40,
+        help="random mutants tried per paper program",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args(argv)
@@ -302,10 +383,14 @@ def main(argv=None) -> int:
         verdict = mj.verify_equivalent(ref, fused)
         paper_wrong += differ
         paper_accepted += differ and bool(verdict)
-        print(f"  paper graph {name}: float64 {'differs' if differ else 'equal'}; verifier "
-              f"{'ACCEPTED' if verdict else 'rejected'}")
-    print(f"the paper's fused graphs themselves: wrong accepted {paper_accepted} / wrong tried "
-          f"{paper_wrong}")
+        print(
+            f"  paper graph {name}: float64 {'differs' if differ else 'equal'}; verifier "
+            f"{'ACCEPTED' if verdict else 'rejected'}"
+        )
+    print(
+        f"the paper's fused graphs themselves: wrong accepted {paper_accepted} / wrong tried "
+        f"{paper_wrong}"
+    )
 
     wrong_tried = wrong_accepted = same_tried = same_rejected = 0
     for name in sorted(paper_graphs.PROGRAMS):
@@ -336,8 +421,10 @@ def main(argv=None) -> int:
                 same_rejected += not accepted
                 if args.verbose and not accepted:
                     print(f"rejected, float64 cannot tell apart: {name}: {what}")
-    print(f"random mutants of the paper graphs: wrong accepted {wrong_accepted} / wrong tried "
-          f"{wrong_tried}; float64-equal mutants rejected {same_rejected} / {same_tried}")
+    print(
+        f"random mutants of the paper graphs: wrong accepted {wrong_accepted} / wrong tried "
+        f"{wrong_tried}; float64-equal mutants rejected {same_rejected} / {same_tried}"
+    )
 
     pairs, identities = named_pairs()
     named_wrong = named_accepted = 0
@@ -347,16 +434,22 @@ def main(argv=None) -> int:
         named_wrong += bool(differ)
         named_accepted += bool(differ) and bool(verdict)
         state = "ACCEPTED" if verdict else "rejected"
-        print(f"  {label}: float64 {'differs' if differ else 'equal'}; verifier {state}"
-              + ("" if verdict else f" ({verdict.reason[:110]})"))
-    print(f"named non-identities: wrong accepted {named_accepted} / wrong tried {named_wrong}")
+        print(
+            f"  {label}: float64 {'differs' if differ else 'equal'}; verifier {state}"
+            + ("" if verdict else f" ({verdict.reason[:110]})")
+        )
+    print(
+        f"named non-identities: wrong accepted {named_accepted} / wrong tried {named_wrong}"
+    )
     false_rejects = 0
     for label, ref, cand, shrink in identities:
         differ = float64_differ(ref, cand, rng)
         verdict = mj.verify_equivalent(ref, cand, shrink=shrink)
         false_rejects += (not differ) and not verdict
-        print(f"  {label}: float64 {'differs' if differ else 'equal'}; verifier "
-              f"{'accepted' if verdict else 'rejected'}")
+        print(
+            f"  {label}: float64 {'differs' if differ else 'equal'}; verifier "
+            f"{'accepted' if verdict else 'rejected'}"
+        )
     print(f"named identities: rejected {false_rejects} / {len(identities)}")
     total_wrong = paper_wrong + wrong_tried + named_wrong
     total_accepted = paper_accepted + wrong_accepted + named_accepted

@@ -38,8 +38,9 @@ def softmax_graph(rows=4, cols=16, *, stabilized=True, block=False):
     return g
 
 
-def unstabilized_split_kv(heads=2, q_len=8, kv_len=16, head_dim=4, kv_splits=2, q_tiles=2,
-                          forloop=2):
+def unstabilized_split_kv(
+    heads=2, q_len=8, kv_len=16, head_dim=4, kv_splits=2, q_tiles=2, forloop=2
+):
     """The split-KV μGraph as the Mirage paper writes it (and this repository did): partials
     of exp(scale·Q·K) with no max, combined by plain sums."""
     scale = 1.0 / np.sqrt(head_dim)
@@ -88,7 +89,9 @@ def unsafe_where_reference_is_finite(reference, candidate, rng) -> bool:
     """Whether the candidate is non-finite anywhere the reference is finite, in float64."""
     with np.errstate(all="ignore"):
         for inputs in adversarial_inputs(reference, rng):
-            for want, got in zip(reference.evaluate(inputs), candidate.evaluate(inputs)):
+            for want, got in zip(
+                reference.evaluate(inputs), candidate.evaluate(inputs)
+            ):
                 if np.any(np.isfinite(want) & ~np.isfinite(got)):
                     return True
     return False
@@ -101,11 +104,15 @@ def unsafe_where_reference_is_finite(reference, candidate, rng) -> bool:
 def test_an_unstabilized_softmax_is_rejected(block, rng):
     ref = softmax_graph()
     plain = softmax_graph(stabilized=False, block=block)
-    assert unsafe_where_reference_is_finite(ref, plain, rng), "the test inputs must break it"
+    assert unsafe_where_reference_is_finite(ref, plain, rng), (
+        "the test inputs must break it"
+    )
     for a, b in ((ref, plain), (plain, ref)):
         verdict = mj.verify_equivalent(a, b)
         assert not verdict
-        assert verdict.reason.startswith("not equally safe in floating point"), verdict.reason
+        assert verdict.reason.startswith("not equally safe in floating point"), (
+            verdict.reason
+        )
 
 
 def test_the_stabilized_block_softmax_is_accepted(rng):
@@ -123,8 +130,9 @@ def test_the_unstabilized_split_kv_graph_is_rejected(rng):
     assert "not bounded above" in verdict.reason
 
 
-@pytest.mark.parametrize("name", ["gqa_prefill", "gqa_decode", "qknorm_gqa",
-                                  "flash_attention_online"])
+@pytest.mark.parametrize(
+    "name", ["gqa_prefill", "gqa_decode", "qknorm_gqa", "flash_attention_online"]
+)
 def test_the_stabilized_attention_graphs_are_accepted_and_finite(name, rng):
     program = paper_graphs.PROGRAMS[name]
     ref, fused = program.build(**program.small)
@@ -141,31 +149,41 @@ def test_split_kv_rescales_by_the_slice_maxima():
     assert kinds.count("customized") == 2 and "reduce" in kinds
     kernel1, kernel2 = [op.block_graph for op in fused.ops if op.kind == "customized"]
     assert {"accum_max_last", "accum_exp_sum_last", "accum_exp_matmul"} <= {
-        op.kind for op in kernel1.ops}
+        op.kind for op in kernel1.ops
+    }
     assert "exp" not in {op.kind for op in kernel1.ops}
     assert [op.kind for op in kernel2.ops].count("exp") == 1
 
 
 # ---------------------------------------------------------------------------- search
 
-SMALL = dict(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
+SMALL = {"threads": 2, "time_budget_s": 50, "max_kernel_ops": 1, "max_block_ops": 5}
 
 
 def test_search_on_a_softmax_returns_only_stabilized_candidates(rng):
     ref = softmax_graph(8, 64)
     result = mj.search(ref, mj.SearchConfig(**SMALL), progress=False)
     assert result.reason == ""
-    fused = [c for c in result.candidates if any(op.kind == "customized" for op in c.ops)]
+    fused = [
+        c for c in result.candidates if any(op.kind == "customized" for op in c.ops)
+    ]
     assert fused, "the softmax no longer fuses"
     for candidate in result.candidates:
         assert not unsafe_where_reference_is_finite(ref, candidate, rng), str(candidate)
 
 
 def test_search_on_attention_returns_only_stabilized_candidates(rng):
-    ref, _ = paper_graphs.flash_attention_online(heads=2, q_len=8, kv_len=32, head_dim=4,
-                                                 q_tiles=2, kv_tile=8)
-    config = mj.SearchConfig(preset="attention", threads=2, time_budget_s=50,
-                             max_kernel_ops=1, max_block_ops=5, max_grids=1)
+    ref, _ = paper_graphs.flash_attention_online(
+        heads=2, q_len=8, kv_len=32, head_dim=4, q_tiles=2, kv_tile=8
+    )
+    config = mj.SearchConfig(
+        preset="attention",
+        threads=2,
+        time_budget_s=50,
+        max_kernel_ops=1,
+        max_block_ops=5,
+        max_grids=1,
+    )
     result = mj.search(ref, config, progress=False)
     assert result.reason == ""
     assert any(op.kind == "customized" for c in result.candidates for op in c.ops)

@@ -76,6 +76,8 @@ namespace {
 
 constexpr uint8_t kNonPos = SafetyDomain::kNonPos;
 constexpr uint8_t kNonNeg = SafetyDomain::kNonNeg;
+// Positive implies non-negative: the two bits are set together.
+constexpr uint8_t kPos = SafetyDomain::kPositive | SafetyDomain::kNonNeg;
 
 bool has(const SafeValue& v, uint8_t fact) { return (v.facts & fact) != 0; }
 
@@ -86,9 +88,12 @@ SafeValue computed(FFValue ff, uint8_t facts) {
   return v;
 }
 
+bool positive(const SafeValue& v) { return (v.facts & SafetyDomain::kPositive) != 0; }
+
 // The sign facts of a product or quotient.
 uint8_t product_signs(const SafeValue& a, const SafeValue& b) {
   uint8_t f = 0;
+  if (positive(a) && positive(b)) f |= kPos;
   if ((has(a, kNonNeg) && has(b, kNonNeg)) || (has(a, kNonPos) && has(b, kNonPos))) f |= kNonNeg;
   if ((has(a, kNonNeg) && has(b, kNonPos)) || (has(a, kNonPos) && has(b, kNonNeg))) f |= kNonPos;
   return f;
@@ -100,6 +105,7 @@ SafeValue SafetyDomain::constant(double c) const {
   uint8_t f = kConstant;
   if (c <= 0) f |= kNonPos;
   if (c >= 0) f |= kNonNeg;
+  if (c > 0) f |= kPos;
   return computed(ff_.constant(c), f);
 }
 
@@ -107,6 +113,7 @@ SafeValue SafetyDomain::add(const Value& a, const Value& b) const {
   uint8_t f = 0;
   if (has(a, kNonPos) && has(b, kNonPos)) f |= kNonPos;
   if (has(a, kNonNeg) && has(b, kNonNeg)) f |= kNonNeg;
+  if ((positive(a) && has(b, kNonNeg)) || (has(a, kNonNeg) && positive(b))) f |= kPos;
   return computed(ff_.add(a.ff, b.ff), f);
 }
 
@@ -130,7 +137,11 @@ SafeValue SafetyDomain::mul(const Value& a, const Value& b) const {
 }
 
 SafeValue SafetyDomain::div(const Value& a, const Value& b) const {
-  if (!has(b, kConstant)) log_->divisors.insert(b.ff.p);
+  if (!has(b, kConstant)) {
+    log_->divisors.insert(b.ff.p);
+    // Where it is 0 the quotient is inf or NaN: the same dividends, or another pattern.
+    if (!positive(b)) log_->unsigned_divisions.insert(mix64(a.ff.p) ^ b.ff.p);
+  }
   return computed(ff_.div(a.ff, b.ff), product_signs(a, b));
 }
 
@@ -143,15 +154,17 @@ SafeValue SafetyDomain::neg(const Value& a) const {
 
 SafeValue SafetyDomain::exp(const Value& a) const {
   if (!has(a, kNonPos)) log_->exp_args.insert(a.ff.p);
-  return computed(ff_.exp(a.ff), kNonNeg);
+  return computed(ff_.exp(a.ff), kPos);
 }
 
 SafeValue SafetyDomain::sqrt(const Value& a) const {
   log_->sqrt_args.insert(a.ff.p);
-  return computed(ff_.sqrt(a.ff), kNonNeg);
+  return computed(ff_.sqrt(a.ff), positive(a) ? kPos : kNonNeg);
 }
 
-SafeValue SafetyDomain::relu(const Value& a) const { return computed(ff_.relu(a.ff), kNonNeg); }
+SafeValue SafetyDomain::relu(const Value& a) const {
+  return computed(ff_.relu(a.ff), positive(a) ? kPos : kNonNeg);
+}
 
 SafeValue SafetyDomain::max(const Value& a, const Value& b) const {
   if (has(a, kLowest) && has(b, kLowest)) return a;
@@ -160,6 +173,7 @@ SafeValue SafetyDomain::max(const Value& a, const Value& b) const {
   uint8_t f = 0;
   if (has(a, kNonPos) && has(b, kNonPos)) f |= kNonPos;
   if ((has(a, kNonNeg) && !has(a, kLowest)) || (has(b, kNonNeg) && !has(b, kLowest))) f |= kNonNeg;
+  if (positive(a) || positive(b)) f |= kPos;
   SafeValue r = computed(ff_.max(a.ff, b.ff), f);
   r.max = MaxNode::over(r.ff.p, a, b);
   return r;
@@ -229,6 +243,9 @@ std::string partial_ops_mismatch(const PartialOps& a, const PartialOps& b) {
        "normalized by a sum over other values, x * y / y for x)"},
       {&PartialOps::sqrt_args, "takes the square root of",
        "does not take the root of: NaN where the other is finite (a negative value)"},
+      {&PartialOps::unsigned_divisions, "divides",
+       "does not divide by the same divisor, which may be 0: where it is, the two differ in "
+       "where they are inf or NaN (a division moved across a matmul or a sum)"},
   };
   for (const Kind& k : kinds) {
     std::string why = extra(b.*k.set, a.*k.set, "b", "a", k.does, k.effect);

@@ -13,7 +13,10 @@
 //    the other graph also exponentiates without such a bound;
 //  - division: every divisor that is not a nonzero constant is a value the other graph also
 //    divides by (so a normalizer is the same number: the max of a stabilized softmax must be
-//    taken over the same values in both, and x * y / y is not x);
+//    taken over the same values in both, and x * y / y is not x); and a divisor that is not
+//    provably positive (positive constants, exp, sqrt of a positive value, sums and products
+//    of those: an rms with eps > 0, a softmax's sum) divides the same values in both graphs:
+//    (x / z) @ w and (x @ w) / z differ where z = 0;
 //  - sqrt: every argument is a value the other graph also takes the square root of.
 //
 // "Value" is the fingerprint (cc/verify/ff_domain.h) on the trial's random inputs: equal
@@ -73,6 +76,7 @@ struct SafeValue {
 // divisors and its square-root arguments (Z_p fingerprints).
 struct PartialOps {
   std::unordered_set<uint64_t> exp_args, divisors, sqrt_args;
+  std::unordered_set<uint64_t> unsigned_divisions;  // (dividend, divisor) of divisors maybe 0
 };
 
 // The interpreter's value domain: the finite-field value plus the facts above.
@@ -83,6 +87,7 @@ class SafetyDomain {
   static constexpr uint8_t kNonNeg = 2;    // >= 0
   static constexpr uint8_t kConstant = 4;  // a literal constant (not computed)
   static constexpr uint8_t kLowest = 8;    // max's identity (-inf)
+  static constexpr uint8_t kPositive = 16; // > 0 over the reals (then kNonNeg too)
 
   SafetyDomain(const FFDomain& ff, PartialOps* log) : ff_(ff), log_(log) {}
 

@@ -194,16 +194,28 @@ TEST(FloatSafety, ANewDivisorOrSquareRootIsRejected) {
     return g.binary(OpKind::kAdd, x, g.unary(OpKind::kMulScalar, g.unary(OpKind::kSqrt, y), 0.0));
   });
   expect_unsafe(x_only, with_root, "square root of 32 values");
-  // Moving a division across a matmul keeps the divisor: accepted (the RMSNorm fusion).
-  KernelGraph before, after;
-  for (KernelGraph* g : {&before, &after}) {
-    const int x = g->new_input({4, 8}, DType::kF32);
-    const int r = g->new_input({4, 1}, DType::kF32);
-    const int w = g->new_input({8, 6}, DType::kF32);
-    g->mark_output(g == &before ? g->matmul(g->binary(OpKind::kDiv, x, r), w)
-                                : g->binary(OpKind::kDiv, g->matmul(x, w), r));
+}
+
+// (x / r) @ w against (x @ w) / r: the same divisor, but where r = 0 the first is NaN or inf
+// in other places than the second. Moving it is safe when r is provably positive, as
+// RMSNorm's sqrt(mean(x^2) + eps) with eps > 0 and a softmax's sum of exps are.
+KernelGraph division_across_a_matmul(bool after, bool rms) {
+  KernelGraph g;
+  const int x = g.new_input({4, 8}, DType::kF32);
+  int r = g.new_input({4, 1}, DType::kF32);
+  const int w = g.new_input({8, 6}, DType::kF32);
+  if (rms) {
+    r = g.unary(OpKind::kSqrt, g.unary(OpKind::kAddScalar, g.unary(OpKind::kSquare, r), 1e-6));
   }
-  expect_accepted(before, after);
+  g.mark_output(after ? g.binary(OpKind::kDiv, g.matmul(x, w), r)
+                      : g.matmul(g.binary(OpKind::kDiv, x, r), w));
+  return g;
+}
+
+TEST(FloatSafety, ADivisionMovesAcrossAMatmulOnlyWhenItsDivisorIsPositive) {
+  expect_accepted(division_across_a_matmul(false, true), division_across_a_matmul(true, true));
+  expect_unsafe(division_across_a_matmul(false, false), division_across_a_matmul(true, false),
+                "which may be 0");
 }
 
 // exp(X @ W), as a user may write it: unbounded in the target, so a candidate may take the

@@ -7,7 +7,8 @@
 // graphs in ff_domain.h, and accepts when every output element agrees.
 //
 // Model. Every tensor element is a rational function P / Q of the input variables and of
-// "atoms": the results of exp, sqrt and relu. degree_domain.h bounds deg P and deg Q per
+// "atoms": the results of exp and sqrt, and relu's even part (relu(x) = (x + A(x)) / 2).
+// degree_domain.h bounds deg P and deg Q per
 // element (inputs and atoms have degree 1; + and - give (max(n1 + e2, n2 + e1), e1 + e2),
 // * gives (n1 + n2, e1 + e2), / swaps, constants and max have degree 0).
 //
@@ -28,19 +29,32 @@
 // candidate (degree < 2^10) gets eps < 2^-50 and runs kMinTrials = 2 trials.
 //
 // What is heuristic (the Mirage paper's own theorem rests on similar assumptions):
-//  - exp, sqrt and relu results are treated as independent indeterminates. They are not:
-//    sqrt is x^((p+1)/4), relu a keyed hash, exp a homomorphism. The exp-collision term is
-//    charged once per trial, not once per pair of exp atoms.
+//  - exp, sqrt and relu's even part are treated as independent indeterminates. They are not:
+//    sqrt and A are keyed hashes of their argument's Z_p value (so equal arguments give equal
+//    atoms, and a collision of two different arguments' hashes is a further ~1/p event), exp
+//    a homomorphism. The exp-collision term is charged once per trial, not once per pair of
+//    exp atoms.
 //  - max is an uninterpreted associative, commutative function (ff_domain.h): a stabilizing
 //    max cancels exactly, one that does not cancel is rejected, and its degree is counted
 //    as a product's (a max over n elements has degree n times theirs). Graphs equal only by
 //    a property of max beyond associativity and commutativity (max(x, x) = x) are rejected.
 //  - A shrunk instance (shrink.h) stands in for the full one: equivalence at a small size of
-//    the same structure is evidence, not proof, of equivalence at full size.
+//    the same structure is evidence, not proof, of equivalence at full size. Its means divide
+//    by their full-size counts, so size-dependent constants keep their full-size values.
 //  - Constants map by their exact rational value, so the bound is about exact arithmetic;
 //    rounding is the float check's business.
 // A trial that divides by zero or nests exp is reported "not verifiable": a false reject,
 // never a false accept.
+//
+// NUMERICAL SAFETY (float_safety.h). Trial 0 also records, per graph, the values at which it
+// takes exp of an argument not bounded above, divides (and which dividends a divisor that may
+// be 0 divides), and takes square roots; the sets must be equal. Set membership compares Z_p
+// fingerprints. A value one graph records and the other does not is missed only if it
+// collides in Z_p with one of the N values the other recorded: probability <= N / p, below
+// 2^-35 for the largest instance interpreted (N <= 2^26, p >= 2^61). Two fingerprints of the
+// same real value always agree, so the check never rejects a pair for a collision. It
+// rejects pairs that are equal over the reals; it is not part of the bound above, which is
+// about the values.
 #include "cc/verify/verify.h"
 
 #include <exception>

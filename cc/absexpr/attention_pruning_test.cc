@@ -9,7 +9,15 @@
 #include "cc/absexpr/derive.h"
 #include "cc/absexpr/subexpression.h"
 
-namespace mj {
+namespace mj::absexpr {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 constexpr double kScale = 0.125;
@@ -91,4 +99,4 @@ TEST(AttentionPruning, AMissingScaleIsPrunedAMissingNormalizationIsNot) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -140,4 +140,4 @@ std::vector<Rewrite> abstract_expression_axioms(const AxiomOptions& options) {
   return rules;
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -31,7 +31,7 @@
 
 #include "cc/absexpr/rewrite.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 struct AxiomOptions {
   // If non-empty, sum(a, sum(b, e)) = sum(a*b, e) only creates counts that divide one of
@@ -42,4 +42,4 @@ struct AxiomOptions {
 
 std::vector<Rewrite> abstract_expression_axioms(const AxiomOptions& options = {});
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -6,7 +6,7 @@
 
 #include "cc/absexpr/runner.h"
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 struct Instance {
@@ -171,4 +171,4 @@ TEST(Axioms, ASumIsNotDistributedOverItself) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

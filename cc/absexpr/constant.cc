@@ -9,7 +9,7 @@
 #include <numeric>
 #include <stdexcept>
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -139,4 +139,4 @@ std::optional<Constant> parse_constant(const std::string& atom) {
   return Constant::from_double(v);
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

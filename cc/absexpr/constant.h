@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-namespace mj {
+namespace mj::absexpr {
 
 class Constant {
  public:
@@ -53,4 +53,4 @@ class Constant {
 // nullopt when the whole atom is not a number.
 std::optional<Constant> parse_constant(const std::string& atom);
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 TEST(Constant, DyadicDoublesAreExactRationals) {
@@ -68,4 +68,4 @@ TEST(Constant, TextFormRoundTrips) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -3,7 +3,16 @@
 #include <stdexcept>
 #include <string>
 
-namespace mj {
+namespace mj::absexpr {
+
+using ir::BlockGraph;
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::op_kind_name;
 
 namespace {
 
@@ -215,4 +224,4 @@ std::vector<ExprId> abstract_expressions(const BlockGraph& g,
   return exprs;
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

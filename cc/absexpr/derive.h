@@ -19,7 +19,7 @@
 #include "cc/absexpr/expr.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 struct DeriveOptions {
   // false: a max stays an uninterpreted max(n, x), for graphs whose max is a real result.
@@ -27,11 +27,11 @@ struct DeriveOptions {
 };
 
 // One expression per tensor of g, indexed by tensor id; kernel input i is the variable x<i>.
-std::vector<ExprId> abstract_expressions(const KernelGraph& g, ExprPool& pool,
+std::vector<ExprId> abstract_expressions(const ir::KernelGraph& g, ExprPool& pool,
                                          const DeriveOptions& options = {});
 // The same for a block graph, whose input i is a tile of the kernel tensor whose expression
 // is kernel_inputs[i] (a customized op's inputs, in order).
-std::vector<ExprId> abstract_expressions(const BlockGraph& g,
+std::vector<ExprId> abstract_expressions(const ir::BlockGraph& g,
                                          const std::vector<ExprId>& kernel_inputs,
                                          ExprPool& pool, const DeriveOptions& options = {});
 
@@ -39,17 +39,17 @@ std::vector<ExprId> abstract_expressions(const BlockGraph& g,
 // id; op's inputs at least, and the producers of matmul operands for the concat rule).
 // forloop_range is the block graph's F, 1 at kernel level. For every op except kInput,
 // kOutput and kCustomized (whose expressions come from outside the op).
-ExprId abstract_expression_of_op(const Graph& g, const Op& op,
+ExprId abstract_expression_of_op(const ir::Graph& g, const ir::Op& op,
                                  const std::vector<ExprId>& tensor_exprs, int forloop_range,
                                  ExprPool& pool, const DeriveOptions& options = {});
 
 // Incremental forms for a search that appends ops: `exprs` holds the expressions of the
 // first exprs.size() tensors of g (from an earlier call on a prefix of g) and is extended to
 // all of g's tensors.
-void extend_abstract_expressions(const KernelGraph& g, ExprPool& pool, std::vector<ExprId>& exprs,
+void extend_abstract_expressions(const ir::KernelGraph& g, ExprPool& pool, std::vector<ExprId>& exprs,
                                  const DeriveOptions& options = {});
-void extend_abstract_expressions(const BlockGraph& g, const std::vector<ExprId>& kernel_inputs,
+void extend_abstract_expressions(const ir::BlockGraph& g, const std::vector<ExprId>& kernel_inputs,
                                  ExprPool& pool, std::vector<ExprId>& exprs,
                                  const DeriveOptions& options = {});
 
-}  // namespace mj
+}  // namespace mj::absexpr

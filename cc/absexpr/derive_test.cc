@@ -4,7 +4,17 @@
 
 #include <memory>
 
-namespace mj {
+namespace mj::absexpr {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::op_kind_name;
+
 namespace {
 
 class DeriveKernel : public ::testing::Test {
@@ -186,4 +196,4 @@ TEST(DeriveIncremental, OneOpAtATimeAgreesWithTheWholeGraph) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -224,4 +224,4 @@ std::string EGraph::to_string() const {
   return s;
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

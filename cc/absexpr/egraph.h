@@ -18,7 +18,7 @@
 #include "cc/absexpr/expr.h"
 #include "cc/absexpr/union_find.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 using ClassId = uint32_t;
 
@@ -91,4 +91,4 @@ class EGraph {
   uint64_t version_ = 0;
 };
 
-}  // namespace mj
+}  // namespace mj::absexpr

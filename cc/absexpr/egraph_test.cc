@@ -4,7 +4,7 @@
 
 #include <random>
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 TEST(EGraph, HashConsingAddsEachNodeOnce) {
@@ -143,4 +143,4 @@ TEST(EGraph, MatchesNaiveCongruenceClosureOnRandomTerms) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -5,7 +5,7 @@
 
 #include "cc/absexpr/sexpr.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -173,4 +173,4 @@ std::string ExprPool::to_string(ExprId id) const {
 
 ExprId parse_expr(ExprPool& pool, std::string_view text) { return build(pool, parse_sexpr(text)); }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -17,7 +17,7 @@
 
 #include "cc/absexpr/constant.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 enum class ExprOp : uint8_t {
   kVar,      // payload a: kernel input index
@@ -106,4 +106,4 @@ class ExprPool {
 // Nodes are made exactly as written (no identities applied). Throws std::invalid_argument.
 ExprId parse_expr(ExprPool& pool, std::string_view text);
 
-}  // namespace mj
+}  // namespace mj::absexpr

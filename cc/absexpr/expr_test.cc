@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 TEST(ExprPool, EqualTermsShareOneId) {
@@ -66,4 +66,4 @@ TEST(ExprPool, ParseRejectsMalformedText) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -5,7 +5,7 @@
 
 #include "cc/absexpr/sexpr.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -213,4 +213,4 @@ std::string Pattern::to_string_at(int index, const PatternVars& vars) const {
   return s + ")";
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -11,7 +11,7 @@
 
 #include "cc/absexpr/egraph.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 constexpr int kMaxPatternVars = 8;    // of each kind, per rewrite
 constexpr int kMaxPatternNodes = 16;  // per pattern
@@ -77,4 +77,4 @@ class Pattern {
   int depth_ = 0;
 };
 
-}  // namespace mj
+}  // namespace mj::absexpr

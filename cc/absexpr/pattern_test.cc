@@ -4,7 +4,7 @@
 
 #include "cc/absexpr/rewrite.h"
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 TEST(Pattern, MatchesEveryNodeOfAClassAndBindsVariables) {
@@ -122,4 +122,4 @@ TEST(Rewrite, RejectsMalformedRules) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -4,7 +4,7 @@
 #include <memory>
 #include <stdexcept>
 
-namespace mj {
+namespace mj::absexpr {
 
 Rewrite::Rewrite(std::string name, std::string_view lhs, std::string_view rhs)
     : name_(std::move(name)), lhs_(Pattern::parse(lhs, vars_)), rhs_text_(rhs) {
@@ -62,4 +62,4 @@ std::vector<Rewrite> both_ways(const std::string& name, std::string_view a, std:
   return rules;
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -10,7 +10,7 @@
 
 #include "cc/absexpr/pattern.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 struct Match {
   ClassId cls;  // the class the left-hand side matched
@@ -52,4 +52,4 @@ class Rewrite {
 // The two rules a = b and b = a, named name and name + "-rev".
 std::vector<Rewrite> both_ways(const std::string& name, std::string_view a, std::string_view b);
 
-}  // namespace mj
+}  // namespace mj::absexpr

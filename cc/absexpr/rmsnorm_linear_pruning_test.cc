@@ -11,7 +11,15 @@
 #include "cc/absexpr/derive.h"
 #include "cc/absexpr/subexpression.h"
 
-namespace mj {
+namespace mj::absexpr {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+
 namespace {
 
 constexpr double kEps = 1e-6;
@@ -202,4 +210,4 @@ TEST_F(RmsNormLinearPruning, PermissiveFactoringKeepsAMatmulWithoutTheGain) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

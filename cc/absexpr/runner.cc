@@ -5,7 +5,7 @@
 #include <climits>
 #include <cstdio>
 
-namespace mj {
+namespace mj::absexpr {
 
 const char* stop_reason_name(StopReason r) {
   switch (r) {
@@ -153,4 +153,4 @@ SaturationReport saturate(EGraph& g, const std::vector<Rewrite>& rules,
   }
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -11,7 +11,7 @@
 #include "cc/absexpr/egraph.h"
 #include "cc/absexpr/rewrite.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 struct SaturationLimits {
   size_t max_nodes = 50000;   // stop once the e-graph holds more nodes than this
@@ -42,4 +42,4 @@ struct SaturationReport {
 SaturationReport saturate(EGraph& g, const std::vector<Rewrite>& rules,
                           const SaturationLimits& limits = {});
 
-}  // namespace mj
+}  // namespace mj::absexpr

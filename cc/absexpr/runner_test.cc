@@ -4,7 +4,7 @@
 
 #include "cc/absexpr/axioms.h"
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 // A product of n distinct inputs: under associativity and commutativity its e-graph grows
@@ -132,4 +132,4 @@ TEST(Runner, BackoffDelaysGreedyRulesButReachesTheSameSaturation) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -3,7 +3,7 @@
 #include <cctype>
 #include <stdexcept>
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -63,4 +63,4 @@ SExpr parse_sexpr(std::string_view text) {
   return e;
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -5,7 +5,7 @@
 #include <string_view>
 #include <vector>
 
-namespace mj {
+namespace mj::absexpr {
 
 struct SExpr {
   std::string atom;           // non-empty for an atom
@@ -16,4 +16,4 @@ struct SExpr {
 // Exactly one s-expression; throws std::invalid_argument naming the position on bad input.
 SExpr parse_sexpr(std::string_view text);
 
-}  // namespace mj
+}  // namespace mj::absexpr

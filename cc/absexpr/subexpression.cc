@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace mj {
+namespace mj::absexpr {
 
 namespace {
 
@@ -208,4 +208,4 @@ bool is_subexpression_modulo_axioms(const SaturatedTarget& target, const ExprPoo
   return !placed[local.find(root)].empty();
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -35,7 +35,7 @@
 #include "cc/absexpr/expr.h"
 #include "cc/absexpr/runner.h"
 
-namespace mj {
+namespace mj::absexpr {
 
 struct SaturatedTarget {
   EGraph egraph;
@@ -89,4 +89,4 @@ class SubexpressionOracle {
 bool is_subexpression_modulo_axioms(const SaturatedTarget& target, const ExprPool& pool,
                                     ExprId candidate, const SaturationLimits& local_limits);
 
-}  // namespace mj
+}  // namespace mj::absexpr

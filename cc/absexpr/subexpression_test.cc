@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 TEST(Subexpression, FormsOfSubtermsAreFoundAndOthersAreNot) {
@@ -118,4 +118,4 @@ TEST(Subexpression, LocalRewritingRecoversFormsAnIncompleteTargetLacks) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-namespace mj {
+namespace mj::absexpr {
 
 uint32_t UnionFind::make_set() {
   const uint32_t id = uint32_t(parent_.size());
@@ -27,4 +27,4 @@ void UnionFind::compress() {
   for (uint32_t i = 0; i < parent_.size(); ++i) parent_[i] = find(i);
 }
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace mj {
+namespace mj::absexpr {
 
 class UnionFind {
  public:
@@ -21,4 +21,4 @@ class UnionFind {
   std::vector<uint32_t> parent_;
 };
 
-}  // namespace mj
+}  // namespace mj::absexpr

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::absexpr {
 namespace {
 
 TEST(UnionFind, FreshSetsAreTheirOwnRepresentatives) {
@@ -35,4 +35,4 @@ TEST(UnionFind, UniteRejectsNonRepresentatives) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::absexpr

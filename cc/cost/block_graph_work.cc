@@ -5,7 +5,17 @@
 #include "cc/cost/block_working_set.h"
 #include "cc/cost/op_flops.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::BlockGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::Shape;
+using ir::Tensor;
+using ir::dtype_bytes;
+using ir::is_accumulator;
+
 namespace {
 
 constexpr double kPageBytes = 4096;
@@ -71,4 +81,4 @@ KernelWork block_graph_work(const BlockGraph& g) {
   return w;
 }
 
-}  // namespace mj
+}  // namespace mj::cost

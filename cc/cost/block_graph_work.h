@@ -11,8 +11,8 @@
 #include "cc/cost/kernel_work.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::cost {
 
-KernelWork block_graph_work(const BlockGraph& g);
+KernelWork block_graph_work(const ir::BlockGraph& g);
 
-}  // namespace mj
+}  // namespace mj::cost

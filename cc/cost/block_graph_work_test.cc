@@ -5,7 +5,13 @@
 
 #include "cc/cost/rmsnorm_linear_test_graphs.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::OpKind;
+
 namespace {
 
 constexpr double kX = 8 * 4096 * 4, kG = 4096 * 4, kW = 4096.0 * 6144 * 4, kY = 8 * 6144 * 4;
@@ -69,4 +75,4 @@ TEST(BlockGraphWork, LowPrecisionTilesAreReadAtTheirStorageWidth) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

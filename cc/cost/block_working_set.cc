@@ -5,7 +5,16 @@
 #include "cc/cost/op_flops.h"
 #include "cc/ir/thread_fusion.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::BlockGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::Tensor;
+using ir::is_accumulator;
+using ir::thread_fusion_groups;
+
 namespace {
 
 constexpr double kComputeBytes = 4;  // f32
@@ -59,4 +68,4 @@ double block_working_set_bytes(const BlockGraph& g) {
   return std::max(loop, epilogue);
 }
 
-}  // namespace mj
+}  // namespace mj::cost

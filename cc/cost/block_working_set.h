@@ -12,8 +12,8 @@
 // Input tiles take their storage dtype; everything computed takes 4 bytes (f32 compute).
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::cost {
 
-double block_working_set_bytes(const BlockGraph& g);
+double block_working_set_bytes(const ir::BlockGraph& g);
 
-}  // namespace mj
+}  // namespace mj::cost

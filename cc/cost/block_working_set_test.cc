@@ -5,7 +5,12 @@
 
 #include "cc/cost/rmsnorm_linear_test_graphs.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::OpKind;
+
 namespace {
 
 TEST(BlockWorkingSet, FusedRmsNormLinearLoopPhase) {
@@ -52,4 +57,4 @@ TEST(BlockWorkingSet, BiggerTilesNeedMoreOnChip) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

@@ -6,7 +6,10 @@
 #include "cc/cost/kernel_graph_work.h"
 #include "cc/cost/roofline.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::KernelGraph;
+
 namespace {
 
 std::string kernel_line(const KernelWork& w, const KernelTime& k) {
@@ -45,4 +48,4 @@ CostEstimate estimate(const KernelGraph& g, const Target& t) {
   return c;
 }
 
-}  // namespace mj
+}  // namespace mj::cost

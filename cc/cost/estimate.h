@@ -9,7 +9,7 @@
 #include "cc/cost/target.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::cost {
 
 struct CostEstimate {
   double bytes_read = 0;     // all loads from kernel-level tensors, replicated re-reads included
@@ -25,6 +25,6 @@ struct CostEstimate {
 };
 
 // Throws std::invalid_argument for a target the model cannot use (check_target).
-CostEstimate estimate(const KernelGraph& g, const Target& t);
+CostEstimate estimate(const ir::KernelGraph& g, const Target& t);
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -9,7 +9,10 @@
 #include "cc/cost/rank.h"
 #include "cc/cost/rmsnorm_linear_test_graphs.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::KernelGraph;
+
 namespace {
 
 constexpr double kX = 8 * 4096 * 4, kG = 4096 * 4, kW = 4096.0 * 6144 * 4, kY = 8 * 6144 * 4;
@@ -99,4 +102,4 @@ TEST(Estimate, RejectsAnUnusableTarget) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

@@ -6,7 +6,15 @@
 #include "cc/cost/block_graph_work.h"
 #include "cc/cost/op_flops.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::is_elementwise;
+using ir::op_kind_name;
+
 namespace {
 
 bool is_reduction(OpKind k) { return k == OpKind::kReduce || k == OpKind::kRmsNorm; }
@@ -146,4 +154,4 @@ std::vector<KernelWork> kernel_graph_work(const KernelGraph& g) {
   return kernels;
 }
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -17,8 +17,8 @@
 #include "cc/cost/kernel_work.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::cost {
 
-std::vector<KernelWork> kernel_graph_work(const KernelGraph& g);
+std::vector<KernelWork> kernel_graph_work(const ir::KernelGraph& g);
 
-}  // namespace mj
+}  // namespace mj::cost

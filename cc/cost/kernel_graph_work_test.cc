@@ -5,7 +5,13 @@
 
 #include "cc/cost/rmsnorm_linear_test_graphs.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 std::vector<std::string> labels(const std::vector<KernelWork>& ks) {
@@ -97,4 +103,4 @@ TEST(KernelGraphWork, CustomizedOpIsOneKernelBetweenLibraryKernels) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

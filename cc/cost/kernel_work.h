@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace mj {
+namespace mj::cost {
 
 enum class KernelKind : uint8_t {
   kLibraryFusion,  // predefined elementwise/reduction ops that XLA fuses into one loop
@@ -49,4 +49,4 @@ struct KernelWork {
   double runs_loaded = 0;
 };
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -1,6 +1,14 @@
 #include "cc/cost/op_flops.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::DType;
+using ir::Graph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::is_elementwise;
+
 namespace {
 
 bool is_low_precision(DType d) { return d == DType::kF16 || d == DType::kBF16; }
@@ -55,4 +63,4 @@ OpFlops op_flops(const Graph& g, const Op& op) {
   }
 }
 
-}  // namespace mj
+}  // namespace mj::cost

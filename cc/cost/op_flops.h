@@ -4,7 +4,7 @@
 // that a graph doing more arithmetic counts more, not the instruction count.
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::cost {
 
 struct OpFlops {
   double total = 0;
@@ -14,9 +14,9 @@ struct OpFlops {
 
 // Zero for inputs, outputs, concat (data movement) and customized ops (see
 // block_graph_work.h, which sums the block graph's ops).
-OpFlops op_flops(const Graph& g, const Op& op);
+OpFlops op_flops(const ir::Graph& g, const ir::Op& op);
 
 // As a double: byte and flop totals are products of many dims, and meet rates anyway.
-double tensor_elements(const Shape& s);
+double tensor_elements(const ir::Shape& s);
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -3,7 +3,16 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::cost {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 const Op& producer(const Graph& g, int t) { return g.ops()[g.tensor(t).producer]; }
@@ -40,4 +49,4 @@ TEST(OpFlops, Accumulators) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

@@ -9,7 +9,10 @@
 #include "cc/cost/estimate.h"
 #include "cc/ir/hash.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::KernelGraph;
+using ir::graph_hash;
 
 std::vector<int> rank_by_cost(const std::vector<const KernelGraph*>& graphs, const Target& t) {
   check_target(t);
@@ -32,4 +35,4 @@ std::vector<int> rank_by_cost(const std::vector<const KernelGraph*>& graphs, con
   return order;
 }
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -7,10 +7,10 @@
 #include "cc/cost/target.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::cost {
 
 // Indices into `graphs`, best first. Throws std::invalid_argument for a null graph or an
 // unusable target.
-std::vector<int> rank_by_cost(const std::vector<const KernelGraph*>& graphs, const Target& t);
+std::vector<int> rank_by_cost(const std::vector<const ir::KernelGraph*>& graphs, const Target& t);
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -9,7 +9,13 @@
 #include "cc/cost/rmsnorm_linear_test_graphs.h"
 #include "cc/ir/hash.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::graph_hash;
+
 namespace {
 
 KernelGraph unary_graph(OpKind kind) {
@@ -68,4 +74,4 @@ TEST(RankByCost, EmptyAndNullInputs) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <limits>
 
-namespace mj {
+namespace mj::cost {
 namespace {
 
 double compute_seconds(const KernelWork& w, const Target& t) {
@@ -62,4 +62,4 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
   return k;
 }
 
-}  // namespace mj
+}  // namespace mj::cost

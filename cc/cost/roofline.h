@@ -17,7 +17,7 @@
 #include "cc/cost/kernel_work.h"
 #include "cc/cost/target.h"
 
-namespace mj {
+namespace mj::cost {
 
 struct KernelTime {
   double dram_bytes = 0;
@@ -33,4 +33,4 @@ struct KernelTime {
 // t must pass check_target (estimate and rank_by_cost check it).
 KernelTime kernel_time(const KernelWork& w, const Target& t);
 
-}  // namespace mj
+}  // namespace mj::cost

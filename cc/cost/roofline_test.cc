@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-namespace mj {
+namespace mj::cost {
 namespace {
 
 KernelWork customized(int64_t blocks, double bytes_read, double flops) {
@@ -101,4 +101,4 @@ TEST(Roofline, BlockOverflowingSharedMemoryCannotRunOnGpu) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

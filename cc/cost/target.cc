@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-namespace mj {
+namespace mj::cost {
 
 double Target::fma_peak_flops() const {
   return double(cores) * vector_width_floats * fma_units * 2.0 * clock_hz;
@@ -120,4 +120,4 @@ void check_target(const Target& t) {
   }
 }
 
-}  // namespace mj
+}  // namespace mj::cost

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-namespace mj {
+namespace mj::cost {
 
 enum class TargetKind : uint8_t { kCpu, kGpu };
 
@@ -81,4 +81,4 @@ struct Target {
 // positive (or the units of the target's kind).
 void check_target(const Target& t);
 
-}  // namespace mj
+}  // namespace mj::cost

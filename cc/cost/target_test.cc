@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-namespace mj {
+namespace mj::cost {
 namespace {
 
 TEST(Target, PresetsAreUsable) {
@@ -75,4 +75,4 @@ TEST(Target, CheckNamesTheUnusableField) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

@@ -9,7 +9,13 @@
 #include "cc/cost/roofline.h"
 #include "cc/cost/target.h"
 
-namespace mj {
+namespace mj::cost {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::OpKind;
+
 namespace {
 
 // Decode attention's K[8,8,128,4096] walked along its last dim: each block takes `rows`
@@ -83,4 +89,4 @@ TEST(TileRuns, ContiguousTilesCrossNoExtraPages) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::cost

@@ -16,7 +16,7 @@
 #include "cc/ir/graph.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj {
+namespace mj::interp {
 
 template <class D>
 class ForLoopAccumulator {
@@ -24,9 +24,9 @@ class ForLoopAccumulator {
   using V = typename D::Value;
   using Tile = DenseTensor<V>;
 
-  ForLoopAccumulator(const D& d, const Op& op) : d_(d), op_(op) {
-    if (!is_accumulator(op.kind)) {
-      throw IrError("interpret: " + std::string(op_kind_name(op.kind)) +
+  ForLoopAccumulator(const D& d, const ir::Op& op) : d_(d), op_(op) {
+    if (!ir::is_accumulator(op.kind)) {
+      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +
                     " is not a for-loop accumulator");
     }
   }
@@ -35,11 +35,11 @@ class ForLoopAccumulator {
   void add_iteration(const Tile& x, const Tile* v) {
     ++iterations_;
     switch (op_.kind) {
-      case OpKind::kAccumSum: add_elementwise(x); break;
-      case OpKind::kAccumSumLast:
-      case OpKind::kAccumMeanLast: add_over_last_dim(x, false); break;
-      case OpKind::kAccumRmsLast: add_over_last_dim(x, true); break;
-      case OpKind::kAccumExpMatmul:
+      case ir::OpKind::kAccumSum: add_elementwise(x); break;
+      case ir::OpKind::kAccumSumLast:
+      case ir::OpKind::kAccumMeanLast: add_over_last_dim(x, false); break;
+      case ir::OpKind::kAccumRmsLast: add_over_last_dim(x, true); break;
+      case ir::OpKind::kAccumExpMatmul:
         v_iters_.push_back(*v);
         s_iters_.push_back(x);
         break;
@@ -49,28 +49,28 @@ class ForLoopAccumulator {
 
   Tile result() const {
     if (iterations_ == 0) {
-      throw IrError("interpret: " + std::string(op_kind_name(op_.kind)) +
+      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op_.kind)) +
                     " read before any loop iteration fed it");
     }
     switch (op_.kind) {
-      case OpKind::kAccumSum:
-      case OpKind::kAccumSumLast: return running_;
-      case OpKind::kAccumMeanLast: return divided_by_count(running_);
-      case OpKind::kAccumRmsLast: {
+      case ir::OpKind::kAccumSum:
+      case ir::OpKind::kAccumSumLast: return running_;
+      case ir::OpKind::kAccumMeanLast: return divided_by_count(running_);
+      case ir::OpKind::kAccumRmsLast: {
         Tile out = divided_by_count(running_);
         const V eps = d_.constant(op_.scalar);
         for (auto& e : out.data) e = d_.sqrt(d_.add(e, eps));
         return out;
       }
-      case OpKind::kAccumMaxLast: return max_over_iterations();
-      case OpKind::kAccumExpSumLast: return exp_sum();
-      case OpKind::kAccumExpMatmul: return exp_matmul();
-      default: throw IrError("interpret: unhandled accumulator");
+      case ir::OpKind::kAccumMaxLast: return max_over_iterations();
+      case ir::OpKind::kAccumExpSumLast: return exp_sum();
+      case ir::OpKind::kAccumExpMatmul: return exp_matmul();
+      default: throw ir::IrError("interpret: unhandled accumulator");
     }
   }
 
  private:
-  static Shape last_dim_one(Shape s) {
+  static ir::Shape last_dim_one(ir::Shape s) {
     s.back() = 1;
     return s;
   }
@@ -110,7 +110,7 @@ class ForLoopAccumulator {
 
   // M(s): the max of s over its last dim and over every iteration.
   Tile max_over_iterations() const {
-    const Shape& shape = s_iters_.front().shape;
+    const ir::Shape& shape = s_iters_.front().shape;
     const int64_t len = shape.back();
     Tile m = filled_tensor(last_dim_one(shape), d_.lowest());
     for (const Tile& s : s_iters_) {
@@ -151,17 +151,17 @@ class ForLoopAccumulator {
     Tile sum;
     for (size_t i = 0; i < s_iters_.size(); ++i) {
       Tile term = matmul_op(d_, shifted_exp(s_iters_[i], m), v_iters_[i]);
-      sum = i == 0 ? std::move(term) : binary_op(d_, OpKind::kAdd, sum, term);
+      sum = i == 0 ? std::move(term) : binary_op(d_, ir::OpKind::kAdd, sum, term);
     }
     return sum;
   }
 
   const D& d_;
-  const Op& op_;
+  const ir::Op& op_;
   int iterations_ = 0;
   int64_t last_len_ = 1;
   Tile running_;                        // sum kinds: the running sum
   std::vector<Tile> s_iters_, v_iters_;  // online-softmax kinds: every iteration's inputs
 };
 
-}  // namespace mj
+}  // namespace mj::interp

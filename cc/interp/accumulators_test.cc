@@ -13,7 +13,15 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::OpKind;
+using ir::Shape;
+using ir::op_kind_name;
+
 namespace {
 
 using interp_testing::cast_tensors;
@@ -152,4 +160,4 @@ TYPED_TEST(Accumulators, ExpMatmulUsesTheGlobalMax) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

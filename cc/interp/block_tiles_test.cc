@@ -10,7 +10,17 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::Phase;
+using ir::ReduceKind;
+using ir::Shape;
+
 namespace {
 
 using interp_testing::cast_tensors;
@@ -185,4 +195,4 @@ TYPED_TEST(BlockTiles, CustomizedOpInKernelGraph) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

@@ -10,41 +10,41 @@
 #include "cc/ir/error.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
 
-inline int64_t num_elements(const Shape& s) {
+inline int64_t num_elements(const ir::Shape& s) {
   int64_t n = 1;
   for (int64_t d : s) n *= d;
   return n;
 }
 
-inline std::vector<int64_t> row_major_strides(const Shape& s) {
+inline std::vector<int64_t> row_major_strides(const ir::Shape& s) {
   std::vector<int64_t> st(s.size(), 1);
   for (int i = int(s.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * s[i + 1];
   return st;
 }
 
 // Product of dims [begin, end).
-inline int64_t dims_product(const Shape& s, int begin, int end) {
+inline int64_t dims_product(const ir::Shape& s, int begin, int end) {
   int64_t n = 1;
   for (int i = begin; i < end; ++i) n *= s[i];
   return n;
 }
 
 template <class V>
-DenseTensor<V> filled_tensor(const Shape& shape, const V& v) {
+DenseTensor<V> filled_tensor(const ir::Shape& shape, const V& v) {
   return DenseTensor<V>{shape, std::vector<V>(size_t(num_elements(shape)), v)};
 }
 
 // numpy broadcasting: ranks right-aligned, a size-1 dim stretches. `what` names the op.
-inline Shape numpy_broadcast(const Shape& a, const Shape& b, const std::string& what) {
+inline ir::Shape numpy_broadcast(const ir::Shape& a, const ir::Shape& b, const std::string& what) {
   const size_t rank = std::max(a.size(), b.size());
-  Shape out(rank);
+  ir::Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
     const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
     const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
-      throw IrError(what + ": shapes " + shape_str(a) + " and " + shape_str(b) +
+      throw ir::IrError(what + ": shapes " + ir::shape_str(a) + " and " + ir::shape_str(b) +
                     " do not broadcast (dims must be equal or 1)");
     }
     out[i] = da == 1 ? db : da;
@@ -54,7 +54,7 @@ inline Shape numpy_broadcast(const Shape& a, const Shape& b, const std::string& 
 
 // For every element of `out` (row-major), the flat offset of the element of a tensor of shape
 // `in` that broadcasts onto it. `in` must broadcast to `out`.
-inline std::vector<int64_t> broadcast_offsets(const Shape& out, const Shape& in) {
+inline std::vector<int64_t> broadcast_offsets(const ir::Shape& out, const ir::Shape& in) {
   const size_t rank = out.size();
   const size_t lead = rank - in.size();
   const std::vector<int64_t> in_strides = row_major_strides(in);
@@ -81,7 +81,7 @@ inline std::vector<int64_t> broadcast_offsets(const Shape& out, const Shape& in)
 // shape `box`, placed at `origin` inside a tensor of shape `outer`, with the box itself dense.
 // Used both to cut a tile out of a kernel tensor and to store one back.
 template <class Fn>
-void for_each_box_run(const Shape& outer, const Shape& box, const std::vector<int64_t>& origin,
+void for_each_box_run(const ir::Shape& outer, const ir::Shape& box, const std::vector<int64_t>& origin,
                       Fn&& fn) {
   const int rank = int(outer.size());
   const std::vector<int64_t> outer_strides = row_major_strides(outer);
@@ -99,4 +99,4 @@ void for_each_box_run(const Shape& outer, const Shape& box, const std::vector<in
   }
 }
 
-}  // namespace mj
+}  // namespace mj::interp

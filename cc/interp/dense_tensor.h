@@ -4,12 +4,12 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
 
 template <class V>
 struct DenseTensor {
-  Shape shape;
+  ir::Shape shape;
   std::vector<V> data;  // row-major
 };
 
-}  // namespace mj
+}  // namespace mj::interp

@@ -18,7 +18,7 @@
 #include <cmath>
 #include <limits>
 
-namespace mj {
+namespace mj::interp {
 
 template <class T>
 struct FloatDomain {
@@ -74,4 +74,4 @@ typename D::Value gelu(const D& d, typename D::Value x) {
   return d.mul(d.mul(d.constant(0.5), x), d.add(d.constant(1.0), t));
 }
 
-}  // namespace mj
+}  // namespace mj::interp

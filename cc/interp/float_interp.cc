@@ -3,7 +3,10 @@
 #include "cc/interp/domain.h"
 #include "cc/interp/interp.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::KernelGraph;
 
 std::vector<DenseTensor<double>> interpret_f64(const KernelGraph& g,
                                                const std::vector<DenseTensor<double>>& inputs) {
@@ -25,4 +28,4 @@ std::vector<DenseTensor<float>> interpret_block_graph_f32(
   return interpret_block_graph(bg, inputs, FloatDomain<float>{});
 }
 
-}  // namespace mj
+}  // namespace mj::interp

@@ -6,16 +6,16 @@
 #include "cc/interp/dense_tensor.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
 
-std::vector<DenseTensor<double>> interpret_f64(const KernelGraph& g,
+std::vector<DenseTensor<double>> interpret_f64(const ir::KernelGraph& g,
                                                const std::vector<DenseTensor<double>>& inputs);
-std::vector<DenseTensor<float>> interpret_f32(const KernelGraph& g,
+std::vector<DenseTensor<float>> interpret_f32(const ir::KernelGraph& g,
                                               const std::vector<DenseTensor<float>>& inputs);
 
 std::vector<DenseTensor<double>> interpret_block_graph_f64(
-    const BlockGraph& bg, const std::vector<DenseTensor<double>>& inputs);
+    const ir::BlockGraph& bg, const std::vector<DenseTensor<double>>& inputs);
 std::vector<DenseTensor<float>> interpret_block_graph_f32(
-    const BlockGraph& bg, const std::vector<DenseTensor<float>>& inputs);
+    const ir::BlockGraph& bg, const std::vector<DenseTensor<float>>& inputs);
 
-}  // namespace mj
+}  // namespace mj::interp

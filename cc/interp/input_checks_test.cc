@@ -12,7 +12,15 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::IrError;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::Shape;
+
 namespace {
 
 using interp_testing::cast_tensor;
@@ -97,4 +105,4 @@ TEST(FloatEntryPoints, MatchTheTemplates) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

@@ -13,21 +13,21 @@
 #include "cc/interp/domain.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
 
 // inputs: one per kernel graph input, in order, with exactly that input's shape (IrError
 // otherwise). Returns one tensor per marked output, in order.
 template <class D>
 std::vector<DenseTensor<typename D::Value>> interpret(
-    const KernelGraph& g, const std::vector<DenseTensor<typename D::Value>>& inputs,
+    const ir::KernelGraph& g, const std::vector<DenseTensor<typename D::Value>>& inputs,
     const D& domain);
 
 // Runs one block graph on kernel-level tensors (its inputs in order); returns its outputs.
 template <class D>
 std::vector<DenseTensor<typename D::Value>> interpret_block_graph(
-    const BlockGraph& bg, const std::vector<DenseTensor<typename D::Value>>& inputs,
+    const ir::BlockGraph& bg, const std::vector<DenseTensor<typename D::Value>>& inputs,
     const D& domain);
 
-}  // namespace mj
+}  // namespace mj::interp
 
 #include "cc/interp/interp_impl.h"

@@ -12,25 +12,25 @@
 #include "cc/ir/graph.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj {
+namespace mj::interp {
 
 // `what` is "interpret" or "interpret_block_graph"; `expected` the graph's input shapes.
 template <class V>
-void check_interp_inputs(const char* what, const std::vector<Shape>& expected,
+void check_interp_inputs(const char* what, const std::vector<ir::Shape>& expected,
                          const std::vector<DenseTensor<V>>& inputs) {
   if (inputs.size() != expected.size()) {
-    throw IrError(std::string(what) + ": the graph has " + std::to_string(expected.size()) +
+    throw ir::IrError(std::string(what) + ": the graph has " + std::to_string(expected.size()) +
                   " inputs but " + std::to_string(inputs.size()) + " were given");
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape != expected[i]) {
-      throw IrError(std::string(what) + ": input " + std::to_string(i) + " has shape " +
-                    shape_str(inputs[i].shape) + " but the graph's input " + std::to_string(i) +
-                    " has shape " + shape_str(expected[i]));
+      throw ir::IrError(std::string(what) + ": input " + std::to_string(i) + " has shape " +
+                    ir::shape_str(inputs[i].shape) + " but the graph's input " + std::to_string(i) +
+                    " has shape " + ir::shape_str(expected[i]));
     }
     if (int64_t(inputs[i].data.size()) != num_elements(inputs[i].shape)) {
-      throw IrError(std::string(what) + ": input " + std::to_string(i) + " of shape " +
-                    shape_str(inputs[i].shape) + " holds " +
+      throw ir::IrError(std::string(what) + ": input " + std::to_string(i) + " of shape " +
+                    ir::shape_str(inputs[i].shape) + " holds " +
                     std::to_string(inputs[i].data.size()) + " values, not " +
                     std::to_string(num_elements(inputs[i].shape)));
     }
@@ -40,7 +40,7 @@ void check_interp_inputs(const char* what, const std::vector<Shape>& expected,
 // Runs every block of bg's grid on `inputs` (checked by the caller), read in place.
 template <class D>
 std::vector<DenseTensor<typename D::Value>> run_block_graph(
-    const BlockGraph& bg, const std::vector<const DenseTensor<typename D::Value>*>& inputs,
+    const ir::BlockGraph& bg, const std::vector<const DenseTensor<typename D::Value>*>& inputs,
     const D& domain) {
   using Tensor = DenseTensor<typename D::Value>;
   std::vector<Tensor> outputs;
@@ -48,10 +48,10 @@ std::vector<DenseTensor<typename D::Value>> run_block_graph(
     outputs.push_back(filled_tensor(bg.kernel_output_shape(i), domain.constant(0.0)));
   }
   BlockRunner<D> runner(bg, inputs, domain);
-  const Dim3& grid = bg.grid();
+  const ir::Dim3& grid = bg.grid();
   for (int bz = 0; bz < grid[2]; ++bz) {
     for (int by = 0; by < grid[1]; ++by) {
-      for (int bx = 0; bx < grid[0]; ++bx) runner.run(Dim3{bx, by, bz}, outputs);
+      for (int bx = 0; bx < grid[0]; ++bx) runner.run(ir::Dim3{bx, by, bz}, outputs);
     }
   }
   return outputs;
@@ -59,10 +59,10 @@ std::vector<DenseTensor<typename D::Value>> run_block_graph(
 
 template <class D>
 std::vector<DenseTensor<typename D::Value>> interpret_block_graph(
-    const BlockGraph& bg, const std::vector<DenseTensor<typename D::Value>>& inputs,
+    const ir::BlockGraph& bg, const std::vector<DenseTensor<typename D::Value>>& inputs,
     const D& domain) {
   using Tensor = DenseTensor<typename D::Value>;
-  std::vector<Shape> expected;
+  std::vector<ir::Shape> expected;
   for (int i = 0; i < bg.num_inputs(); ++i) expected.push_back(bg.kernel_input_shape(i));
   check_interp_inputs("interpret_block_graph", expected, inputs);
   std::vector<const Tensor*> input_ptrs;
@@ -72,10 +72,10 @@ std::vector<DenseTensor<typename D::Value>> interpret_block_graph(
 
 template <class D>
 std::vector<DenseTensor<typename D::Value>> interpret(
-    const KernelGraph& g, const std::vector<DenseTensor<typename D::Value>>& inputs,
+    const ir::KernelGraph& g, const std::vector<DenseTensor<typename D::Value>>& inputs,
     const D& domain) {
   using Tensor = DenseTensor<typename D::Value>;
-  std::vector<Shape> expected;
+  std::vector<ir::Shape> expected;
   for (int id : g.input_ids()) expected.push_back(g.tensor(id).shape);
   check_interp_inputs("interpret", expected, inputs);
 
@@ -84,21 +84,21 @@ std::vector<DenseTensor<typename D::Value>> interpret(
   std::vector<Tensor> owned(g.tensors().size());
   for (size_t i = 0; i < inputs.size(); ++i) value[g.input_ids()[i]] = &inputs[i];
 
-  auto set = [&](const Op& op, int t, Tensor v) {
+  auto set = [&](const ir::Op& op, int t, Tensor v) {
     if (v.shape != g.tensor(t).shape) {
-      throw IrError("interpret: " + std::string(op_kind_name(op.kind)) + " computed t" +
-                    std::to_string(t) + " with shape " + shape_str(v.shape) +
-                    " but the graph declares " + shape_str(g.tensor(t).shape));
+      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) + " computed t" +
+                    std::to_string(t) + " with shape " + ir::shape_str(v.shape) +
+                    " but the graph declares " + ir::shape_str(g.tensor(t).shape));
     }
     owned[t] = std::move(v);
     value[t] = &owned[t];
   };
 
-  for (const Op& op : g.ops()) {
-    if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput) continue;
+  for (const ir::Op& op : g.ops()) {
+    if (op.kind == ir::OpKind::kInput || op.kind == ir::OpKind::kOutput) continue;
     std::vector<const Tensor*> args;
     for (int t : op.inputs) args.push_back(value.at(t));
-    if (op.kind == OpKind::kCustomized) {
+    if (op.kind == ir::OpKind::kCustomized) {
       // The IR checked these against the block graph's declared inputs at construction.
       std::vector<Tensor> results = run_block_graph(*op.block_graph, args, domain);
       for (size_t k = 0; k < op.outputs.size(); ++k) {
@@ -114,4 +114,4 @@ std::vector<DenseTensor<typename D::Value>> interpret(
   return result;
 }
 
-}  // namespace mj
+}  // namespace mj::interp

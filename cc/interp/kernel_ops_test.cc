@@ -10,7 +10,17 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::op_kind_name;
+using ir::reduce_kind_name;
+using ir::shape_str;
+
 namespace {
 
 using interp_testing::cast_tensors;
@@ -258,4 +268,4 @@ TYPED_TEST(KernelOps, ChainedOpsAndOutputOrder) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

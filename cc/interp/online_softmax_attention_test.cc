@@ -13,7 +13,15 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 using interp_testing::cast_tensors;
@@ -105,4 +113,4 @@ TYPED_TEST(OnlineSoftmaxAttention, EqualsSoftmaxQKTV) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

@@ -11,7 +11,14 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+
 namespace {
 
 using interp_testing::cast_tensors;
@@ -89,4 +96,4 @@ TYPED_TEST(RmsNormLinearFusion, FusedEqualsUnfused) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

@@ -14,45 +14,45 @@
 #include "cc/ir/graph.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj {
+namespace mj::interp {
 
 template <class D>
-typename D::Value apply_unary(const D& d, OpKind kind, double scalar, typename D::Value x) {
+typename D::Value apply_unary(const D& d, ir::OpKind kind, double scalar, typename D::Value x) {
   switch (kind) {
-    case OpKind::kExp: return d.exp(x);
-    case OpKind::kSquare: return d.mul(x, x);
-    case OpKind::kSqrt: return d.sqrt(x);
-    case OpKind::kRsqrt: return d.recip(d.sqrt(x));
-    case OpKind::kSilu: return silu(d, x);
-    case OpKind::kGelu: return gelu(d, x);
-    case OpKind::kRelu: return d.relu(x);
-    case OpKind::kSigmoid: return sigmoid(d, x);
-    case OpKind::kNeg: return d.neg(x);
-    case OpKind::kRecip: return d.recip(x);
-    case OpKind::kMulScalar: return d.mul(x, d.constant(scalar));
-    case OpKind::kAddScalar: return d.add(x, d.constant(scalar));
+    case ir::OpKind::kExp: return d.exp(x);
+    case ir::OpKind::kSquare: return d.mul(x, x);
+    case ir::OpKind::kSqrt: return d.sqrt(x);
+    case ir::OpKind::kRsqrt: return d.recip(d.sqrt(x));
+    case ir::OpKind::kSilu: return silu(d, x);
+    case ir::OpKind::kGelu: return gelu(d, x);
+    case ir::OpKind::kRelu: return d.relu(x);
+    case ir::OpKind::kSigmoid: return sigmoid(d, x);
+    case ir::OpKind::kNeg: return d.neg(x);
+    case ir::OpKind::kRecip: return d.recip(x);
+    case ir::OpKind::kMulScalar: return d.mul(x, d.constant(scalar));
+    case ir::OpKind::kAddScalar: return d.add(x, d.constant(scalar));
     default:
-      throw IrError("interpret: " + std::string(op_kind_name(kind)) +
+      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(kind)) +
                     " is not a unary elementwise op");
   }
 }
 
 template <class D>
-typename D::Value apply_binary(const D& d, OpKind kind, typename D::Value a,
+typename D::Value apply_binary(const D& d, ir::OpKind kind, typename D::Value a,
                                typename D::Value b) {
   switch (kind) {
-    case OpKind::kAdd: return d.add(a, b);
-    case OpKind::kSub: return d.sub(a, b);
-    case OpKind::kMul: return d.mul(a, b);
-    case OpKind::kDiv: return d.div(a, b);
+    case ir::OpKind::kAdd: return d.add(a, b);
+    case ir::OpKind::kSub: return d.sub(a, b);
+    case ir::OpKind::kMul: return d.mul(a, b);
+    case ir::OpKind::kDiv: return d.div(a, b);
     default:
-      throw IrError("interpret: " + std::string(op_kind_name(kind)) +
+      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(kind)) +
                     " is not a binary elementwise op");
   }
 }
 
 template <class D>
-DenseTensor<typename D::Value> unary_op(const D& d, OpKind kind, double scalar,
+DenseTensor<typename D::Value> unary_op(const D& d, ir::OpKind kind, double scalar,
                                         const DenseTensor<typename D::Value>& x) {
   DenseTensor<typename D::Value> out{x.shape, {}};
   out.data.reserve(x.data.size());
@@ -61,10 +61,10 @@ DenseTensor<typename D::Value> unary_op(const D& d, OpKind kind, double scalar,
 }
 
 template <class D>
-DenseTensor<typename D::Value> binary_op(const D& d, OpKind kind,
+DenseTensor<typename D::Value> binary_op(const D& d, ir::OpKind kind,
                                          const DenseTensor<typename D::Value>& a,
                                          const DenseTensor<typename D::Value>& b) {
-  const Shape shape = numpy_broadcast(a.shape, b.shape, std::string(op_kind_name(kind)));
+  const ir::Shape shape = numpy_broadcast(a.shape, b.shape, std::string(ir::op_kind_name(kind)));
   const std::vector<int64_t> ia = broadcast_offsets(shape, a.shape);
   const std::vector<int64_t> ib = broadcast_offsets(shape, b.shape);
   DenseTensor<typename D::Value> out{shape, {}};
@@ -81,16 +81,16 @@ DenseTensor<typename D::Value> matmul_op(const D& d, const DenseTensor<typename 
                                          const DenseTensor<typename D::Value>& b) {
   const int ra = int(a.shape.size()), rb = int(b.shape.size());
   if (ra < 2 || rb < 2 || a.shape[ra - 1] != b.shape[rb - 2]) {
-    throw IrError("matmul: shapes " + shape_str(a.shape) + " and " + shape_str(b.shape) +
+    throw ir::IrError("matmul: shapes " + ir::shape_str(a.shape) + " and " + ir::shape_str(b.shape) +
                   " need rank >= 2 and a's last dim equal to b's second-to-last");
   }
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
-  const Shape batch_a(a.shape.begin(), a.shape.end() - 2);
-  const Shape batch_b(b.shape.begin(), b.shape.end() - 2);
-  const Shape batch = numpy_broadcast(batch_a, batch_b, "matmul batch dims");
+  const ir::Shape batch_a(a.shape.begin(), a.shape.end() - 2);
+  const ir::Shape batch_b(b.shape.begin(), b.shape.end() - 2);
+  const ir::Shape batch = numpy_broadcast(batch_a, batch_b, "matmul batch dims");
   const std::vector<int64_t> ba = broadcast_offsets(batch, batch_a);
   const std::vector<int64_t> bb = broadcast_offsets(batch, batch_b);
-  Shape shape = batch;
+  ir::Shape shape = batch;
   shape.push_back(m);
   shape.push_back(n);
   auto out = filled_tensor(shape, d.constant(0.0));
@@ -120,10 +120,10 @@ template <class D, class = void>
 struct HasLogicalCount : std::false_type {};
 template <class D>
 struct HasLogicalCount<D, std::void_t<decltype(std::declval<const D&>().logical_count(
-                              std::declval<const Op&>(), int64_t(0)))>> : std::true_type {};
+                              std::declval<const ir::Op&>(), int64_t(0)))>> : std::true_type {};
 
 template <class D>
-typename D::Value count_constant(const D& d, const Op& op, int64_t n) {
+typename D::Value count_constant(const D& d, const ir::Op& op, int64_t n) {
   if constexpr (HasLogicalCount<D>::value) {
     return d.constant(double(d.logical_count(op, n)));
   } else {
@@ -133,30 +133,30 @@ typename D::Value count_constant(const D& d, const Op& op, int64_t n) {
 
 template <class D>
 DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename D::Value>& x,
-                                         const Op& op) {
+                                         const ir::Op& op) {
   const int dim = op.dim;
-  const ReduceKind kind = op.reduce;
+  const ir::ReduceKind kind = op.reduce;
   const int rank = int(x.shape.size());
   if (dim < 0 || dim >= rank) {
-    throw IrError("reduce: dim " + std::to_string(dim) + " is out of range for shape " +
-                  shape_str(x.shape));
+    throw ir::IrError("reduce: dim " + std::to_string(dim) + " is out of range for shape " +
+                  ir::shape_str(x.shape));
   }
   const int64_t outer = dims_product(x.shape, 0, dim), len = x.shape[dim];
   const int64_t inner = dims_product(x.shape, dim + 1, rank);
-  Shape shape = x.shape;
+  ir::Shape shape = x.shape;
   shape[dim] = 1;
-  const auto init = kind == ReduceKind::kMax ? d.lowest() : d.constant(0.0);
+  const auto init = kind == ir::ReduceKind::kMax ? d.lowest() : d.constant(0.0);
   auto out = filled_tensor(shape, init);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t r = 0; r < len; ++r) {
       for (int64_t in = 0; in < inner; ++in) {
         auto& acc = out.data[o * inner + in];
         const auto v = x.data[(o * len + r) * inner + in];
-        acc = kind == ReduceKind::kMax ? d.max(acc, v) : d.add(acc, v);
+        acc = kind == ir::ReduceKind::kMax ? d.max(acc, v) : d.add(acc, v);
       }
     }
   }
-  if (kind == ReduceKind::kMean) {
+  if (kind == ir::ReduceKind::kMean) {
     // Divide (not multiply by 1/len) so a finite field stays exact.
     const auto n = count_constant(d, op, len);
     for (auto& v : out.data) v = d.div(v, n);
@@ -167,7 +167,7 @@ DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename 
 // x / sqrt(mean(x^2, last dim) + eps)
 template <class D>
 DenseTensor<typename D::Value> rms_norm_op(const D& d, const DenseTensor<typename D::Value>& x,
-                                           const Op& op) {
+                                           const ir::Op& op) {
   const int64_t len = x.shape.back();
   const int64_t rows = dims_product(x.shape, 0, int(x.shape.size()) - 1);
   DenseTensor<typename D::Value> out{x.shape, x.data};
@@ -191,12 +191,12 @@ DenseTensor<V> concat_op(const DenseTensor<V>& a, const DenseTensor<V>& b, int d
   bool ok = rank == int(b.shape.size()) && dim >= 0 && dim < rank;
   for (int i = 0; ok && i < rank; ++i) ok = i == dim || a.shape[i] == b.shape[i];
   if (!ok) {
-    throw IrError("concat: shapes " + shape_str(a.shape) + " and " + shape_str(b.shape) +
+    throw ir::IrError("concat: shapes " + ir::shape_str(a.shape) + " and " + ir::shape_str(b.shape) +
                   " must agree on every dim but " + std::to_string(dim));
   }
   const int64_t outer = dims_product(a.shape, 0, dim);
   const int64_t run_a = dims_product(a.shape, dim, rank), run_b = dims_product(b.shape, dim, rank);
-  Shape shape = a.shape;
+  ir::Shape shape = a.shape;
   shape[dim] += b.shape[dim];
   DenseTensor<V> out{shape, {}};
   out.data.reserve(size_t(outer * (run_a + run_b)));
@@ -210,18 +210,18 @@ DenseTensor<V> concat_op(const DenseTensor<V>& a, const DenseTensor<V>& b, int d
 // Evaluates an op that both levels share (elementwise, matmul, reduce, rms_norm, concat).
 template <class D>
 DenseTensor<typename D::Value> eval_shared_op(
-    const D& d, const Op& op, const std::vector<const DenseTensor<typename D::Value>*>& args) {
-  if (is_unary_elementwise(op.kind)) return unary_op(d, op.kind, op.scalar, *args.at(0));
-  if (is_binary_elementwise(op.kind)) return binary_op(d, op.kind, *args.at(0), *args.at(1));
+    const D& d, const ir::Op& op, const std::vector<const DenseTensor<typename D::Value>*>& args) {
+  if (ir::is_unary_elementwise(op.kind)) return unary_op(d, op.kind, op.scalar, *args.at(0));
+  if (ir::is_binary_elementwise(op.kind)) return binary_op(d, op.kind, *args.at(0), *args.at(1));
   switch (op.kind) {
-    case OpKind::kMatmul: return matmul_op(d, *args.at(0), *args.at(1));
-    case OpKind::kReduce: return reduce_op(d, *args.at(0), op);
-    case OpKind::kRmsNorm: return rms_norm_op(d, *args.at(0), op);
-    case OpKind::kConcat: return concat_op(*args.at(0), *args.at(1), op.dim);
+    case ir::OpKind::kMatmul: return matmul_op(d, *args.at(0), *args.at(1));
+    case ir::OpKind::kReduce: return reduce_op(d, *args.at(0), op);
+    case ir::OpKind::kRmsNorm: return rms_norm_op(d, *args.at(0), op);
+    case ir::OpKind::kConcat: return concat_op(*args.at(0), *args.at(1), op.dim);
     default:
-      throw IrError("interpret: " + std::string(op_kind_name(op.kind)) +
+      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +
                     " is not an op on whole tensors");
   }
 }
 
-}  // namespace mj
+}  // namespace mj::interp

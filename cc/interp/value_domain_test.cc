@@ -11,7 +11,15 @@
 #include "cc/interp/interp_test_support.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::interp {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 using interp_testing::random_tensor;
@@ -134,4 +142,4 @@ TEST(ValueDomain, ZeroMaxStabilizerCancels) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::interp

@@ -3,7 +3,7 @@
 
 #include "cc/ir/shape_rules.h"
 
-namespace mj {
+namespace mj::ir {
 
 namespace {
 
@@ -196,4 +196,4 @@ Phase BlockGraph::combine_phases(const Op& op) const {
   return phase;
 }
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -4,7 +4,7 @@
 #include "cc/ir/graph.h"
 #include "cc/ir/ir_error_matchers_for_test.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 TEST(BlockRules, GridAndForloopRange) {
@@ -150,4 +150,4 @@ TEST(BlockRules, CustomizedInputsMustMatch) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::ir

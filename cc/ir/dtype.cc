@@ -2,7 +2,7 @@
 
 #include "cc/ir/error.h"
 
-namespace mj {
+namespace mj::ir {
 
 const char* dtype_name(DType d) {
   switch (d) {
@@ -30,4 +30,4 @@ int dtype_bytes(DType d) {
   throw IrError("dtype_bytes: invalid DType value " + std::to_string(int(d)));
 }
 
-}  // namespace mj
+}  // namespace mj::ir

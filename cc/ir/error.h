@@ -2,7 +2,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace mj {
+namespace mj::ir {
 
 // Every rule the IR enforces throws this, with a message that names the op, the tensor and
 // the rule, so that no invalid graph can ever be built.
@@ -10,4 +10,4 @@ struct IrError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-}  // namespace mj
+}  // namespace mj::ir

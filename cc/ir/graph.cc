@@ -5,7 +5,7 @@
 
 #include "cc/ir/shape_rules.h"
 
-namespace mj {
+namespace mj::ir {
 
 std::string shape_str(const Shape& s) {
   std::string out = "[";
@@ -152,4 +152,4 @@ int Graph::concat(int a, int b, int dim) {
   return add_op(std::move(op), {out}, common_dtype(tensors_[a].dtype, tensors_[b].dtype));
 }
 
-}  // namespace mj
+}  // namespace mj::ir

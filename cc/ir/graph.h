@@ -13,7 +13,7 @@
 #include "cc/ir/error.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj {
+namespace mj::ir {
 
 constexpr int kMaxRank = 4;
 using Shape = std::vector<int64_t>;
@@ -143,4 +143,4 @@ class BlockGraph : public Graph {
   std::vector<DType> kernel_in_dtypes_, kernel_out_dtypes_;
 };
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <tuple>
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 struct Hash128 {
@@ -142,4 +142,4 @@ std::string graph_hash(const KernelGraph& g) {
 
 std::string block_graph_hash(const BlockGraph& g) { return hex(block_hash128(g)); }
 
-}  // namespace mj
+}  // namespace mj::ir

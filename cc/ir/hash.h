@@ -6,9 +6,9 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::ir {
 
 std::string graph_hash(const KernelGraph& g);
 std::string block_graph_hash(const BlockGraph& g);
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -5,7 +5,7 @@
 
 #include "cc/ir/hash.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 // Every attribute a test may vary; the defaults give the fused RMSNorm + Linear graph.
@@ -150,4 +150,4 @@ TEST(Hash, InputPositionsMatter) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::ir

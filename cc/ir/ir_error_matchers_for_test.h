@@ -12,7 +12,7 @@
     try {                                                                                \
       statement;                                                                         \
       ADD_FAILURE() << "expected IrError from: " #statement;                             \
-    } catch (const ::mj::IrError& e) {                                                   \
+    } catch (const ::mj::ir::IrError& e) {                                                   \
       const std::string message = e.what();                                              \
       for (const char* piece : std::initializer_list<const char*>{__VA_ARGS__}) {        \
         EXPECT_NE(message.find(piece), std::string::npos)                                \

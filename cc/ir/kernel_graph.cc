@@ -1,7 +1,7 @@
 // KernelGraph: program inputs, graph-defined (customized) ops and program outputs.
 #include "cc/ir/shape_rules.h"
 
-namespace mj {
+namespace mj::ir {
 
 int KernelGraph::new_input(const Shape& shape, DType dtype) {
   check_valid_shape("new_input", "input shape", shape);
@@ -67,4 +67,4 @@ void KernelGraph::mark_output(int t) {
   outputs_.push_back(t);
 }
 
-}  // namespace mj
+}  // namespace mj::ir

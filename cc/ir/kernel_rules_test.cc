@@ -6,7 +6,7 @@
 #include "cc/ir/graph.h"
 #include "cc/ir/ir_error_matchers_for_test.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 TEST(KernelRules, RankAndDims) {
@@ -138,4 +138,4 @@ TEST(KernelRules, DtypeNames) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::ir

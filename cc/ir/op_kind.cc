@@ -4,7 +4,7 @@
 
 #include "cc/ir/error.h"
 
-namespace mj {
+namespace mj::ir {
 
 std::string_view op_kind_name(OpKind k) {
   switch (k) {
@@ -73,4 +73,4 @@ bool is_accumulator(OpKind k) {
   return k >= OpKind::kAccumSum && k <= OpKind::kAccumExpMatmul;
 }
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace mj {
+namespace mj::ir {
 
 enum class OpKind : uint8_t {
   // graph boundary
@@ -45,4 +45,4 @@ bool is_binary_elementwise(OpKind k);
 bool is_elementwise(OpKind k);
 bool is_accumulator(OpKind k);
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -6,7 +6,7 @@
 
 #include "cc/ir/thread_fusion.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 // The shortest decimal that reads back as the same double, so constants print exactly.
@@ -112,4 +112,4 @@ std::string to_string(const KernelGraph& g) {
   return s;
 }
 
-}  // namespace mj
+}  // namespace mj::ir

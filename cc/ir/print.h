@@ -5,9 +5,9 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::ir {
 
 std::string to_string(const KernelGraph& g);
 std::string to_string(const BlockGraph& g, int indent = 0);
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -4,7 +4,7 @@
 
 #include "cc/ir/print.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 bool contains(const std::string& text, const std::string& piece) {
@@ -78,4 +78,4 @@ TEST(Print, MultipleOutputsAndScalars) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::ir

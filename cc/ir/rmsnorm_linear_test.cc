@@ -3,7 +3,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 TEST(RmsNormLinear, ReferenceKernelGraphShapes) {
@@ -95,4 +95,4 @@ TEST(RmsNormLinear, BothSplitsOnOneDimTakeTheBlockPartFirst) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::ir

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace mj {
+namespace mj::ir {
 
 void ir_fail(const std::string& op, const std::string& message) {
   throw IrError(op + ": " + message);
@@ -92,4 +92,4 @@ Shape concat_shape(const std::string& op, const std::string& a_desc, const Shape
   return out;
 }
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -5,7 +5,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::ir {
 
 [[noreturn]] void ir_fail(const std::string& op, const std::string& message);
 
@@ -33,4 +33,4 @@ Shape reduced_shape(const Shape& x, int dim);
 Shape concat_shape(const std::string& op, const std::string& a_desc, const Shape& a,
                    const std::string& b_desc, const Shape& b, int dim);
 
-}  // namespace mj
+}  // namespace mj::ir

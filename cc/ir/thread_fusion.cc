@@ -6,7 +6,7 @@
 // over.
 #include "cc/ir/thread_fusion.h"
 
-namespace mj {
+namespace mj::ir {
 
 std::vector<int> thread_fusion_groups(const BlockGraph& g) {
   const std::vector<Op>& ops = g.ops();
@@ -40,4 +40,4 @@ std::vector<int> thread_fusion_groups(const BlockGraph& g) {
   return group;
 }
 
-}  // namespace mj
+}  // namespace mj::ir

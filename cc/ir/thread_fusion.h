@@ -7,10 +7,10 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::ir {
 
 // One entry per op of g: the fusion group id (the index of the group's first op), or -1 for
 // ops that are not computation (inputs, outputs).
 std::vector<int> thread_fusion_groups(const BlockGraph& g);
 
-}  // namespace mj
+}  // namespace mj::ir

@@ -3,7 +3,7 @@
 
 #include "cc/ir/thread_fusion.h"
 
-namespace mj {
+namespace mj::ir {
 namespace {
 
 int op_of(const BlockGraph& g, int t) { return g.tensor(t).producer; }
@@ -79,4 +79,4 @@ TEST(ThreadFusion, StoredValuesAreNotFusedThrough) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::ir

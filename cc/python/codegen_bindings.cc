@@ -15,11 +15,11 @@ using namespace nb::literals;
 namespace mj::python {
 
 void bind_codegen(nb::module_& m) {
-  m.def("generate_cpu_kernel", &codegen::generate_cpu_kernel, "block_graph"_a, "symbol"_a);
-  m.def("cpu_kernel_symbol", &codegen::cpu_kernel_symbol, "block_graph"_a);
-  m.def("generate_cuda_kernel", &codegen::generate_cuda_kernel, "block_graph"_a, "symbol"_a,
+  m.def("generate_cpu_kernel", &codegen::cpu::generate_cpu_kernel, "block_graph"_a, "symbol"_a);
+  m.def("cpu_kernel_symbol", &codegen::cpu::cpu_kernel_symbol, "block_graph"_a);
+  m.def("generate_cuda_kernel", &codegen::cuda::generate_cuda_kernel, "block_graph"_a, "symbol"_a,
         "smem_limit_bytes"_a);
-  m.def("cuda_kernel_symbol", &codegen::cuda_kernel_symbol, "block_graph"_a);
+  m.def("cuda_kernel_symbol", &codegen::cuda::cuda_kernel_symbol, "block_graph"_a);
   m.def("cuda_shared_memory_limit", &codegen::cuda::shared_memory_limit, "arch"_a);
 }
 

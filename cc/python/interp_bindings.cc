@@ -14,6 +14,12 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace mj::python {
+
+using interp::DenseTensor;
+using interp::interpret_f32;
+using interp::interpret_f64;
+using ir::KernelGraph;
+
 namespace {
 
 template <class V>

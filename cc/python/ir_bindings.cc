@@ -19,6 +19,28 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace mj::python {
+
+using ir::BlockGraph;
+using ir::Dim3;
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::Tensor;
+using ir::block_graph_hash;
+using ir::dtype_name;
+using ir::graph_hash;
+using ir::op_kind_name;
+using ir::parse_dtype;
+using ir::parse_op_kind;
+using ir::parse_reduce_kind;
+using ir::phase_name;
+using ir::reduce_kind_name;
+using ir::thread_fusion_groups;
+using ir::to_string;
+
 namespace {
 
 std::string name_of(OpKind k) { return std::string(op_kind_name(k)); }

@@ -9,7 +9,7 @@ namespace nb = nanobind;
 
 NB_MODULE(_core, m) {
   // A ValueError subclass, so callers that only know Python's conventions still catch it.
-  nb::exception<mj::IrError>(m, "IRError", PyExc_ValueError);
+  nb::exception<mj::ir::IrError>(m, "IRError", PyExc_ValueError);
   mj::python::bind_ir(m);
   mj::python::bind_interp(m);
   mj::python::bind_verify(m);

@@ -19,6 +19,16 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace mj::python {
+
+using cost::Target;
+using ir::KernelGraph;
+using search::SearchConfig;
+using search::SearchProgress;
+using search::SearchResult;
+using search::SearchStats;
+using search::kMaxKeyInputs;
+using search::search;
+
 namespace {
 
 void bind_target(nb::module_& m) {

@@ -14,6 +14,13 @@ namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace mj::python {
+
+using ir::IrError;
+using ir::KernelGraph;
+using verify::VerifyOptions;
+using verify::VerifyResult;
+using verify::verify_equivalent;
+
 namespace {
 
 VerifyOptions::Shrink parse_shrink(const std::string& s) {

@@ -12,7 +12,17 @@
 #include "cc/search/recomputation.h"
 #include "cc/search/stabilizers.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::ExprId;
+using ir::BlockGraph;
+using ir::Dim3;
+using ir::IrError;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::Tensor;
+using ir::block_graph_hash;
 
 namespace {
 
@@ -213,4 +223,4 @@ void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& i
   search.expand(s);
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -10,7 +10,7 @@
 #include "cc/search/partitions.h"
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 // Depth-first over every block graph on `inputs` (kernel tensor ids of parent, ascending)
 // with `layout`; calls on_close for each child kernel state that appends one of them.
@@ -18,4 +18,4 @@ void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& i
                             const BlockLayout& layout, SearchShared& shared, Worker& worker,
                             const std::function<void(KernelState&&)>& on_close);
 
-}  // namespace mj
+}  // namespace mj::search

@@ -1,6 +1,12 @@
 #include "cc/search/block_op_rules.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::is_accumulator;
 
 std::optional<Phase> result_phase(const BlockGraph& g, const Op& op) {
   bool body = false, epilogue = false;
@@ -45,4 +51,4 @@ bool rescales_by_block_max(const Op& op, const DimClasses& x, const BlockLayout&
   return online && reduces_split_index(op, x, layout);
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -2,7 +2,14 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+
 namespace {
 
 Op op_of(OpKind kind, std::vector<int> inputs, int dim = -1) {
@@ -48,4 +55,4 @@ TEST(BlockOpRules, ReducingAGridSplitIndexNeedsPartialResults) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

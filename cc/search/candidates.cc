@@ -8,7 +8,14 @@
 #include "cc/ir/hash.h"
 #include "cc/verify/verify.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::graph_hash;
+using verify::VerifyOptions;
+using verify::VerifyResult;
+using verify::verify_equivalent;
 
 namespace {
 
@@ -85,4 +92,4 @@ void check_candidate(const KernelState& s, SearchShared& shared, Worker& worker)
   assign_outputs(s, dangling, order, used, shared, worker);
 }
 
-}  // namespace mj
+}  // namespace mj::search

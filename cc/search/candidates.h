@@ -9,13 +9,13 @@
 
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 void check_candidate(const KernelState& s, SearchShared& shared, Worker& worker);
 
 // Proves one claimed candidate equivalent to the target and keeps it when it is; whether
 // it was kept.
-bool verify_candidate(std::shared_ptr<const KernelGraph> candidate, std::string hash,
+bool verify_candidate(std::shared_ptr<const ir::KernelGraph> candidate, std::string hash,
                       SearchShared& shared);
 
-}  // namespace mj
+}  // namespace mj::search

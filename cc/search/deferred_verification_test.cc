@@ -12,7 +12,13 @@
 #include "cc/search/search_test_graphs.h"
 #include "cc/verify/verify.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::KernelGraph;
+using ir::graph_hash;
+using verify::VerifyOptions;
+using verify::verify_equivalent;
+
 namespace {
 
 SearchConfig config() {
@@ -84,4 +90,4 @@ TEST(DeferredVerification, ANegativeLimitIsRefused) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -9,7 +9,17 @@
 #include "cc/search/search_test_graphs.h"
 #include "cc/verify/verify.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::to_string;
+using verify::VerifyOptions;
+using verify::verify_equivalent;
+
 namespace {
 
 using search_test::count_ops;
@@ -69,4 +79,4 @@ TEST(GatedMlpSearch, TheFusedKernelRanksFirstAtThePapersShapes) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -14,7 +14,15 @@
 #include "cc/search/search.h"
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::to_string;
+
 namespace {
 
 using search_test::count_ops;
@@ -81,4 +89,4 @@ TEST(GqaDecodeSearch, FinishesAtThePapersShapesWithTheOnlineSoftmaxKernel) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

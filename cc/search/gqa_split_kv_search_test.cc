@@ -23,7 +23,16 @@
 #include "cc/search/search_test_graphs.h"
 #include "cc/verify/float_safety.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::to_string;
+
 namespace {
 
 using search_test::count_ops;
@@ -126,7 +135,7 @@ TEST(GqaSplitKvSearch, NeverReturnsTheUnstabilizedSplitFormAndStillFuses) {
   for (const auto& cand : r.candidates) {
     EXPECT_NE(split_kv_mismatch(*cand), "") << "the unstabilized split form:\n"
                                             << to_string(*cand);
-    EXPECT_FALSE(has_unbounded_exp(*cand)) << to_string(*cand);
+    EXPECT_FALSE(verify::has_unbounded_exp(*cand)) << to_string(*cand);
     if (!online && is_online_softmax_kernel(*cand)) online = cand.get();
   }
   ASSERT_NE(online, nullptr) << "no fused online-softmax candidate";
@@ -154,4 +163,4 @@ TEST(GqaSplitKvSearch, TheStructureCheckRejectsTheOnlineSoftmaxKernel) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -3,7 +3,16 @@
 #include <numeric>
 #include <set>
 
-namespace mj {
+namespace mj::search {
+
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::Tensor;
+using ir::is_binary_elementwise;
 
 int ClassTable::fresh(int64_t size) {
   sizes_.push_back(size);
@@ -226,4 +235,4 @@ std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimC
   return in.at(0);
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -12,7 +12,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::search {
 
 constexpr int kUnitClass = -1;  // a size-1 dim: broadcast, indexes nothing
 
@@ -64,7 +64,7 @@ struct TargetClasses {
   // and quotients (whose operands a combining kernel sums before it multiplies).
   std::vector<int> combinable;
 };
-TargetClasses target_classes(const KernelGraph& target);
+TargetClasses target_classes(const ir::KernelGraph& target);
 
 // The result classes of appending `op` (with the given input classes) to a graph, or nullopt
 // when the op would tie two different classes (an elementwise op on unrelated indices, a
@@ -72,7 +72,7 @@ TargetClasses target_classes(const KernelGraph& target);
 // then the target tied them. `out_shape` is the op's result shape. Accumulators over the
 // last dim make it a unit; kInput/kOutput/kCustomized are handled by the enumerators. `table` may be null
 // except for concat, whose result dim is a new class.
-std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimClasses>& in,
-                                            const Shape& out_shape, ClassTable* table);
+std::optional<DimClasses> propagate_classes(const ir::Op& op, const std::vector<DimClasses>& in,
+                                            const ir::Shape& out_shape, ClassTable* table);
 
-}  // namespace mj
+}  // namespace mj::search

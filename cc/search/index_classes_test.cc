@@ -4,7 +4,11 @@
 
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::Op;
+using ir::OpKind;
+
 namespace {
 
 TEST(IndexClasses, RmsNormLinearTiesKAcrossXScaleAndW) {
@@ -81,4 +85,4 @@ TEST(IndexClasses, OnlySumsOutsideTheExpCanBeCombinedFromPartials) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

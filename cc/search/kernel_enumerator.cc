@@ -13,7 +13,13 @@
 #include "cc/search/recomputation.h"
 #include "cc/search/stabilizers.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::ExprId;
+using ir::IrError;
+using ir::KernelGraph;
+using ir::Op;
+using ir::Tensor;
 
 namespace {
 
@@ -169,4 +175,4 @@ void expand_kernel(const KernelState& s, SearchShared& shared, Worker& worker) {
   }
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -9,7 +9,7 @@
 #include "cc/search/partitions.h"
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 // The target's inputs, nothing else; expressions in the worker's pool.
 KernelState initial_kernel_state(const SearchShared& shared, Worker& worker);
@@ -18,7 +18,7 @@ KernelState initial_kernel_state(const SearchShared& shared, Worker& worker);
 // work: each is a task that builds its subtree.
 struct KernelMove {
   bool opens_block_graph = false;
-  Op op;                    // a predefined op (when !opens_block_graph)
+  ir::Op op;                    // a predefined op (when !opens_block_graph)
   std::vector<int> inputs;  // the block graph's kernel inputs, ascending
   BlockLayout layout;
 };
@@ -32,4 +32,4 @@ void run_kernel_move(const KernelState& s, const KernelMove& m, SearchShared& sh
 // Counts s as explored, checks it as a candidate, and explores its children.
 void expand_kernel(const KernelState& s, SearchShared& shared, Worker& worker);
 
-}  // namespace mj
+}  // namespace mj::search

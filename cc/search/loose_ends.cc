@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
-namespace mj {
+namespace mj::search {
+
+using ir::OpKind;
 
 namespace {
 
@@ -41,4 +43,4 @@ int block_output_cap(const KernelState& parent, const std::vector<int>& inputs,
   return std::min(cap, c.max_block_outputs);
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -9,7 +9,7 @@
 
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 // Computed kernel tensors of s that nothing consumes, not counting `consumed_next`.
 int kernel_loose_ends(const KernelState& s, const std::vector<int>& consumed_next = {});
@@ -27,4 +27,4 @@ inline bool block_state_viable(int dangling, int unused_inputs, int ops_left, in
   return dangling + unused_inputs - ops_left <= cap;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -9,7 +9,13 @@
 #include "cc/search/search.h"
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::to_string;
+
 namespace {
 
 using search_test::count_ops;
@@ -35,4 +41,4 @@ TEST(NTransSearch, FindsTheSingleKernelOverWholeRows) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

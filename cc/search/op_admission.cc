@@ -5,7 +5,13 @@
 #include "cc/search/recomputation.h"
 #include "cc/search/stabilizers.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::ExprId;
+using absexpr::abstract_expression_of_op;
+using ir::Graph;
+using ir::Op;
+using ir::OpKind;
 
 std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
                                    const std::vector<TensorFacts>& facts, const ClassTable& table,
@@ -45,4 +51,4 @@ std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
   return admitted;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -11,10 +11,10 @@
 #include "cc/search/index_classes.h"
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 struct AdmittedOp {
-  ExprId expr = 0;                        // 0 when pruning is off
+  absexpr::ExprId expr = 0;                        // 0 when pruning is off
   std::vector<DimClasses> in_classes;     // per input
   DimClasses classes;                     // of the result
   std::optional<ClassTable> concat_table; // the grown table, for a concat only
@@ -22,9 +22,9 @@ struct AdmittedOp {
 
 // `exprs` are the abstract expressions of g's tensors (empty when pruning is off);
 // `forloop_range` is 1 at kernel level.
-std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
+std::optional<AdmittedOp> admit_op(const ir::Graph& g, const ir::Op& op,
                                    const std::vector<TensorFacts>& facts, const ClassTable& table,
-                                   const std::vector<ExprId>& exprs, int forloop_range,
+                                   const std::vector<absexpr::ExprId>& exprs, int forloop_range,
                                    SearchShared& shared, Worker& worker);
 
-}  // namespace mj
+}  // namespace mj::search

@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <tuple>
 
-namespace mj {
+namespace mj::search {
+
+using ir::Op;
 
 OpKey OpKey::of(const Op& op, std::string extra) {
   if (op.inputs.size() > size_t(kMaxKeyInputs)) {
@@ -35,4 +37,4 @@ bool OpKey::operator<(const OpKey& o) const {
          std::tie(o.kind, o.dim, o.reduce, o.scalar, o.extra, o.operands);
 }
 
-}  // namespace mj
+}  // namespace mj::search

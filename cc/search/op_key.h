@@ -10,7 +10,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::search {
 
 // Keys are built for every proposed op, so they hold their inputs inline, not on the heap.
 constexpr int kMaxKeyInputs = 8;
@@ -26,9 +26,9 @@ struct OpKey {
   std::array<int, kMaxKeyInputs> operands{};  // in operand order (a - b and b - a differ)
 
   // Throws std::invalid_argument for an op with more than kMaxKeyInputs inputs.
-  static OpKey of(const Op& op, std::string extra = {});
+  static OpKey of(const ir::Op& op, std::string extra = {});
   int newest_input() const { return num_inputs > 0 ? newest_first[0] : -1; }
   bool operator<(const OpKey& o) const;
 };
 
-}  // namespace mj
+}  // namespace mj::search

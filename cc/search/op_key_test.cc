@@ -6,7 +6,11 @@
 #include <map>
 #include <vector>
 
-namespace mj {
+namespace mj::search {
+
+using ir::Op;
+using ir::OpKind;
+
 namespace {
 
 // A DAG over two inputs (ids 0, 1): each node is (kind, operand nodes), where operands < 0
@@ -78,4 +82,4 @@ TEST(OpKey, OperandOrderDistinguishesNonCommutativeOps) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -6,7 +6,18 @@
 
 #include "cc/ir/shape_rules.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::Graph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::is_binary_elementwise;
+using ir::is_unary_elementwise;
+using ir::kMaxRank;
+using ir::op_kind_name;
 
 namespace {
 
@@ -191,4 +202,4 @@ int append_op(Graph& g, const Op& op) {
   throw std::logic_error("append_op: cannot append " + std::string(op_kind_name(op.kind)));
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -9,7 +9,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::search {
 
 enum class Level { kKernel, kBlock };
 
@@ -31,14 +31,14 @@ struct ProposalOptions {
 
 // Calls f for each op (kind, inputs and attributes set; outputs empty). f sees one reused
 // Op object, so proposing costs no allocation; f must copy what it keeps.
-void for_each_proposal(const Graph& g, const ProposalOptions& options,
-                       const std::function<void(const Op&)>& f);
+void for_each_proposal(const ir::Graph& g, const ProposalOptions& options,
+                       const std::function<void(const ir::Op&)>& f);
 
 // The result shape of appending op to g, or nullopt when the shape rules reject it, without
 // building anything (a rejected build would throw, which is slow on a hot path).
-std::optional<Shape> proposal_shape(const Graph& g, const Op& op);
+std::optional<ir::Shape> proposal_shape(const ir::Graph& g, const ir::Op& op);
 
 // Appends op through g's builders (which validate it again). Returns the new tensor id.
-int append_op(Graph& g, const Op& op);
+int append_op(ir::Graph& g, const ir::Op& op);
 
-}  // namespace mj
+}  // namespace mj::search

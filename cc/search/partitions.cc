@@ -6,7 +6,11 @@
 #include <optional>
 #include <set>
 
-namespace mj {
+namespace mj::search {
+
+using cost::Target;
+using cost::TargetKind;
+using ir::Dim3;
 
 namespace {
 
@@ -382,4 +386,4 @@ std::vector<Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile
   return omaps;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -19,22 +19,22 @@
 #include "cc/search/index_classes.h"
 #include "cc/search/search.h"
 
-namespace mj {
+namespace mj::search {
 
 constexpr int kNoClass = -2;  // a grid axis or loop that splits nothing
 
 struct BlockInputSpec {
-  Shape shape;
-  DType dtype = DType::kF32;
+  ir::Shape shape;
+  ir::DType dtype = ir::DType::kF32;
   DimClasses classes;
 };
 
 struct BlockLayout {
-  Dim3 grid{1, 1, 1};
+  ir::Dim3 grid{1, 1, 1};
   std::array<int, 3> axis_class{kNoClass, kNoClass, kNoClass};
   int forloop_range = 1;
   int loop_class = kNoClass;
-  std::vector<Dim3> imaps;  // per input
+  std::vector<ir::Dim3> imaps;  // per input
   std::vector<int> fmaps;   // per input
 };
 
@@ -60,7 +60,7 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
 
 // The omaps that store a tile with these classes (empty: it cannot be stored). A foreign
 // dim (partial results) is allowed only when allow_partials.
-std::vector<Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile_classes,
+std::vector<ir::Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile_classes,
                                bool allow_partials);
 
-}  // namespace mj
+}  // namespace mj::search

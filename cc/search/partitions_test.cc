@@ -6,7 +6,15 @@
 
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using cost::Target;
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::Shape;
+
 namespace {
 
 std::vector<BlockInputSpec> rmsnorm_linear_inputs(const TargetClasses& c) {
@@ -139,4 +147,4 @@ TEST(Partitions, PartialsAreWalkedOneChunkPerIteration) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

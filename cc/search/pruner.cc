@@ -2,7 +2,15 @@
 
 #include "cc/absexpr/derive.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::EGraph;
+using absexpr::ExprId;
+using absexpr::Placement;
+using absexpr::SaturationLimits;
+using absexpr::abstract_expressions;
+using absexpr::saturate_target;
+using ir::KernelGraph;
 
 std::unique_ptr<PruningTarget> make_pruning_target(const KernelGraph& target,
                                                    const SaturationLimits& limits) {
@@ -44,4 +52,4 @@ bool Pruner::is_partial_sum(ExprId e) {
   return oracle_->place(pool_, e).kind == Placement::kPartialSum;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -5,7 +5,15 @@
 #include "cc/absexpr/derive.h"
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::ExprId;
+using absexpr::ExprOp;
+using absexpr::abstract_expressions;
+using ir::BlockGraph;
+using ir::DType;
+using ir::OpKind;
+
 namespace {
 
 // The tensors of the paper's fused RMSNorm + Linear block graph are all subexpressions of
@@ -44,4 +52,4 @@ TEST(Pruner, WithoutATargetEverythingIsAdmitted) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -11,7 +11,11 @@
 #include "cc/search/search.h"
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::KernelGraph;
+using ir::graph_hash;
+
 namespace {
 
 std::set<std::string> hashes(const SearchResult& r) {
@@ -42,4 +46,4 @@ TEST(PruningAblation, WithoutPruningTheSameSearchExploresManyMoreStates) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -2,7 +2,9 @@
 
 #include "cc/search/partitions.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::ExprId;
 
 bool dedupes_values(const SearchConfig& config) { return preset_splits_reductions(config); }
 
@@ -15,4 +17,4 @@ bool recomputes_existing(const std::vector<TensorFacts>& facts, ExprId expr,
   return false;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -11,7 +11,7 @@
 #include "cc/search/pruner.h"
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 // Whether the rule applies: under the "attention" preset, whose multi-kernel space needs it
 // (it halves the split-KV search); the other presets keep the spaces their tests and
@@ -19,7 +19,7 @@ namespace mj {
 bool dedupes_values(const SearchConfig& config);
 
 // Whether a new tensor with this expression and these classes equals one of `facts`.
-bool recomputes_existing(const std::vector<TensorFacts>& facts, ExprId expr,
+bool recomputes_existing(const std::vector<TensorFacts>& facts, absexpr::ExprId expr,
                          const DimClasses& classes, Pruner& pruner);
 
-}  // namespace mj
+}  // namespace mj::search

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <tuple>
 
-namespace mj {
+namespace mj::search {
+
+using ir::KernelGraph;
 
 bool ResultSet::claim(const std::string& hash) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -59,4 +61,4 @@ std::vector<RankedCandidate> ResultSet::take_held(
   return out;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -11,10 +11,10 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::search {
 
 struct RankedCandidate {
-  std::shared_ptr<const KernelGraph> graph;
+  std::shared_ptr<const ir::KernelGraph> graph;
   std::string hash;
   double cost = 0;
 };
@@ -23,15 +23,15 @@ class ResultSet {
  public:
   // True the first time a hash is seen: the caller then verifies it.
   bool claim(const std::string& hash);
-  void accept(std::shared_ptr<const KernelGraph> graph, std::string hash);
+  void accept(std::shared_ptr<const ir::KernelGraph> graph, std::string hash);
   // A claimed candidate kept for verification after the enumeration (max_verified).
-  void hold(std::shared_ptr<const KernelGraph> graph, std::string hash);
+  void hold(std::shared_ptr<const ir::KernelGraph> graph, std::string hash);
   size_t size() const;
   // The accepted graphs, costed and sorted by (cost, hash): the same order whatever the
   // thread count or the order they were found in.
-  std::vector<RankedCandidate> ranked(const std::function<double(const KernelGraph&)>& cost) const;
+  std::vector<RankedCandidate> ranked(const std::function<double(const ir::KernelGraph&)>& cost) const;
   // The held candidates, ordered like ranked(); the set forgets them.
-  std::vector<RankedCandidate> take_held(const std::function<double(const KernelGraph&)>& cost);
+  std::vector<RankedCandidate> take_held(const std::function<double(const ir::KernelGraph&)>& cost);
 
  private:
   mutable std::mutex mu_;
@@ -40,4 +40,4 @@ class ResultSet {
   std::vector<RankedCandidate> held_;
 };
 
-}  // namespace mj
+}  // namespace mj::search

@@ -12,7 +12,16 @@
 #include "cc/search/search_test_graphs.h"
 #include "cc/verify/float_safety.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::to_string;
+using verify::has_unbounded_exp;
+
 namespace {
 
 using search_test::count_ops;
@@ -99,4 +108,4 @@ TEST(SafetySearch, APlainExpTargetStillFusesItsExp) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

@@ -17,7 +17,16 @@
 #include "cc/search/thread_pool.h"
 #include "cc/verify/float_safety.h"
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::SaturationLimits;
+using cost::check_target;
+using cost::estimate;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::graph_hash;
 
 std::string SearchStats::to_string() const {
   char buf[480];
@@ -147,7 +156,7 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
     for (const Op& op : target.ops()) {
       shared.target_has_max |= op.kind == OpKind::kReduce && op.reduce == ReduceKind::kMax;
     }
-    shared.target_has_unbounded_exp = has_unbounded_exp(target, config.seed);
+    shared.target_has_unbounded_exp = verify::has_unbounded_exp(target, config.seed);
     if (config.pruning) {
       SaturationLimits limits;
       limits.max_seconds = std::min(limits.max_seconds, config.time_budget_s / 4);
@@ -265,4 +274,4 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
   return result;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -21,7 +21,7 @@
 #include "cc/cost/target.h"
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::search {
 
 struct SearchConfig {
   // "mlp": grids split only indices that reach the outputs; "attention": grids may also
@@ -50,10 +50,10 @@ struct SearchConfig {
   // sizes per split axis and for-loop ranges (each still has to divide).
   std::vector<int> grid_sizes_override;
   std::vector<int> forloop_ranges_override;
-  Target target = Target::cpu_host();
+  cost::Target target = cost::Target::cpu_host();
   uint64_t seed = 0;  // verifier randomness
   // Ranks verified candidates (lower is better). Empty: the default ranking of rank.h.
-  std::function<double(const KernelGraph&)> cost;
+  std::function<double(const ir::KernelGraph&)> cost;
 };
 
 struct SearchStats {
@@ -79,7 +79,7 @@ struct SearchProgress {
 struct SearchResult {
   // Verified equivalent to the target, best first by the cost model, then canonical hash.
   // The target itself (unfused) is always among them when the search ran.
-  std::vector<std::shared_ptr<const KernelGraph>> candidates;
+  std::vector<std::shared_ptr<const ir::KernelGraph>> candidates;
   std::vector<double> costs;  // parallel to candidates
   SearchStats stats;
   // Why the search stopped early or found nothing; "" when it ran to completion.
@@ -88,7 +88,7 @@ struct SearchResult {
 
 // Returns false from `progress` to stop (Ctrl-C); the result then holds what was found.
 // Never throws for a bad target: the result is empty and `reason` says why.
-SearchResult search(const KernelGraph& target, const SearchConfig& config,
+SearchResult search(const ir::KernelGraph& target, const SearchConfig& config,
                     const std::function<bool(const SearchProgress&)>& progress = {});
 
-}  // namespace mj
+}  // namespace mj::search

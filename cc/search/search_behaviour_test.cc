@@ -12,7 +12,15 @@
 #include "cc/search/search.h"
 #include "cc/search/search_test_graphs.h"
 
-namespace mj {
+namespace mj::search {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::graph_hash;
+
 namespace {
 
 TEST(SearchBehaviour, ATargetWithACustomizedOpIsRefusedWithAReason) {
@@ -113,4 +121,4 @@ TEST(SearchBehaviour, TheResultOrderIsTheSameWithOneThreadOrTwo) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

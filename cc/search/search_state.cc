@@ -1,6 +1,6 @@
 #include "cc/search/search_state.h"
 
-namespace mj {
+namespace mj::search {
 
 bool should_stop(SearchShared& shared, Worker& worker) {
   if (shared.stop.load(std::memory_order_relaxed)) return true;
@@ -14,4 +14,4 @@ bool should_stop(SearchShared& shared, Worker& worker) {
   return false;
 }
 
-}  // namespace mj
+}  // namespace mj::search

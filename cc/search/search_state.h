@@ -16,20 +16,20 @@
 #include "cc/search/result_set.h"
 #include "cc/search/search.h"
 
-namespace mj {
+namespace mj::search {
 
 // What the search knows about a tensor beyond the IR.
 struct TensorFacts {
-  ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
+  absexpr::ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
   DimClasses classes;   // index class per dim
   int consumers = 0;    // ops reading it, so dangling results can be found
   bool stabilizer = false;  // a max, or a tile or store of one (stabilizers.h)
-  ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
+  absexpr::ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
   bool bounded_above = false;  // x - max(x), or a tile or store of it: exp of it cannot overflow
 };
 
 struct KernelState {
-  KernelGraph graph;
+  ir::KernelGraph graph;
   std::vector<TensorFacts> facts;  // per tensor
   ClassTable table;
   std::optional<OpKey> last_key;
@@ -38,7 +38,7 @@ struct KernelState {
 };
 
 struct BlockState {
-  std::shared_ptr<BlockGraph> graph;  // copied before each append
+  std::shared_ptr<ir::BlockGraph> graph;  // copied before each append
   std::vector<TensorFacts> facts;
   ClassTable table;
   std::optional<OpKey> last_key;
@@ -47,7 +47,7 @@ struct BlockState {
 
 // Read by every thread; the counters and the stop flag are the only shared writes.
 struct SearchShared {
-  const KernelGraph& target;
+  const ir::KernelGraph& target;
   const SearchConfig& config;
   TargetClasses classes;
   std::vector<int> output_classes;  // index classes the target's outputs have
@@ -64,7 +64,7 @@ struct SearchShared {
   std::atomic<bool> budget_spent{false};
   std::atomic<int64_t> explored{0}, pruned{0}, verified{0}, accepted{0}, verify_ns{0};
 
-  SearchShared(const KernelGraph& t, const SearchConfig& c) : target(t), config(c) {}
+  SearchShared(const ir::KernelGraph& t, const SearchConfig& c) : target(t), config(c) {}
 };
 
 // One per thread: its own expression pool and memo.
@@ -78,4 +78,4 @@ struct Worker {
 // only every few calls: it is asked once per proposed op.
 bool should_stop(SearchShared& shared, Worker& worker);
 
-}  // namespace mj
+}  // namespace mj::search

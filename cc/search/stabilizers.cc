@@ -2,7 +2,12 @@
 
 #include <algorithm>
 
-namespace mj {
+namespace mj::search {
+
+using absexpr::ExprId;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
 
 bool is_max_op(const Op& op) {
   return (op.kind == OpKind::kReduce && op.reduce == ReduceKind::kMax) ||
@@ -55,4 +60,4 @@ bool subtracts_stabilizer(const Op& op, const std::vector<TensorFacts>& facts) {
   return op.kind == OpKind::kSub && facts[op.inputs[1]].stabilizer;
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::search {
+
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 Op op_of(OpKind kind, std::vector<int> inputs) {
@@ -58,4 +63,4 @@ TEST(Stabilizers, ExpIsOnlyTakenOfAMaxSubtractedValue) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::search

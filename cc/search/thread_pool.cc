@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-namespace mj {
+namespace mj::search {
 
 void run_tasks(int threads, int64_t num_tasks,
                const std::function<void(int64_t task, int worker)>& task,
@@ -40,4 +40,4 @@ void run_tasks(int threads, int64_t num_tasks,
   if (poll) poll(done.load());
 }
 
-}  // namespace mj
+}  // namespace mj::search

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace mj {
+namespace mj::search {
 
 // Runs task(i, worker) for i in [0, num_tasks) on `threads` workers (worker in [0, threads)).
 // While they run, calls poll(tasks_done) about every poll_ms from the calling thread; a
@@ -15,4 +15,4 @@ void run_tasks(int threads, int64_t num_tasks,
                const std::function<void(int64_t task, int worker)>& task,
                const std::function<void(int64_t tasks_done)>& poll, int poll_ms = 50);
 
-}  // namespace mj
+}  // namespace mj::search

@@ -9,7 +9,7 @@
 // indeterminates is the heuristic part of the bound (see verify.cc).
 #include <algorithm>
 
-namespace mj {
+namespace mj::verify {
 
 struct DegreeValue {
   double num = 0;
@@ -63,4 +63,4 @@ class DegreeDomain {
   DegreeStats* stats_;
 };
 
-}  // namespace mj
+}  // namespace mj::verify

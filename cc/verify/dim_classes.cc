@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace mj {
+namespace mj::verify {
 
 int DimClasses::add_slot(int64_t size) {
   if (size < 1) throw std::invalid_argument("DimClasses: dim size " + std::to_string(size) + " < 1");
@@ -65,4 +65,4 @@ std::vector<int64_t> DimClasses::shrunk_sizes(int max_tile) const {
   return out;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

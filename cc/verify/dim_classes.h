@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace mj {
+namespace mj::verify {
 
 class DimClasses {
  public:
@@ -38,4 +38,4 @@ class DimClasses {
   std::vector<int64_t> multiple_;  // lcm of the factors required of this slot
 };
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::verify {
 namespace {
 
 TEST(DimClasses, SplitDimKeepsItsSplitCountAndTilesOfMaxTile) {
@@ -80,4 +80,4 @@ TEST(DimClasses, ASplitThatDoesNotDivideIsAnError) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

@@ -7,7 +7,12 @@
 #include "cc/interp/interp.h"
 #include "cc/verify/degree_domain.h"
 
-namespace mj {
+namespace mj::verify {
+
+using interp::DenseTensor;
+using interp::interpret;
+using ir::KernelGraph;
+using ir::Shape;
 
 namespace {
 
@@ -48,4 +53,4 @@ double trial_log2_bound(const DegreeBound& d, const FieldParams& f) {
   return std::min(0.0, std::log2(d.output + d.exp_args) - std::log2(s));
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -4,7 +4,7 @@
 #include "cc/ir/graph.h"
 #include "cc/verify/field_params.h"
 
-namespace mj {
+namespace mj::verify {
 
 struct DegreeBound {
   // The largest, over output elements i, of max(num_a[i] + den_b[i], num_b[i] + den_a[i]):
@@ -18,9 +18,9 @@ struct DegreeBound {
 };
 
 // Interprets both graphs (same input and output shapes) in the degree domain.
-DegreeBound degree_bound(const KernelGraph& a, const KernelGraph& b);
+DegreeBound degree_bound(const ir::KernelGraph& a, const ir::KernelGraph& b);
 
 // log2 of (output + exp_args) / s, s = q when either graph uses exp, else p; capped at 0.
 double trial_log2_bound(const DegreeBound& d, const FieldParams& f);
 
-}  // namespace mj
+}  // namespace mj::verify

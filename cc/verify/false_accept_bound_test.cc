@@ -6,7 +6,13 @@
 
 #include <cmath>
 
-namespace mj {
+namespace mj::verify {
+
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 KernelGraph binary_of_inputs(OpKind kind, bool swap) {
@@ -73,4 +79,4 @@ TEST(FalseAcceptBound, TrialBoundUsesQWithExpAndPWithout) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

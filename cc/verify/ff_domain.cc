@@ -4,7 +4,7 @@
 
 #include "cc/verify/splitmix.h"
 
-namespace mj {
+namespace mj::verify {
 
 const char* ff_poison_name(FFPoison p) {
   switch (p) {
@@ -31,7 +31,7 @@ Affine keyed_affine(uint64_t key, uint64_t m) {
 }  // namespace
 
 FFDomain::FFDomain(const FieldParams& f, uint64_t relu_key,
-                   const std::unordered_map<const Op*, int64_t>* counts)
+                   const std::unordered_map<const ir::Op*, int64_t>* counts)
     : f_(f), relu_key_(relu_key), half_p_((f.p + 1) / 2), half_q_((f.q + 1) / 2),
       counts_(counts) {
   // The max keys come from the same per-trial key as relu's: both graphs of a trial share
@@ -131,4 +131,4 @@ FFValue FFDomain::relu(Value a) const {
   return r;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

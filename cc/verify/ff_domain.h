@@ -13,7 +13,7 @@
 #include "cc/verify/field_params.h"
 #include "cc/verify/modular.h"
 
-namespace mj {
+namespace mj::verify {
 
 // Why a value has no meaningful fingerprint. Poison propagates through every operation.
 enum class FFPoison : uint8_t {
@@ -46,7 +46,7 @@ class FFDomain {
   // must share it. `counts`, when given, maps ops of a shrunk instance to the count their
   // mean divides by at full size (shrink.h); other ops divide by what they average.
   FFDomain(const FieldParams& f, uint64_t relu_key,
-           const std::unordered_map<const Op*, int64_t>* counts = nullptr);
+           const std::unordered_map<const ir::Op*, int64_t>* counts = nullptr);
 
   const FieldParams& field() const { return f_; }
 
@@ -91,7 +91,7 @@ class FFDomain {
   Value lowest() const { return max_identity_; }
 
   // The count the mean of `op` divides by (cc/interp/tensor_ops.h, count_constant).
-  int64_t logical_count(const Op& op, int64_t n) const {
+  int64_t logical_count(const ir::Op& op, int64_t n) const {
     if (!counts_) return n;
     const auto it = counts_->find(&op);
     return it == counts_->end() ? n : it->second;
@@ -122,7 +122,7 @@ class FFDomain {
   Affine max_p_, max_q_;
   Value max_identity_;
   uint64_t half_p_, half_q_;  // inverses of 2
-  const std::unordered_map<const Op*, int64_t>* counts_;
+  const std::unordered_map<const ir::Op*, int64_t>* counts_;
 };
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -8,7 +8,11 @@
 #include "cc/interp/domain.h"
 #include "cc/verify/splitmix.h"
 
-namespace mj {
+namespace mj::verify {
+
+using interp::sigmoid;
+using interp::silu;
+
 namespace {
 
 class FFDomainTest : public ::testing::Test {
@@ -199,4 +203,4 @@ TEST_F(FFDomainTest, CompositesFromDomainHeaderAgreeWithTheirDefinitions) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

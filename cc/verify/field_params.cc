@@ -6,7 +6,7 @@
 
 #include "cc/verify/modular.h"
 
-namespace mj {
+namespace mj::verify {
 
 namespace {
 
@@ -48,4 +48,4 @@ const FieldParams& field_params(int i) {
   return table[i];
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -7,7 +7,7 @@
 // bound: the exponent of exp lives in Z_q.
 #include <cstdint>
 
-namespace mj {
+namespace mj::verify {
 
 struct FieldParams {
   uint64_t p = 0;
@@ -23,4 +23,4 @@ constexpr int kNumFieldParams = 16;
 // process (well under a millisecond) and cached.
 const FieldParams& field_params(int i);
 
-}  // namespace mj
+}  // namespace mj::verify

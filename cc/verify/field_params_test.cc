@@ -7,7 +7,7 @@
 
 #include "cc/verify/modular.h"
 
-namespace mj {
+namespace mj::verify {
 namespace {
 
 TEST(FieldParams, EveryTripleMeetsTheRequirements) {
@@ -36,4 +36,4 @@ TEST(FieldParams, IndexOutsideTheTableThrows) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

@@ -9,7 +9,11 @@
 #include "cc/verify/shrink.h"
 #include "cc/verify/splitmix.h"
 
-namespace mj {
+namespace mj::verify {
+
+using interp::DenseTensor;
+using interp::interpret;
+using ir::KernelGraph;
 
 // ------------------------------------------------------------------------------- MaxNode
 
@@ -285,4 +289,4 @@ bool has_unbounded_exp(const KernelGraph& full, uint64_t seed) {
   return !log.exp_args.empty();
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -35,7 +35,7 @@
 #include "cc/ir/graph.h"
 #include "cc/verify/ff_domain.h"
 
-namespace mj {
+namespace mj::verify {
 
 // A max's value and the values it is known to bound from above: its operands, and theirs.
 // Operands that are maxima themselves are kept as nodes, so a reduce over n values builds a
@@ -103,15 +103,17 @@ class SafetyDomain {
   Value relu(const Value& a) const;
   Value max(const Value& a, const Value& b) const;
   Value lowest() const;
-  int64_t logical_count(const Op& op, int64_t n) const { return ff_.logical_count(op, n); }
+  int64_t logical_count(const ir::Op& op, int64_t n) const { return ff_.logical_count(op, n); }
 
  private:
   const FFDomain& ff_;
   PartialOps* log_;
 };
 
-std::vector<DenseTensor<SafeValue>> safe_values(const std::vector<DenseTensor<FFValue>>& in);
-std::vector<DenseTensor<FFValue>> ff_values(const std::vector<DenseTensor<SafeValue>>& out);
+std::vector<interp::DenseTensor<SafeValue>> safe_values(
+    const std::vector<interp::DenseTensor<FFValue>>& in);
+std::vector<interp::DenseTensor<FFValue>> ff_values(
+    const std::vector<interp::DenseTensor<SafeValue>>& out);
 
 // "" when a and b evaluated the partial operations at the same values, else why not.
 std::string partial_ops_mismatch(const PartialOps& a, const PartialOps& b);
@@ -119,6 +121,6 @@ std::string partial_ops_mismatch(const PartialOps& a, const PartialOps& b);
 // Whether g evaluates exp at an argument that is not bounded above (an unstabilized softmax,
 // or a plain exp such as exp(x @ w)), on one random draw. The search uses it to decide whether
 // a candidate may exponentiate anything that is not x - max(x).
-bool has_unbounded_exp(const KernelGraph& g, uint64_t seed = 0);
+bool has_unbounded_exp(const ir::KernelGraph& g, uint64_t seed = 0);
 
-}  // namespace mj
+}  // namespace mj::verify

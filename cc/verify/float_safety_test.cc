@@ -13,7 +13,15 @@
 
 #include "cc/verify/verify.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::Dim3;
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+
 namespace {
 
 constexpr const char* kUnsafe = "not equally safe in floating point: graph ";
@@ -254,4 +262,4 @@ TEST(FloatSafety, ALongRowNeitherRecursesNorSlowsDown) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

@@ -1,6 +1,6 @@
 #include "cc/verify/modular.h"
 
-namespace mj {
+namespace mj::verify {
 
 uint64_t pow_mod(uint64_t base, uint64_t exponent, uint64_t m) {
   uint64_t result = 1 % m;
@@ -40,4 +40,4 @@ bool is_prime_u64(uint64_t n) {
   return true;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -3,7 +3,7 @@
 // Residues are kept in [0, m); sums of two residues fit in 64 bits because m < 2^63.
 #include <cstdint>
 
-namespace mj {
+namespace mj::verify {
 
 inline uint64_t add_mod(uint64_t a, uint64_t b, uint64_t m) {
   const uint64_t s = a + b;
@@ -27,4 +27,4 @@ uint64_t inv_mod(uint64_t a, uint64_t m);
 // (it is for all n < 3.3e24).
 bool is_prime_u64(uint64_t n);
 
-}  // namespace mj
+}  // namespace mj::verify

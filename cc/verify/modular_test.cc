@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-namespace mj {
+namespace mj::verify {
 namespace {
 
 bool prime_by_trial_division(uint64_t n) {
@@ -46,4 +46,4 @@ TEST(Modular, PowAndInverse) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

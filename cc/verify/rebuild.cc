@@ -6,7 +6,20 @@
 
 #include "cc/ir/error.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::Graph;
+using ir::IrError;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::is_accumulator;
+using ir::is_binary_elementwise;
+using ir::is_unary_elementwise;
+using ir::op_kind_name;
+using ir::shape_str;
 
 namespace {
 
@@ -98,4 +111,4 @@ KernelGraph rebuild_with_shapes(const KernelGraph& g, const ShapeOf& shape_of) {
   return out;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

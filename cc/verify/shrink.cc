@@ -8,7 +8,15 @@
 #include "cc/verify/rebuild.h"
 #include "cc/verify/tied_dims.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
 
 namespace {
 
@@ -119,4 +127,4 @@ int64_t instance_size(const KernelGraph& g) {
   return n;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

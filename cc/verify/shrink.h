@@ -19,11 +19,11 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::verify {
 
 // Both graphs rebuilt with shrunk dims. Throws (IrError or std::logic_error) naming the
 // reason when the pair cannot be shrunk consistently.
-std::pair<KernelGraph, KernelGraph> shrink_pair(const KernelGraph& a, const KernelGraph& b,
+std::pair<ir::KernelGraph, ir::KernelGraph> shrink_pair(const ir::KernelGraph& a, const ir::KernelGraph& b,
                                                 int max_tile);
 
 // The counts the means of a shrunk graph divide by at full size: for every reduce mean,
@@ -31,12 +31,12 @@ std::pair<KernelGraph, KernelGraph> shrink_pair(const KernelGraph& a, const Kern
 // of `full` averages. A shrunk mean that divided by its own, smaller count would tie the
 // constant 1/n to the shrunk size: mean(x) would equal sum(x) * 0.5 once n shrinks to 2, and
 // no longer equal sum(x) * (1/n). `shrunk` must come from shrink_pair(full, ...).
-std::unordered_map<const Op*, int64_t> full_size_counts(const KernelGraph& full,
-                                                        const KernelGraph& shrunk);
+std::unordered_map<const ir::Op*, int64_t> full_size_counts(const ir::KernelGraph& full,
+                                                            const ir::KernelGraph& shrunk);
 
 // About how many scalar values interpreting g computes: every kernel tensor's elements,
 // every block tile's elements per block and loop iteration, and the products of each matmul.
 // Saturates near 2^62.
-int64_t instance_size(const KernelGraph& g);
+int64_t instance_size(const ir::KernelGraph& g);
 
-}  // namespace mj
+}  // namespace mj::verify

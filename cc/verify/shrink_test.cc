@@ -8,7 +8,16 @@
 
 #include "cc/verify/rmsnorm_linear_test_graphs.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+
 namespace {
 
 std::vector<Shape> input_shapes(const KernelGraph& g) {
@@ -126,4 +135,4 @@ TEST(Shrink, InstanceSizeCountsValuesAndMatmulProducts) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

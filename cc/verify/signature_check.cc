@@ -1,6 +1,12 @@
 #include "cc/verify/signature_check.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::KernelGraph;
+using ir::Shape;
+using ir::Tensor;
+using ir::dtype_name;
+using ir::shape_str;
 
 std::string signature_mismatch(const KernelGraph& a, const KernelGraph& b) {
   const auto& ia = a.input_ids();
@@ -38,4 +44,4 @@ std::string signature_mismatch(const KernelGraph& a, const KernelGraph& b) {
   return "";
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -6,9 +6,9 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::verify {
 
 // "" when the signatures agree, else a reason naming the first mismatch.
-std::string signature_mismatch(const KernelGraph& a, const KernelGraph& b);
+std::string signature_mismatch(const ir::KernelGraph& a, const ir::KernelGraph& b);
 
-}  // namespace mj
+}  // namespace mj::verify

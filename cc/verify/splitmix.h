@@ -4,7 +4,7 @@
 // platform, unlike the distributions of <random>.
 #include <cstdint>
 
-namespace mj {
+namespace mj::verify {
 
 // The SplitMix64 finalizer: a bijective mix of all 64 bits.
 inline uint64_t mix64(uint64_t z) {
@@ -36,4 +36,4 @@ class SplitMix64 {
   uint64_t state_;
 };
 
-}  // namespace mj
+}  // namespace mj::verify

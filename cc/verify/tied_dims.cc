@@ -2,7 +2,19 @@
 
 #include <algorithm>
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::Dim3;
+using ir::Graph;
+using ir::KernelGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::Tensor;
+using ir::is_accumulator;
+using ir::is_binary_elementwise;
+using ir::is_unary_elementwise;
 
 namespace {
 
@@ -147,4 +159,4 @@ TiedDims tie_dims(const KernelGraph& a, const KernelGraph& b) {
   return t;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

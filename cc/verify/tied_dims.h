@@ -9,7 +9,7 @@
 #include "cc/ir/graph.h"
 #include "cc/verify/dim_classes.h"
 
-namespace mj {
+namespace mj::verify {
 
 // Slot ids of one graph's tensors: dim d of tensor t is slot first[t] + d.
 struct TensorSlots {
@@ -28,6 +28,6 @@ struct TiedDims {
 };
 
 // a and b must have the same input and output shapes (the verifier checks that first).
-TiedDims tie_dims(const KernelGraph& a, const KernelGraph& b);
+TiedDims tie_dims(const ir::KernelGraph& a, const ir::KernelGraph& b);
 
-}  // namespace mj
+}  // namespace mj::verify

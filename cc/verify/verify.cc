@@ -72,7 +72,13 @@
 #include "cc/verify/signature_check.h"
 #include "cc/verify/splitmix.h"
 
-namespace mj {
+namespace mj::verify {
+
+using interp::DenseTensor;
+using interp::interpret;
+using ir::KernelGraph;
+using ir::Shape;
+using ir::shape_str;
 
 namespace {
 
@@ -90,7 +96,7 @@ struct Instance {
   const KernelGraph* original_b = nullptr;
   std::optional<std::pair<KernelGraph, KernelGraph>> shrunk;
   // The full-size counts of the shrunk graphs' means (shrink.h), for the field domain.
-  std::unordered_map<const Op*, int64_t> counts;
+  std::unordered_map<const ir::Op*, int64_t> counts;
   std::string error;  // why there is no instance to verify
 
   const KernelGraph& a() const { return shrunk ? shrunk->first : *original_a; }
@@ -247,4 +253,4 @@ VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
   return result;
 }
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -11,7 +11,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj {
+namespace mj::verify {
 
 struct VerifyOptions {
   int trials = 0;         // 0 = the default, which meets a false-accept bound <= 2^-40
@@ -33,7 +33,7 @@ struct VerifyResult {
 
 // a and b must have the same input shapes/dtypes and output shapes; otherwise the result is
 // not equivalent with a reason naming the mismatch (no exception).
-VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
+VerifyResult verify_equivalent(const ir::KernelGraph& a, const ir::KernelGraph& b,
                                const VerifyOptions& opts = {});
 
-}  // namespace mj
+}  // namespace mj::verify

@@ -11,7 +11,14 @@
 #include "cc/verify/rmsnorm_linear_test_graphs.h"
 #include "cc/verify/verify.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::DType;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+
 namespace {
 
 // X[16,64] rows split by grid y, W[64,64] columns split by grid x, k walked in 4 steps:
@@ -268,4 +275,4 @@ TEST(VerifyMutation, MaxOfAShiftIsAKnownFalseReject) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

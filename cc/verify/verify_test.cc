@@ -9,7 +9,16 @@
 
 #include "cc/verify/rmsnorm_linear_test_graphs.h"
 
-namespace mj {
+namespace mj::verify {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Dim3;
+using ir::KernelGraph;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+
 namespace {
 
 VerifyOptions never_shrink() {
@@ -328,4 +337,4 @@ TEST(VerifyEquivalent, RequestedTrialsAndBoundScaleTogether) {
 }
 
 }  // namespace
-}  // namespace mj
+}  // namespace mj::verify

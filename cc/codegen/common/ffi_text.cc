@@ -2,6 +2,9 @@
 
 namespace mj::codegen::common {
 
+using ir::DType;
+using ir::Shape;
+
 std::string ffi_dtype(DType d) {
   switch (d) {
     case DType::kBF16: return "xla::ffi::DataType::BF16";

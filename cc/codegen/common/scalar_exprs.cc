@@ -7,6 +7,10 @@
 
 namespace mj::codegen::common {
 
+using ir::IrError;
+using ir::OpKind;
+using ir::op_kind_name;
+
 std::string float_literal(double value, const char* generator) {
   const float f = float(value);
   if (!std::isfinite(f)) {

@@ -25,9 +25,9 @@ struct ScalarFunctions {
 // float32 interpreter; IrError naming the generator for a value float32 cannot hold.
 std::string float_literal(double value, const char* generator);
 
-std::string unary_expr(const ScalarFunctions& f, OpKind kind, double scalar,
+std::string unary_expr(const ScalarFunctions& f, ir::OpKind kind, double scalar,
                        const std::string& x);
-std::string binary_expr(const char* generator, OpKind kind, const std::string& a,
+std::string binary_expr(const char* generator, ir::OpKind kind, const std::string& a,
                         const std::string& b);
 
 }  // namespace mj::codegen::common

@@ -2,7 +2,7 @@
 // Indented C++ source text, built line by line by the CPU code generator.
 #include <string>
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 class CodeWriter {
  public:
@@ -28,4 +28,4 @@ class CodeWriter {
   int indent_ = 0;
 };
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

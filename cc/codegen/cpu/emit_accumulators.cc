@@ -7,7 +7,14 @@
 #include "cc/codegen/cpu/scalar_exprs.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::BlockGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::is_accumulator;
+
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -147,4 +154,4 @@ void emit_accumulator_finish(CodeWriter& w, const BlockGraph& bg, const KernelPl
   }
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

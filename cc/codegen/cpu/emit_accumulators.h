@@ -7,12 +7,12 @@
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
-void emit_accumulators_init(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan);
-void emit_accumulators_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan);
+void emit_accumulators_init(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan);
+void emit_accumulators_update(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan);
 // Finishes accumulator op `op_index` (a no-op for those whose state is already the value).
-void emit_accumulator_finish(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+void emit_accumulator_finish(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                              size_t op_index);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

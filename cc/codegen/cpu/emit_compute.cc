@@ -5,7 +5,19 @@
 #include "cc/ir/error.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::BlockGraph;
+using ir::IrError;
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::is_accumulator;
+using ir::is_elementwise;
+using ir::is_unary_elementwise;
+using ir::op_kind_name;
+
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
@@ -181,4 +193,4 @@ void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
   w.close();
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

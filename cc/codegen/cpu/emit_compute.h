@@ -8,17 +8,17 @@
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 // Emits one fused pass: `pass` lists op indices (plan.pass_ending_at), head first.
-void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+void emit_pass(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                const std::vector<int>& pass);
 
 // One matmul operand or result: a buffer expression, its shape, and the floats between its
 // rows (its last dim when dense). Batch dims are dense; a strided operand has none above 1.
 struct MatmulOperand {
   std::string buffer;
-  Shape shape;
+  ir::Shape shape;
   int64_t row_stride;
 };
 
@@ -27,4 +27,4 @@ struct MatmulOperand {
 void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
                          const MatmulOperand& c, bool accumulate, int64_t b_ahead = 0);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

@@ -6,7 +6,14 @@
 
 #include "cc/codegen/cpu/emit_tile_io.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using common::dims_list;
+using common::ffi_dtype;
+using ir::BlockGraph;
+using ir::Shape;
+using ir::shape_str;
+
 namespace {
 
 using common::dims_list;
@@ -93,4 +100,4 @@ void emit_handler_symbol(CodeWriter& w, const BlockGraph& bg, const std::string&
   w.line(bind + ");");
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

@@ -5,7 +5,13 @@
 
 #include "cc/codegen/cpu/index_loops.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::Op;
+using ir::Shape;
+
 namespace {
 
 const char* block_var(int axis) {
@@ -112,4 +118,4 @@ void emit_output_store(CodeWriter& w, const BlockGraph& bg, const KernelPlan& pl
   w.close();
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

@@ -8,17 +8,17 @@
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 // The C++ element type of a kernel tensor in memory: "float" or "uint16_t".
-const char* storage_type(DType d);
+const char* storage_type(ir::DType d);
 
 // Emits the load of block input op `input` (its loop iteration is in variable `it`).
-void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
-                     const Op& input);
+void emit_input_load(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
+                     const ir::Op& input);
 
 // Emits the store of block output op `output` into the kernel output.
-void emit_output_store(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
-                       const Op& output);
+void emit_output_store(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
+                       const ir::Op& output);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

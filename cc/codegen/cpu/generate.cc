@@ -14,7 +14,18 @@
 #include "cc/ir/hash.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::BlockGraph;
+using ir::Dim3;
+using ir::IrError;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::Shape;
+using ir::block_graph_hash;
+using ir::is_accumulator;
+
 namespace {
 
 void check_symbol(const std::string& symbol) {
@@ -227,4 +238,4 @@ std::string generate_cpu_kernel(const BlockGraph& bg, const std::string& symbol)
   return w.str();
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

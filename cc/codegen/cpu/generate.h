@@ -8,13 +8,13 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 // `symbol` must be a C identifier; it also names the kernel's C++ namespace.
-std::string generate_cpu_kernel(const BlockGraph& bg, const std::string& symbol);
+std::string generate_cpu_kernel(const ir::BlockGraph& bg, const std::string& symbol);
 
 // The canonical handler symbol of a block graph: "mj_cpu_" + its content hash, so equal
 // graphs share one compiled kernel and one FFI target.
-std::string cpu_kernel_symbol(const BlockGraph& bg);
+std::string cpu_kernel_symbol(const ir::BlockGraph& bg);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

@@ -2,7 +2,9 @@
 
 #include "cc/codegen/cpu/kernel_plan.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::Shape;
 
 std::string linear_expr(const std::vector<std::pair<std::string, int64_t>>& terms) {
   std::string out;
@@ -64,4 +66,4 @@ IndexLoops::~IndexLoops() {
   for (int i = 0; i < depth_; ++i) w_.close();
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

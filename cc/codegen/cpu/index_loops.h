@@ -8,12 +8,12 @@
 #include "cc/codegen/cpu/code_writer.h"
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 class IndexLoops {
  public:
   // `var` prefixes the loop variables ("i" gives i0, i1, ...); distinct for nested uses.
-  IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Shape>& operands,
+  IndexLoops(CodeWriter& w, const ir::Shape& result, const std::vector<ir::Shape>& operands,
              const std::string& var);
   ~IndexLoops();
   IndexLoops(const IndexLoops&) = delete;
@@ -32,4 +32,4 @@ class IndexLoops {
 // "a*c0 + b*c1 ..." from (variable, coefficient) terms, skipping zeros; "0" when empty.
 std::string linear_expr(const std::vector<std::pair<std::string, int64_t>>& terms);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

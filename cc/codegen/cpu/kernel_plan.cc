@@ -6,7 +6,19 @@
 #include "cc/ir/op_kind.h"
 #include "cc/ir/thread_fusion.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::IrError;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::Shape;
+using ir::Tensor;
+using ir::is_elementwise;
+using ir::thread_fusion_groups;
+
 namespace {
 
 constexpr int64_t kAlignFloats = 16;  // 64 bytes: one cache line, one AVX-512 vector
@@ -261,4 +273,4 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
   return plan;
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

@@ -11,7 +11,7 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 // The online-softmax accumulators over one score tensor `s` share its running max, the
 // per-row rescale factor and the tile of exp(s - max) (all in the arena).
@@ -65,11 +65,11 @@ struct KernelPlan {
   std::vector<bool> group_matmul;
 };
 
-KernelPlan plan_kernel(const BlockGraph& bg);
+KernelPlan plan_kernel(const ir::BlockGraph& bg);
 
 // The C++ variable that holds tensor t's buffer ("t12"); t must have one.
 std::string buffer_name(const KernelPlan& plan, int t);
 
-int64_t element_count(const Shape& s);
+int64_t element_count(const ir::Shape& s);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

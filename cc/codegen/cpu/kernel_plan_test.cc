@@ -8,7 +8,13 @@
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/error.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::IrError;
+using ir::OpKind;
+
 namespace {
 
 int op_of(const BlockGraph& g, int t) { return g.tensor(t).producer; }
@@ -147,4 +153,4 @@ TEST(GenerateCpuKernel, ExportsTheSymbolWithDefaultVisibility) {
 }
 
 }  // namespace
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

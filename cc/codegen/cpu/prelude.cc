@@ -1,6 +1,6 @@
 #include "cc/codegen/cpu/prelude.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 const std::string& cpu_prelude() {
   static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V2
@@ -413,4 +413,4 @@ void run_grid(xla::ffi::ThreadPool& pool, const Io& io, BlockFn<Io> fn, int64_t 
   return text;
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

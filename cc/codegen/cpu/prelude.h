@@ -4,8 +4,8 @@
 // a macro, so several kernels concatenated into one translation unit define it once.
 #include <string>
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 const std::string& cpu_prelude();
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

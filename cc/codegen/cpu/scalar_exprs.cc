@@ -2,7 +2,9 @@
 
 #include "cc/codegen/common/scalar_exprs.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
+
+using ir::OpKind;
 
 namespace {
 
@@ -23,4 +25,4 @@ std::string binary_expr(OpKind kind, const std::string& a, const std::string& b)
   return common::binary_expr(kCpu.generator, kind, a, b);
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

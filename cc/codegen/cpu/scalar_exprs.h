@@ -5,13 +5,13 @@
 
 #include "cc/ir/op_kind.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cpu {
 
 // An exact float32 literal (hex float), so a constant means the same in the kernel as in the
 // float32 interpreter.
 std::string float_literal(double value);
 
-std::string unary_expr(OpKind kind, double scalar, const std::string& x);
-std::string binary_expr(OpKind kind, const std::string& a, const std::string& b);
+std::string unary_expr(ir::OpKind kind, double scalar, const std::string& x);
+std::string binary_expr(ir::OpKind kind, const std::string& a, const std::string& b);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cpu

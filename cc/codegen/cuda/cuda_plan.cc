@@ -10,6 +10,17 @@
 #include "cc/ir/thread_fusion.h"
 
 namespace mj::codegen::cuda {
+
+using ir::BlockGraph;
+using ir::IrError;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::Shape;
+using ir::Tensor;
+using ir::is_elementwise;
+using ir::thread_fusion_groups;
+
 namespace {
 
 constexpr int64_t kAlignBytes = 16;  // cp.async's widest copy, and float4 accesses

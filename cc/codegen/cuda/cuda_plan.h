@@ -23,7 +23,7 @@ struct TilePlan {
   Storage storage = Storage::kRegister;
   // Element type in shared memory: input tiles keep the kernel tensor's dtype (so cp.async
   // copies bytes unchanged and mma.sync reads 16-bit operands directly); computed tiles f32.
-  DType element = DType::kF32;
+  ir::DType element = ir::DType::kF32;
   int64_t offset = -1;  // bytes into dynamic shared memory (kShared)
   int64_t bytes = 0;    // of one stage (input tiles: padded to 16 bytes)
   int stages = 1;       // 2: a body input tile double-buffered across for-loop iterations
@@ -64,8 +64,8 @@ int64_t shared_memory_limit(const std::string& arch);
 // fit, the largest staged input tile gives up its second stage, or, with one stage already,
 // is read in place from global memory instead. Throws
 // IrError naming the bytes needed and the limit when the computed tiles alone do not fit.
-CudaPlan plan_cuda_kernel(const BlockGraph& bg, int64_t smem_limit);
+CudaPlan plan_cuda_kernel(const ir::BlockGraph& bg, int64_t smem_limit);
 
-int64_t element_count(const Shape& s);
+int64_t element_count(const ir::Shape& s);
 
 }  // namespace mj::codegen::cuda

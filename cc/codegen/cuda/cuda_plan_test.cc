@@ -12,6 +12,12 @@
 #include "cc/ir/error.h"
 
 namespace mj::codegen::cuda {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::IrError;
+using ir::OpKind;
+
 namespace {
 
 constexpr int64_t kLimit = 163 * 1024;

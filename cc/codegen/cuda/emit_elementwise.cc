@@ -5,6 +5,11 @@
 
 namespace mj::codegen::cuda {
 
+using ir::Op;
+using ir::OpKind;
+using ir::is_elementwise;
+using ir::is_unary_elementwise;
+
 namespace {
 
 // The functions of prelude.cc: CUDA's own exp and sqrt (IEEE sqrt, exp within 2 ulp).

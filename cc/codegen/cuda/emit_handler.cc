@@ -5,6 +5,15 @@
 #include "cc/codegen/common/ffi_text.h"
 
 namespace mj::codegen::cuda {
+
+using common::dims_list;
+using common::ffi_dtype;
+using ir::BlockGraph;
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::shape_str;
+
 namespace {
 
 using common::dims_list;

@@ -1,6 +1,10 @@
 #include "cc/codegen/cuda/emit_matmul.h"
 
 namespace mj::codegen::cuda {
+
+using ir::DType;
+using ir::Shape;
+
 namespace {
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }

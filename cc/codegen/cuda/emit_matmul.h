@@ -13,8 +13,8 @@
 namespace mj::codegen::cuda {
 
 struct MatmulOperand {
-  Shape shape;
-  DType dtype;  // the tensor's dtype: 16-bit operands may be rounded to it for mma.sync
+  ir::Shape shape;
+  ir::DType dtype;  // the tensor's dtype: 16-bit operands may be rounded to it for mma.sync
   std::function<std::string(const std::vector<std::string>&)> read;  // element -> float expr
 };
 
@@ -25,7 +25,7 @@ using StoreFn = std::function<void(const std::string& value, const std::vector<s
 
 // C is the dense f32 shared tile `c` of shape `c_shape` (read when accumulating).
 void emit_matmul(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
-                 const std::string& c, const Shape& c_shape, bool accumulate,
+                 const std::string& c, const ir::Shape& c_shape, bool accumulate,
                  const StoreFn& store = nullptr);
 
 // The operand reading tensor t through read_element.

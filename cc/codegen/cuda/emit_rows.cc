@@ -4,6 +4,13 @@
 #include "cc/codegen/cuda/emit_matmul.h"
 
 namespace mj::codegen::cuda {
+
+using ir::Op;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
+using ir::is_accumulator;
+
 namespace {
 
 const std::string kSync = "__syncthreads();";

@@ -8,8 +8,8 @@
 
 namespace mj::codegen::cuda {
 
-void emit_reduce(const Emit& e, const Op& op);
-void emit_rms_norm(const Emit& e, const Op& op);
+void emit_reduce(const Emit& e, const ir::Op& op);
+void emit_rms_norm(const Emit& e, const ir::Op& op);
 
 // Before the loop: sums start at 0, running maxes at -inf.
 void emit_accumulators_init(const Emit& e);

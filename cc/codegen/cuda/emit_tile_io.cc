@@ -1,6 +1,12 @@
 #include "cc/codegen/cuda/emit_tile_io.h"
 
 namespace mj::codegen::cuda {
+
+using ir::Op;
+using ir::OpKind;
+using ir::Shape;
+using ir::dtype_bytes;
+
 namespace {
 
 const char* block_var(int axis) {

@@ -26,6 +26,6 @@ void emit_stage_loads(const Emit& e, Staged which, const std::string& iteration,
 // True when some input tile is staged that way.
 bool has_staged_inputs(const Emit& e, Staged which);
 
-void emit_output_store(const Emit& e, const Op& output);
+void emit_output_store(const Emit& e, const ir::Op& output);
 
 }  // namespace mj::codegen::cuda

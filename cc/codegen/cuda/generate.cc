@@ -15,7 +15,19 @@
 #include "cc/ir/hash.h"
 #include "cc/ir/op_kind.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cuda {
+
+using cpu::CodeWriter;
+using ir::BlockGraph;
+using ir::IrError;
+using ir::Op;
+using ir::OpKind;
+using ir::Phase;
+using ir::block_graph_hash;
+using ir::is_accumulator;
+using ir::is_elementwise;
+using ir::op_kind_name;
+
 namespace {
 
 using cuda::Emit;
@@ -222,4 +234,4 @@ std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol
   return w.str();
 }
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cuda

@@ -9,15 +9,15 @@
 
 #include "cc/ir/graph.h"
 
-namespace mj::codegen {
+namespace mj::codegen::cuda {
 
 // `symbol` must be a C identifier; it also names the kernel's C++ namespace. The kernel's
 // shared memory is planned for at most `smem_limit_bytes` per block (the smallest limit of
 // the architectures it is built for, cuda::shared_memory_limit); IrError when it cannot fit.
-std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
+std::string generate_cuda_kernel(const ir::BlockGraph& bg, const std::string& symbol,
                                  int64_t smem_limit_bytes);
 
 // The canonical handler symbol of a block graph: "mj_cuda_" + its content hash.
-std::string cuda_kernel_symbol(const BlockGraph& bg);
+std::string cuda_kernel_symbol(const ir::BlockGraph& bg);
 
-}  // namespace mj::codegen
+}  // namespace mj::codegen::cuda

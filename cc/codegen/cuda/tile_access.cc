@@ -3,6 +3,13 @@
 #include "cc/ir/error.h"
 
 namespace mj::codegen::cuda {
+
+using ir::BlockGraph;
+using ir::DType;
+using ir::IrError;
+using ir::Op;
+using ir::Shape;
+
 namespace {
 
 const char* block_var(int axis) {

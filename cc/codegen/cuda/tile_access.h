@@ -14,30 +14,30 @@ namespace mj::codegen::cuda {
 
 // What every emitter needs.
 struct Emit {
-  CodeWriter& w;
-  const BlockGraph& bg;
+  cpu::CodeWriter& w;
+  const ir::BlockGraph& bg;
   const CudaPlan& plan;
 };
 
 std::string str(int64_t v);
 std::string tile_name(int t);                // "t12"
-const char* element_type(DType d);           // float, __nv_bfloat16, __half
-std::vector<int64_t> dense_strides(const Shape& s);
+const char* element_type(ir::DType d);           // float, __nv_bfloat16, __half
+std::vector<int64_t> dense_strides(const ir::Shape& s);
 // "i0 * 64 + i1" from index expressions and strides (terms of extent-1 dims dropped).
 std::string linear_index(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
-                         const Shape& shape);
+                         const ir::Shape& shape);
 
 // Float expression for element `idx` (one index expression per dim) of tensor t.
 std::string read_element(const Emit& e, int t, const std::vector<std::string>& idx);
 
 // The index of a numpy-broadcast operand of shape `operand` at result index `result_idx`
 // (ranks right-aligned, stretched size-1 dims read index 0).
-std::vector<std::string> broadcast_index(const Shape& operand,
+std::vector<std::string> broadcast_index(const ir::Shape& operand,
                                          const std::vector<std::string>& result_idx);
 
 // Opens `for (int flat = threadIdx.x; flat < count(shape); flat += threads)` and declares
 // the multi-index `var0, var1, ...` of `flat`; returns their names. The caller closes it.
-std::vector<std::string> open_thread_loop(const Emit& e, const Shape& shape,
+std::vector<std::string> open_thread_loop(const Emit& e, const ir::Shape& shape,
                                           const std::string& var, const std::string& flat);
 
 // Declares the pointer `tN` of an input or shared tile. `stage`: the pipeline stage
@@ -47,6 +47,6 @@ void declare_tile_pointer(const Emit& e, int t, const std::string& stage,
                           const std::string& iteration);
 
 // The element offset of input tile `input`'s origin in its kernel tensor, for `iteration`.
-std::string input_origin(const BlockGraph& bg, const Op& input, const std::string& iteration);
+std::string input_origin(const ir::BlockGraph& bg, const ir::Op& input, const std::string& iteration);
 
 }  // namespace mj::codegen::cuda

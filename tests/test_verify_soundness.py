@@ -306,6 +306,22 @@ def test_the_fusions_the_search_relies_on_are_accepted(rule):
     assert verdict, f"{rule}: {verdict.reason}"
 
 
+def test_every_rule_in_every_context():
+    """The deterministic sweep: every rule in every context on three operand triples."""
+    tally = Tally()
+    wrong = []
+    for rule in sorted(RULES):
+        for context in sorted(CONTEXTS):
+            for names in (("x", "y", "x"), ("x*y", "x-z", "x@w"), ("-x", "x+y", "y")):
+                lhs, rhs = RULES[rule](*(OPERANDS[n] for n in names))
+                wrap = CONTEXTS[context]
+                differ, accepted = tally.judge(rule, wrap(lhs), wrap(rhs), seed=1)
+                if differ and accepted:
+                    wrong.append((rule, context, names))
+    tally.report("every rule x context x 3 operand triples")
+    assert not wrong, f"accepted though float64 tells them apart: {wrong}"
+
+
 TALLY = Tally()
 
 

@@ -1,13 +1,13 @@
 #pragma once
-// Where a max may be read. Every max is a softmax stabilizer (docs/ir-semantics.md): the
-// abstract expressions and the finite-field fingerprints take it as the constant 0, so
-// neither pruning nor the verifier can tell a useful max from any other use of it: every
-// constant built on a max (its negation, a scalar added to it, ...) passes as a
-// subexpression, and subtracting a max from the wrong tensor passes verification and is
-// wrong in floating point. A max is useful only the way the target uses one, x - max(x):
-// subtracted from (a tile of) the value it was taken of, which keeps exp(x - max x) in range.
-// A max stored by one graph and read by another keeps what it was taken of, so the rule
-// holds across kernels too.
+// Where a max may be read, and what exp may be taken of. Every max is a softmax stabilizer
+// (docs/ir-semantics.md): the abstract expressions take it as the constant 0, so pruning
+// cannot tell a useful max from any other use of it: every constant built on a max (its
+// negation, a scalar added to it, ...) passes as a subexpression. A max is useful only the
+// way the target uses one, x - max(x): subtracted from (a tile of) the value it was taken of,
+// which keeps exp(x - max x) in range. A max stored by one graph and read by another keeps
+// what it was taken of, so the rule holds across kernels too. Conversely, when the target
+// exponentiates only such values, so does every candidate (exp_is_stabilized): the verifier
+// would reject any other (cc/verify/float_safety.h), the search does not even build it.
 #include <vector>
 
 #include "cc/ir/graph.h"

@@ -8,8 +8,8 @@
 //   Value add(Value, Value) const; sub, mul, div;
 //   Value neg(Value) const; recip, exp, sqrt;
 //   Value relu(Value) const;
-//   Value max(Value, Value) const;         // the finite field treats max as a softmax
-//                                          // stabilizer (cc/verify/ff_domain.h)
+//   Value max(Value, Value) const;         // the finite field: an uninterpreted associative,
+//                                          // commutative function (cc/verify/ff_domain.h)
 //   Value lowest() const;                  // identity of max (-inf for floats)
 // What each elementwise op computes from these is written once, in cc/ir/ops.def and
 // cc/ir/elementwise.h (sigmoid, silu, gelu and square are composites defined there).
@@ -30,9 +30,28 @@ struct FloatDomain {
   Value recip(Value a) const { return Value(1) / a; }
   Value exp(Value a) const { return std::exp(a); }
   Value sqrt(Value a) const { return std::sqrt(a); }
-  Value relu(Value a) const { return a > Value(0) ? a : Value(0); }
-  Value max(Value a, Value b) const { return a > b ? a : b; }
+  // NaN propagates through relu and max, as in XLA (docs/ir-semantics.md, "NaN").
+  Value relu(Value a) const { return a != a ? a : (a > Value(0) ? a : Value(0)); }
+  Value max(Value a, Value b) const {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+  }
   Value lowest() const { return -std::numeric_limits<T>::infinity(); }
 };
+
+// exp(s - m) for the online-softmax accumulators, m the max of s's row. Over floats a row
+// whose every score is -inf has m = -inf and holds no mass: its terms are 0, not
+// exp(-inf - -inf) = NaN, as in generated code, so a fully masked chunk of a split softmax
+// contributes nothing (a row masked everywhere still ends as 0 / 0 = NaN, as XLA's softmax).
+template <class D>
+typename D::Value softmax_term(const D& d, typename D::Value s, typename D::Value m) {
+  return d.exp(d.sub(s, m));
+}
+template <class T>
+T softmax_term(const FloatDomain<T>& d, T s, T m) {
+  if (m == -std::numeric_limits<T>::infinity()) return T(0);
+  return d.exp(d.sub(s, m));
+}
 
 }  // namespace mj::interp

@@ -3,6 +3,8 @@
 // over any value domain. Values are touched only through the domain's members, so the same
 // code serves floats and finite fields.
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cc/interp/dense_shape.h"
@@ -76,9 +78,31 @@ DenseTensor<typename D::Value> matmul_op(const D& d, const DenseTensor<typename 
   return out;
 }
 
+// The divisor of a mean (reduce mean, rms_norm, accum_mean_last, accum_rms_last), the count n
+// of the values averaged, as a constant. A domain may define `int64_t logical_count(const Op&,
+// int64_t n) const` to replace n: the verifier's shrunk instances (cc/verify/shrink.h) average
+// fewer values but divide by the full-size count, so that every constant that depends on a
+// size keeps its full-size value and stays consistent with the graphs' own scalars.
+template <class D, class = void>
+struct HasLogicalCount : std::false_type {};
+template <class D>
+struct HasLogicalCount<D, std::void_t<decltype(std::declval<const D&>().logical_count(
+                              std::declval<const ir::Op&>(), int64_t(0)))>> : std::true_type {};
+
+template <class D>
+typename D::Value count_constant(const D& d, const ir::Op& op, int64_t n) {
+  if constexpr (HasLogicalCount<D>::value) {
+    return d.constant(double(d.logical_count(op, n)));
+  } else {
+    return d.constant(double(n));
+  }
+}
+
 template <class D>
 DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename D::Value>& x,
-                                         int dim, ir::ReduceKind kind) {
+                                         const ir::Op& op) {
+  const int dim = op.dim;
+  const ir::ReduceKind kind = op.reduce;
   const int rank = int(x.shape.size());
   if (dim < 0 || dim >= rank) {
     throw ir::IrError("reduce: dim " + std::to_string(dim) + " is out of range for shape " +
@@ -101,7 +125,7 @@ DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename 
   }
   if (kind == ir::ReduceKind::kMean) {
     // Divide (not multiply by 1/len) so a finite field stays exact.
-    const auto n = d.constant(double(len));
+    const auto n = count_constant(d, op, len);
     for (auto& v : out.data) v = d.div(v, n);
   }
   return out;
@@ -110,12 +134,12 @@ DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename 
 // x / sqrt(mean(x^2, last dim) + eps)
 template <class D>
 DenseTensor<typename D::Value> rms_norm_op(const D& d, const DenseTensor<typename D::Value>& x,
-                                           double eps) {
+                                           const ir::Op& op) {
   const int64_t len = x.shape.back();
   const int64_t rows = dims_product(x.shape, 0, int(x.shape.size()) - 1);
   DenseTensor<typename D::Value> out{x.shape, x.data};
-  const auto n = d.constant(double(len));
-  const auto e = d.constant(eps);
+  const auto n = count_constant(d, op, len);
+  const auto e = d.constant(op.scalar);
   for (int64_t r = 0; r < rows; ++r) {
     auto sum_sq = d.constant(0.0);
     for (int64_t j = 0; j < len; ++j) {
@@ -159,8 +183,8 @@ DenseTensor<typename D::Value> eval_shared_op(
   if (ir::is_binary_elementwise(op.kind)) return binary_op(d, op.kind, *args.at(0), *args.at(1));
   switch (op.kind) {
     case ir::OpKind::kMatmul: return matmul_op(d, *args.at(0), *args.at(1));
-    case ir::OpKind::kReduce: return reduce_op(d, *args.at(0), op.dim, op.reduce);
-    case ir::OpKind::kRmsNorm: return rms_norm_op(d, *args.at(0), op.scalar);
+    case ir::OpKind::kReduce: return reduce_op(d, *args.at(0), op);
+    case ir::OpKind::kRmsNorm: return rms_norm_op(d, *args.at(0), op);
     case ir::OpKind::kConcat: return concat_op(*args.at(0), *args.at(1), op.dim);
     default:
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +

@@ -18,6 +18,7 @@ std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
                                    const std::vector<ExprId>& exprs, int forloop_range,
                                    SearchShared& shared, Worker& worker) {
   if (!reads_stabilizers_only_to_subtract(op, facts, worker.pruner)) return std::nullopt;
+  if (!exp_is_stabilized(op, facts, shared.target_has_unbounded_exp)) return std::nullopt;
   if (op.kind == OpKind::kConcat &&
       g.tensor(op.inputs[0]).shape.size() != g.tensor(op.inputs[1]).shape.size()) {
     return std::nullopt;

@@ -15,6 +15,7 @@
 #include "cc/search/kernel_enumerator.h"
 #include "cc/search/op_key.h"
 #include "cc/search/thread_pool.h"
+#include "cc/verify/float_safety.h"
 
 namespace mj::search {
 
@@ -153,6 +154,7 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
     for (const Op& op : target.ops()) {
       shared.target_has_max |= op.kind == OpKind::kReduce && op.reduce == ReduceKind::kMax;
     }
+    shared.target_has_unbounded_exp = verify::has_unbounded_exp(target, config.seed);
     if (config.pruning) {
       SaturationLimits limits;
       limits.max_seconds = std::min(limits.max_seconds, config.time_budget_s / 4);

@@ -1,8 +1,11 @@
 #pragma once
-// Probabilistic equivalence of two kernel graphs with finite-field fingerprints
-// (docs/ir-semantics.md): both graphs are interpreted on the same uniformly random inputs over
-// Z_p x Z_q, several independent trials with independent primes and inputs. The false-accept
-// bound per call is stated in verify.cc next to the primes and reported in the result.
+// Probabilistic equivalence of two kernel graphs with finite-field fingerprints: both graphs
+// are interpreted on the same uniformly random inputs over Z_p x Z_q, several independent
+// trials with independent primes and inputs. The false-accept bound per call is stated in
+// verify.cc next to the primes and reported in the result. Equivalence includes numerical
+// safety (float_safety.h, docs/ir-semantics.md): graphs equal over the reals are rejected
+// when one takes exp of an unbounded value, divides or takes a square root where the other
+// does not.
 #include <cstdint>
 #include <string>
 

@@ -198,6 +198,7 @@ def library_for(
             return entry / LIBRARY
     except (OSError, ValueError):
         pass  # changed under us: decided again under the lock
+    store.ensure_directory(parent)
     with store.locked(parent / ".locks" / f"{key}.lock"):
         # Another process may have built (or repaired) it while we waited for the lock.
         bad = None

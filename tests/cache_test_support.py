@@ -5,6 +5,7 @@ and a library whose constructor leaves a marker file."""
 import hashlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import tarfile
@@ -13,12 +14,21 @@ from pathlib import Path
 import pytest
 from search_test_support import CONFIG, Searches, graphs
 
+import mirage_jax
 from mirage_jax.cache import manifest as manifest_format
 from mirage_jax.cache import signing
 from mirage_jax.runtime import backends, kernel_cache
 from mirage_jax.superopt import search_cache
 
 SYMBOLS = ("mj_test_kernel_one", "mj_test_kernel_two")
+
+
+def cli_env(cache: Path) -> dict[str, str]:
+    """The environment of a `python -P -m mirage_jax` child using `cache`: it imports the
+    mirage_jax this process imported (an installed one, or a checkout built in place)."""
+    package_parent = str(Path(mirage_jax.__file__).resolve().parents[1])
+    path = [package_parent, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    return {**os.environ, "MIRAGE_JAX_CACHE": str(cache), "PYTHONPATH": os.pathsep.join(path)}
 
 
 def handler_source(symbol: str, extra: str = "") -> str:

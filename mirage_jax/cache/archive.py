@@ -363,7 +363,9 @@ def _read_archive(
         stream.refuse_unless_regular(member)
         if member.name not in expected:
             again = "appears twice" if member.name in seen else "is not listed in the manifest"
-            raise CacheArchiveError(f"{stream.archive}: refusing it: member {member.name!r} {again}")
+            raise CacheArchiveError(
+                f"{stream.archive}: refusing it: member {member.name!r} {again}"
+            )
         entry, name, record = expected.pop(member.name)
         seen.add(member.name)
         if member.size != record.size:
@@ -432,6 +434,16 @@ def _check_entries(
     return [e for e in candidates if (e.kind, e.key) not in refused]
 
 
+def _open_stream(archive: Path) -> tarfile.TarFile:
+    """The archive opened as a stream (no seeking back: each member is read once)."""
+    try:
+        return tarfile.open(archive, "r|*", tarinfo=_BoundedTarInfo)
+    except _OversizedHeader as e:
+        raise CacheArchiveError(f"{archive}: refusing it: it holds {e}") from None
+    except _READ_ERRORS as e:
+        raise CacheArchiveError(f"{archive} is not a readable cache archive ({e})") from None
+
+
 def import_cache(
     archive: os.PathLike | str,
     root: Path | None = None,
@@ -457,13 +469,7 @@ def import_cache(
     staging_root = root / admin.IMPORT_STAGING
     staging: Path | None = None
     try:
-        try:
-            tar = tarfile.open(archive, "r|*", tarinfo=_BoundedTarInfo)
-        except _OversizedHeader as e:
-            raise CacheArchiveError(f"{archive}: refusing it: it holds {e}") from None
-        except _READ_ERRORS as e:
-            raise CacheArchiveError(f"{archive} is not a readable cache archive ({e})") from None
-        with tar:
+        with _open_stream(archive) as tar:
             stream = _Stream(tar, archive)
             first = stream.next()
             if first is None or first.name != manifest_format.NAME:
@@ -514,4 +520,3 @@ def import_cache(
         with contextlib.suppress(OSError):
             staging_root.rmdir()  # when no other import is staging
     return result
-

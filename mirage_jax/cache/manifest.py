@@ -120,9 +120,7 @@ def _file(name: object, value: object, where: str, kind: store.Kind) -> tuple[st
     if not isinstance(digest, str) or not _HEX64.fullmatch(digest):
         raise ManifestError(f"{where}[{name!r}].sha256 must be 64 hex digits, not {digest!r}")
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-        raise ManifestError(
-            f"{where}[{name!r}].size must be a non-negative integer, not {size!r}"
-        )
+        raise ManifestError(f"{where}[{name!r}].size must be a non-negative integer, not {size!r}")
     return name, FileRecord(digest, size)
 
 
@@ -131,7 +129,9 @@ def _entry(value: object, where: str) -> EntryRecord:
     kind_name = doc["kind"]
     if not isinstance(kind_name, str) or kind_name not in store.KINDS:
         known = ", ".join(sorted(store.KINDS))
-        raise ManifestError(f"{where}.kind {kind_name!r} is not a kind this version knows ({known})")
+        raise ManifestError(
+            f"{where}.kind {kind_name!r} is not a kind this version knows ({known})"
+        )
     kind = store.KINDS[kind_name]
     key = doc["key"]
     if not isinstance(key, str) or not _KEY.fullmatch(key):

@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from mirage_jax.cli import inspect as _inspect
 from mirage_jax.cli import cache as cache_cli
+from mirage_jax.cli import inspect as _inspect
 from mirage_jax.cli.demo import run_demo
 from mirage_jax.runtime import toolchain
 

@@ -219,8 +219,7 @@ def library_for(
         if problem is not None:
             store.remove_entry(entry)
             raise KernelLoadError(
-                f"the {backend.name} kernel library built for {symbol} is unusable: {problem}"
-                f"{was}"
+                f"the {backend.name} kernel library built for {symbol} is unusable: {problem}{was}"
             )
     if bad is not None:
         warnings.warn(

@@ -15,6 +15,7 @@ a signature on an imported archive (mirage_jax/cache/signing.py) says who built 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -110,8 +111,7 @@ def ensure_probed(
         return None
     problem = probe(library, symbol)
     if problem is None:
-        try:
+        # In a read-only cache the library is probed again next time.
+        with contextlib.suppress(OSError):
             store.write_json(_record_of(library), {"library_sha256": digest, "symbol": symbol})
-        except OSError:
-            pass  # a read-only cache: the library is probed again next time
     return problem

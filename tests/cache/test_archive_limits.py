@@ -13,6 +13,7 @@ import tarfile
 
 import pytest
 from cache_test_support import (
+    cli_env,
     entry_keys,
     filled_cache,
     read_members,
@@ -91,7 +92,7 @@ def run_measured(argv, cache):
     reaped with wait4 to read its own peak."""
     process = subprocess.Popen(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", *argv],
-        env={**os.environ, "MIRAGE_JAX_CACHE": str(cache)},
+        env=cli_env(cache),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -106,7 +107,9 @@ def bombs(tmp_path_factory):
     key = "0" * 32
     member = f"searches/{key}/result.json"
     # the manifest states 1000 bytes; the member holds BOMB_BYTES
-    lying = bomb(directory / "lying.tar.gz", search_manifest(key, 1000, "0" * 64), member, BOMB_BYTES)
+    lying = bomb(
+        directory / "lying.tar.gz", search_manifest(key, 1000, "0" * 64), member, BOMB_BYTES
+    )
     # the manifest states the size honestly, with the right checksum
     honest = bomb(
         directory / "honest.tar.gz",
@@ -126,7 +129,10 @@ def test_a_member_larger_than_the_manifest_says_is_refused_before_it_is_read(
     status = main(["cache", "import", str(lying), "--trust-unsigned"])
     out = capsys.readouterr().out
     assert status == 1
-    assert f"member 'searches/{'0' * 32}/result.json' is {BOMB_BYTES} bytes, the manifest says 1000" in out
+    assert (
+        f"member 'searches/{'0' * 32}/result.json' is {BOMB_BYTES} bytes, the manifest says 1000"
+        in out
+    )
     assert not (tmp_path / "cache" / "searches").exists()
     assert not (tmp_path / "cache" / ".importing").exists()
 
@@ -256,7 +262,7 @@ MALFORMED = {
         "entries[0].files must be a non-empty JSON object",
     ),
     "a file record as text (format 1)": (
-        lambda doc: _entry(doc).update(files={k: "ab" * 32 for k in _entry(doc)["files"]}),
+        lambda doc: _entry(doc).update(files=dict.fromkeys(_entry(doc)["files"], "ab" * 32)),
         None,
         "must be a JSON object, not str",
     ),
@@ -317,14 +323,18 @@ def test_a_malformed_manifest_is_one_clear_error(filled_cache, tmp_path, monkeyp
     if raw is None:
         bad = tamper(archive, tmp_path / "bad.tar.gz", manifest=edit)
     else:
-        members = [(m.name, raw if m.name == manifest_format.NAME else d) for m, d in read_members(archive)]
+        members = [
+            (m.name, raw if m.name == manifest_format.NAME else d) for m, d in read_members(archive)
+        ]
         bad = write_members(tmp_path / "bad.tar.gz", members)
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "target"))
     status = main(["cache", "import", str(bad), "--trust-unsigned"])
     captured = capsys.readouterr()
     assert status == 1
     lines = captured.out.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"cache import: {bad}: its manifest is malformed: ")
+    assert len(lines) == 1 and lines[0].startswith(
+        f"cache import: {bad}: its manifest is malformed: "
+    )
     assert why in lines[0], lines[0]
     assert captured.err == ""
     assert not (tmp_path / "target" / "kernels").exists()
@@ -335,7 +345,7 @@ def test_a_malformed_manifest_shows_no_traceback_on_the_command_line(filled_cach
     bad = tamper(archive, tmp_path / "bad.tar.gz", manifest=lambda doc: doc["entries"].append(7))
     done = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", "import", str(bad), "--trust-unsigned"],
-        env={**os.environ, "MIRAGE_JAX_CACHE": str(tmp_path / "target")},
+        env=cli_env(tmp_path / "target"),
         capture_output=True,
         text=True,
         timeout=300,

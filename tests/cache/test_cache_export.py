@@ -3,12 +3,12 @@ arrive byte for byte; a damaged or altered entry is refused, with a message nami
 nothing of it is written."""
 
 import json
-import os
 import subprocess
 import sys
 import tarfile
 
 from cache_test_support import (
+    cli_env,
     entry_keys,
     exported_files,
     filled_cache,
@@ -32,7 +32,7 @@ _ = (filled_cache, keys, template_cache)
 
 def cli(monkeypatch, capsys, root, *argv):
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(root))
-    status = main(["cache", *argv])
+    status = main(["cache", *map(str, argv)])
     return status, capsys.readouterr().out
 
 
@@ -96,13 +96,11 @@ def test_an_altered_file_is_refused_and_the_rest_imported(
     archive = signed_export(filled_cache, keys, tmp_path / "good.tar.gz")
     key = entry_keys(filled_cache, "kernels")[0]
     name = f"kernels/{key}/kernel.so"
-    original = dict((m.name, d) for m, d in read_members(archive))[name]
+    original = {m.name: d for m, d in read_members(archive)}[name]
     altered = original[:-4] + b"\x00\x00\x00\x01"  # the same size, other bytes
     bad = tamper(archive, tmp_path / "bad.tar.gz", replace={name: altered})
     target = tmp_path / "target"
-    status, out = cli(
-        monkeypatch, capsys, target, "import", str(bad), "--verify", keys["ours"][1]
-    )
+    status, out = cli(monkeypatch, capsys, target, "import", str(bad), "--verify", keys["ours"][1])
     assert status == 1
     assert (
         f"REFUSED  kernel  {key}: kernel.so does not match its checksum (the archive is "
@@ -208,9 +206,7 @@ def test_export_leaves_out_bad_entries(filled_cache, tmp_path, monkeypatch, caps
         assert not [n for n in tar.getnames() if key in n]
 
 
-def test_a_local_bad_entry_is_replaced_by_the_archives(
-    filled_cache, tmp_path, monkeypatch, capsys
-):
+def test_a_local_bad_entry_is_replaced_by_the_archives(filled_cache, tmp_path, monkeypatch, capsys):
     archive = cache_archive.export_cache(tmp_path / "kernels.tar.gz", filled_cache).archive
     target = tmp_path / "target"
     cache_archive.import_cache(archive, target, trust_unsigned=True)
@@ -253,12 +249,11 @@ def test_exporting_an_empty_cache_says_so(tmp_path, monkeypatch, capsys):
 def test_the_command_line_round_trip(filled_cache, keys, tmp_path):
     archive = tmp_path / "kernels.tar.gz"
     private, public = keys["ours"]
-    env = {**os.environ, "MIRAGE_JAX_CACHE": str(filled_cache)}
 
     def run(*argv, cache):
         return subprocess.run(
             [sys.executable, "-P", "-m", "mirage_jax", "cache", *argv],
-            env={**env, "MIRAGE_JAX_CACHE": str(cache)},
+            env=cli_env(cache),
             capture_output=True,
             text=True,
             timeout=300,

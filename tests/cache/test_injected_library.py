@@ -13,8 +13,8 @@ from cache_test_support import (
     SYMBOLS,
     build_library,
     entry_keys,
-    exported_files,
     filled_cache,
+    handler_source,
     injected_source,
     keys,
     markers,
@@ -26,7 +26,7 @@ from cache_test_support import (
 
 from mirage_jax.cache import archive as cache_archive
 from mirage_jax.cli.main import main
-from mirage_jax.runtime import ffi_targets
+from mirage_jax.runtime import ffi_targets, kernel_cache, toolchain
 
 _ = (filled_cache, keys, template_cache)
 
@@ -74,7 +74,7 @@ def attack(filled_cache, keys, tmp_path):
 
 def cli(monkeypatch, capsys, root, *argv):
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(root))
-    status = main(["cache", *argv])
+    status = main(["cache", *map(str, argv)])
     return status, capsys.readouterr().out
 
 
@@ -106,9 +106,7 @@ def test_the_injected_library_is_refused_unsigned_and_with_a_bad_signature(
         assert markers(marker_dir) == [], "the injected constructor ran"
 
 
-def test_trusted_unsigned_it_runs_only_in_the_probe_process(
-    attack, tmp_path, monkeypatch, capsys
-):
+def test_trusted_unsigned_it_runs_only_in_the_probe_process(attack, tmp_path, monkeypatch, capsys):
     """On the user's explicit trust the entry is imported (it loads and exports its
     handler); loading it in the probe's child ran the constructor there, never here."""
     _, make, key, symbol, marker_dir = attack
@@ -123,12 +121,20 @@ def test_trusted_unsigned_it_runs_only_in_the_probe_process(
     assert not ffi_targets.is_registered(symbol)
 
 
-def test_the_published_archive_imports_and_loads_cleanly(
+def test_the_published_archive_imports_and_serves_without_compiling(
     attack, keys, tmp_path, monkeypatch, capsys
 ):
     archive, _, key, symbol, marker_dir = attack
     target = tmp_path / "target"
-    status, out = cli(monkeypatch, capsys, target, "import", str(archive), "--verify", keys["ours"][1])
+    status, out = cli(
+        monkeypatch, capsys, target, "import", str(archive), "--verify", keys["ours"][1]
+    )
     assert status == 0 and "imported 3 entries" in out, out
     assert markers(marker_dir) == []
-    assert exported_files(target) != {}
+
+    def no_compiler(source, library):
+        raise AssertionError("compiled though the archive holds the library")
+
+    monkeypatch.setattr(toolchain, "compile_cpu_library", no_compiler)
+    library = kernel_cache.library_for(handler_source(symbol), symbol=symbol)
+    assert library == target / "kernels" / key / "kernel.so"

@@ -25,7 +25,7 @@ _ = (filled_cache, keys, template_cache)
 
 def cli(monkeypatch, capsys, root, *argv):
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(root))
-    status = main(["cache", *argv])
+    status = main(["cache", *map(str, argv)])
     captured = capsys.readouterr()
     return status, captured.out + captured.err
 
@@ -49,7 +49,7 @@ def test_a_signature_verifies_only_with_its_key_and_only_for_its_manifest(keys):
     assert signing.verify(manifest, signature, public) == signing.signer_of(signature)[0]
     with pytest.raises(signing.SigningError, match="does not verify"):
         signing.verify(manifest + b" ", signature, public)
-    with pytest.raises(signing.SigningError, match="is signed by key .*, not by"):
+    with pytest.raises(signing.SigningError, match=r"is signed by key .*, not by"):
         signing.verify(manifest, signature, other)
     with pytest.raises(signing.SigningError, match="not an unencrypted PEM private key"):
         signing.sign(manifest, public)

@@ -9,13 +9,19 @@ import subprocess
 import sys
 
 import pytest
-from cache_test_support import build_library, filled_cache, handler_source, template_cache
+from cache_test_support import (
+    build_library,
+    cli_env,
+    filled_cache,
+    handler_source,
+    template_cache,
+)
 
 from mirage_jax.cache import store as cache
 from mirage_jax.cli.main import main
 from mirage_jax.runtime import kernel_cache
 
-_ = template_cache
+_ = (filled_cache, template_cache)
 
 
 @pytest.fixture
@@ -29,7 +35,7 @@ def keys(root, directory):
 
 
 def run(capsys, *argv):
-    status = main(["cache", *argv])
+    status = main(["cache", *map(str, argv)])
     return status, capsys.readouterr().out
 
 
@@ -99,7 +105,10 @@ def kernel_entry(root, symbol):
 def test_verify_probes_each_library_whatever_its_checksum_says(root, capsys, tmp_path):
     """Garbage with a matching checksum, and a library that lost its handler: `verify` used
     to say ok to both."""
-    garbage, other = kernel_entry(root, "mj_test_kernel_one"), kernel_entry(root, "mj_test_kernel_two")
+    garbage, other = (
+        kernel_entry(root, "mj_test_kernel_one"),
+        kernel_entry(root, "mj_test_kernel_two"),
+    )
     (garbage / "kernel.so").write_bytes(b"\x7fELF garbage" * 50)
     (other / "kernel.so").write_bytes(
         build_library(handler_source("mj_renamed"), tmp_path / "o.so").read_bytes()
@@ -112,8 +121,7 @@ def test_verify_probes_each_library_whatever_its_checksum_says(root, capsys, tmp
     assert status == 1 and "3 entries checked, 2 bad" in out, out
     assert re.search(f"BAD  kernel  {garbage.name}: it does not load \\(", out), out
     assert (
-        f"BAD  kernel  {other.name}: it does not export the FFI handler 'mj_test_kernel_two'"
-        in out
+        f"BAD  kernel  {other.name}: it does not export the FFI handler 'mj_test_kernel_two'" in out
     )
     assert keys(root, "kernels") == []
 
@@ -159,10 +167,9 @@ def test_clear_with_yes_removes_everything_it_owns(root, capsys):
 
 
 def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_path):
-    env = {**os.environ, "MIRAGE_JAX_CACHE": str(root)}
     done = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
-        env=env,
+        env=cli_env(root),
         capture_output=True,
         text=True,
         timeout=120,
@@ -171,7 +178,7 @@ def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_pa
     assert len(listed(done.stdout)) == 3
     empty = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
-        env={**env, "MIRAGE_JAX_CACHE": str(tmp_path / "none")},
+        env=cli_env(tmp_path / "none"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -190,9 +197,7 @@ def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch, 
 
     monkeypatch.setattr(toolchain, "compile_cuda_library", fake_nvcc)
     monkeypatch.setenv(toolchain.ARCH_ENV, "80")
-    library = kernel_cache.library_for(
-        "// cuda kernel", backends.CUDA, symbol="mj_cuda_stand_in"
-    )
+    library = kernel_cache.library_for("// cuda kernel", backends.CUDA, symbol="mj_cuda_stand_in")
     (key,) = keys(root, "cuda_kernels")
     status, out = run(capsys, "list")
     assert status == 0 and out.startswith(f"cache {root}: 4 entries, ")

@@ -155,9 +155,7 @@ WHY = {
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_a_bad_entry_is_deleted_and_rebuilt_with_one_warning(
-    fresh_cache, builds, tmp_path, shape
-):
+def test_a_bad_entry_is_deleted_and_rebuilt_with_one_warning(fresh_cache, builds, tmp_path, shape):
     library = kernel_cache.library_for(SOURCE, symbol=SYMBOL)
     entry = library.parent
     SHAPES[shape](entry, tmp_path)

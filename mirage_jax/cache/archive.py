@@ -197,7 +197,7 @@ class _BoundedTarInfo(tarfile.TarInfo):
     name, sparse map) larger than _MAX_EXTENSION_HEADER: tarfile reads those whole into
     memory."""
 
-    def _proc_member(self, tarfile_: tarfile.TarFile):  # type: ignore[override]
+    def _proc_member(self, tarfile_: tarfile.TarFile):
         if self.type in _EXTENSION_TYPES and self.size > _MAX_EXTENSION_HEADER:
             raise _OversizedHeader(
                 f"a tar extension header of {self.size} bytes (at most "
@@ -502,17 +502,17 @@ def import_cache(
                 tempfile.mkdtemp(prefix="import.", dir=store.ensure_directory(staging_root))
             )
             refused = _read_archive(stream, member, m, staging)
-        for e in _check_entries(m, staging, refused):
-            kind = KINDS[e.kind]
-            staged = staging / kind.directory / e.key
+        for record in _check_entries(m, staging, refused):
+            kind = KINDS[record.kind]
+            staged = staging / kind.directory / record.key
             store.record_origin(
                 staged, origin="imported", archive=str(archive.resolve()), signer=result.signer
             )
-            if _publish(root, kind, e.key, staged):
-                result.done.append((e.kind, e.key))
-                result.size += sum(f.size for f in e.files.values())
+            if _publish(root, kind, record.key, staged):
+                result.done.append((record.kind, record.key))
+                result.size += sum(f.size for f in record.files.values())
             else:
-                result.present.append((e.kind, e.key))
+                result.present.append((record.kind, record.key))
         result.refused = [(kind, key, why) for (kind, key), why in refused.items()]
     finally:
         if staging is not None:

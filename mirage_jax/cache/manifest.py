@@ -171,8 +171,8 @@ def parse(data: bytes) -> Manifest:
         raise ManifestError(f"entries must be a JSON list, not {_type_name(doc['entries'])}")
     entries = [_entry(e, f"entries[{i}]") for i, e in enumerate(doc["entries"])]
     seen: set[tuple[str, str]] = set()
-    for i, e in enumerate(entries):
-        if (e.kind, e.key) in seen:
-            raise ManifestError(f"entries[{i}] repeats {e.kind} {e.key}")
-        seen.add((e.kind, e.key))
+    for i, entry in enumerate(entries):
+        if (entry.kind, entry.key) in seen:
+            raise ManifestError(f"entries[{i}] repeats {entry.kind} {entry.key}")
+        seen.add((entry.kind, entry.key))
     return Manifest(versions, fingerprints, entries)

@@ -30,7 +30,7 @@ from mirage_jax.cli.main import main
 _ = (filled_cache, template_cache)
 
 # Large enough that holding it shows in the peak RSS, small enough to write in a second.
-BOMB_BYTES = 384 * 1024 * 1024
+BOMB_BYTES = 256 * 1024 * 1024
 # The peak RSS an import may add over `cache list`'s (the same imports, no archive).
 RSS_ALLOWANCE = 96 * 1024 * 1024
 

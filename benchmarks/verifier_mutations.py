@@ -68,10 +68,7 @@ def _input_sets(kg, rng):
 def _same(a, b) -> bool:
     if a.shape != b.shape:
         return False
-    if not (
-        np.array_equal(np.isnan(a), np.isnan(b))
-        and np.array_equal(np.isinf(a), np.isinf(b))
-    ):
+    if not (np.array_equal(np.isnan(a), np.isnan(b)) and np.array_equal(np.isinf(a), np.isinf(b))):
         return False
     finite = np.isfinite(a)
     if not np.array_equal(a[~finite & ~np.isnan(a)], b[~finite & ~np.isnan(b)]):
@@ -143,9 +140,7 @@ def _mutate_op(ops, op, r: random.Random) -> str | None:
     if kind == "reduce":
         if r.random() < 0.5:
             old = op["reduce_kind"]
-            op["reduce_kind"] = r.choice(
-                [k for k in ("sum", "mean", "max") if k != old]
-            )
+            op["reduce_kind"] = r.choice([k for k in ("sum", "mean", "max") if k != old])
             return f"reduce {old} -> {op['reduce_kind']}"
         op["dim"] = r.randrange(0, 4)
         return f"reduce dim -> {op['dim']}"
@@ -181,9 +176,7 @@ def random_mutant(fused, r: random.Random):
     """A valid graph with one op changed (and what changed), or None."""
     doc = json.loads(fused.to_json())
     candidates = [
-        (ops, op)
-        for ops, op in _ops_of(doc)
-        if op["kind"] not in ("output",) or "omap" in op
+        (ops, op) for ops, op in _ops_of(doc) if op["kind"] not in ("output",) or "omap" in op
     ]
     ops, op = r.choice(candidates)
     what = _mutate_op(ops, op, r)
@@ -438,9 +431,7 @@ def main(argv=None) -> int:
             f"  {label}: float64 {'differs' if differ else 'equal'}; verifier {state}"
             + ("" if verdict else f" ({verdict.reason[:110]})")
         )
-    print(
-        f"named non-identities: wrong accepted {named_accepted} / wrong tried {named_wrong}"
-    )
+    print(f"named non-identities: wrong accepted {named_accepted} / wrong tried {named_wrong}")
     false_rejects = 0
     for label, ref, cand, shrink in identities:
         differ = float64_differ(ref, cand, rng)

@@ -74,9 +74,7 @@ def online_softmax_graph():
     s = bg.new_input(S, imap=(0, -1, -1), fmap=1)
     v = bg.new_input(V, imap=(-1, -1, -1), fmap=0)
     bg.new_output(bg.accum_max_last(s), omap=(0, -1, -1))
-    bg.new_output(
-        bg.div(bg.accum_exp_matmul(s, v), bg.accum_exp_sum_last(s)), omap=(0, -1, -1)
-    )
+    bg.new_output(bg.div(bg.accum_exp_matmul(s, v), bg.accum_exp_sum_last(s)), omap=(0, -1, -1))
     for t in g.customized([S, V], bg):
         g.mark_output(t)
     return g
@@ -168,15 +166,9 @@ def assert_like_xla(got, want, what):
     got = np.asarray(got, dtype=np.float64)
     want = np.asarray(want, dtype=np.float64)
     assert got.shape == want.shape, what
-    np.testing.assert_array_equal(
-        np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN positions"
-    )
-    np.testing.assert_array_equal(
-        np.isposinf(got), np.isposinf(want), err_msg=f"{what}: +inf"
-    )
-    np.testing.assert_array_equal(
-        np.isneginf(got), np.isneginf(want), err_msg=f"{what}: -inf"
-    )
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{what}: NaN positions")
+    np.testing.assert_array_equal(np.isposinf(got), np.isposinf(want), err_msg=f"{what}: +inf")
+    np.testing.assert_array_equal(np.isneginf(got), np.isneginf(want), err_msg=f"{what}: -inf")
     finite = np.isfinite(want)
     np.testing.assert_allclose(
         got[finite],
@@ -212,10 +204,7 @@ def test_the_inputs_hold_what_xla_propagates_and_what_it_keeps_finite(rng):
         True,
         False,
     ]
-    assert (
-        np.isfinite(np.asarray(ya)[2:]).all()
-        and np.isfinite(np.asarray(yb)[[0, 1, 3]]).all()
-    )
+    assert np.isfinite(np.asarray(ya)[2:]).all() and np.isfinite(np.asarray(yb)[[0, 1, 3]]).all()
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -230,9 +219,7 @@ def test_cpu_kernels_and_interpreter_match_xla(name, rng):
             interpreted = graph.evaluate(inputs)
             for i, w in enumerate(want):
                 assert_like_xla(got[i], w, f"{name} set {k} output {i}, CPU kernel")
-                assert_like_xla(
-                    interpreted[i], w, f"{name} set {k} output {i}, interpreter"
-                )
+                assert_like_xla(interpreted[i], w, f"{name} set {k} output {i}, interpreter")
 
 
 @pytest.mark.usefixtures("nvcc")
@@ -252,9 +239,7 @@ def run_emulated(library, graph, inputs):
             values.update((t.id, out) for t, out in zip(op.outputs, outs))
         elif op.kind == "reduce":
             assert op.reduce_kind == "max"
-            values[op.outputs[0].id] = np.max(
-                values[op.inputs[0].id], axis=op.dim, keepdims=True
-            )
+            values[op.outputs[0].id] = np.max(values[op.inputs[0].id], axis=op.dim, keepdims=True)
     return [values[t.id] for t in graph.outputs]
 
 
@@ -271,6 +256,4 @@ def test_cuda_kernels_match_xla_emulated(tmp_path, rng):
                 want = xla_outputs(reference, inputs)
                 got = run_emulated(library, graphs[name], inputs)
                 for i, w in enumerate(want):
-                    assert_like_xla(
-                        got[i], w, f"{name} set {k} output {i}, CUDA emulated"
-                    )
+                    assert_like_xla(got[i], w, f"{name} set {k} output {i}, CUDA emulated")

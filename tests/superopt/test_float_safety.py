@@ -89,9 +89,7 @@ def unsafe_where_reference_is_finite(reference, candidate, rng) -> bool:
     """Whether the candidate is non-finite anywhere the reference is finite, in float64."""
     with np.errstate(all="ignore"):
         for inputs in adversarial_inputs(reference, rng):
-            for want, got in zip(
-                reference.evaluate(inputs), candidate.evaluate(inputs)
-            ):
+            for want, got in zip(reference.evaluate(inputs), candidate.evaluate(inputs)):
                 if np.any(np.isfinite(want) & ~np.isfinite(got)):
                     return True
     return False
@@ -104,15 +102,11 @@ def unsafe_where_reference_is_finite(reference, candidate, rng) -> bool:
 def test_an_unstabilized_softmax_is_rejected(block, rng):
     ref = softmax_graph()
     plain = softmax_graph(stabilized=False, block=block)
-    assert unsafe_where_reference_is_finite(ref, plain, rng), (
-        "the test inputs must break it"
-    )
+    assert unsafe_where_reference_is_finite(ref, plain, rng), "the test inputs must break it"
     for a, b in ((ref, plain), (plain, ref)):
         verdict = mj.verify_equivalent(a, b)
         assert not verdict
-        assert verdict.reason.startswith("not equally safe in floating point"), (
-            verdict.reason
-        )
+        assert verdict.reason.startswith("not equally safe in floating point"), verdict.reason
 
 
 def test_the_stabilized_block_softmax_is_accepted(rng):
@@ -164,9 +158,7 @@ def test_search_on_a_softmax_returns_only_stabilized_candidates(rng):
     ref = softmax_graph(8, 64)
     result = mj.search(ref, mj.SearchConfig(**SMALL), progress=False)
     assert result.reason == ""
-    fused = [
-        c for c in result.candidates if any(op.kind == "customized" for op in c.ops)
-    ]
+    fused = [c for c in result.candidates if any(op.kind == "customized" for op in c.ops)]
     assert fused, "the softmax no longer fuses"
     for candidate in result.candidates:
         assert not unsafe_where_reference_is_finite(ref, candidate, rng), str(candidate)

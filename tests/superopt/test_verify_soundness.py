@@ -217,9 +217,7 @@ def input_sets(seed: int) -> list[list[np.ndarray]]:
     for scale in (1.0, 1.0, 10.0, 400.0):
         xs = [rng.standard_normal(s) * scale for s in shapes]
         sets.append(xs)
-    sets.append(
-        [np.where(rng.random(s) < 0.25, 0.0, rng.standard_normal(s)) for s in shapes]
-    )
+    sets.append([np.where(rng.random(s) < 0.25, 0.0, rng.standard_normal(s)) for s in shapes])
     return sets
 
 
@@ -280,9 +278,7 @@ def test_every_rule_on_fixed_operands(rule):
     tally = Tally()
     lhs, rhs = RULES[rule](leaf("x"), leaf("y"), leaf("x"))
     differ, accepted = tally.judge(rule, lhs, rhs, seed=0)
-    assert not (differ and accepted), (
-        f"{rule}: accepted though float64 tells them apart"
-    )
+    assert not (differ and accepted), f"{rule}: accepted though float64 tells them apart"
 
 
 EXPECTED_ACCEPTED = {

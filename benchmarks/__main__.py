@@ -20,7 +20,7 @@ if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _ROOT:
 sys.path.insert(0, _HERE)
 
 if "--models" in sys.argv[1:]:
-    from models_run import main  # noqa: E402
+    from models_run import main
 
     sys.exit(main([a for a in sys.argv[1:] if a != "--models"]))
 

@@ -48,13 +48,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import mirage_jax as mj  # noqa: E402
-import models  # noqa: E402
-import models_report  # noqa: E402
-import report  # noqa: E402
-from models import coverage  # noqa: E402
-from models.check import TOLERANCE, compare  # noqa: E402
-from timing import alternating_medians, timed_call  # noqa: E402
+import models
+import models_report
+import report
+from models import coverage
+from models.check import TOLERANCE, compare
+from timing import alternating_medians, timed_call
+
+import mirage_jax as mj
 
 QUICK_BUDGET_S = 2.0
 KEEP = "MIRAGE_JAX_KEEP_KERNELS"
@@ -78,16 +79,19 @@ def search_config(budget_s):
     """The SearchConfig of every region, or None for the package's per-region defaults."""
     if budget_s is None:
         return None
-    return mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=budget_s,
-                           max_verified=4)
+    return mj.SearchConfig(
+        max_kernel_ops=1, max_block_ops=5, time_budget_s=budget_s, max_verified=4
+    )
 
 
 def region_summary(reports) -> dict:
     kernels = [r for r in reports if r.chosen == "kernel"]
-    return dict(regions=len(reports), kernel_regions=len(kernels),
-                kernel_primitives=[" ".join(r.primitives) for r in kernels],
-                fallbacks=dict(Counter(coverage.normalize(r.reason) for r in reports
-                                       if r.chosen == "xla")))
+    return dict(
+        regions=len(reports),
+        kernel_regions=len(kernels),
+        kernel_primitives=[" ".join(r.primitives) for r in kernels],
+        fallbacks=dict(Counter(coverage.normalize(r.reason) for r in reports if r.chosen == "xla")),
+    )
 
 
 def bench_case(name: str, args, cache_dir: str) -> dict:
@@ -122,51 +126,80 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
     uses_kernels = bool(optimized.uses_kernels(*inputs))
     tolerance = TOLERANCE[args.dtype]
     failures = []
-    for what, result in (("normal batch", normal), ("padded batch", with_padding),
-                         (f"normal batch, kernels kept (${KEEP}=1)", kept_normal),
-                         (f"padded batch, kernels kept (${KEEP}=1)", kept_padded)):
+    for what, result in (
+        ("normal batch", normal),
+        ("padded batch", with_padding),
+        (f"normal batch, kernels kept (${KEEP}=1)", kept_normal),
+        (f"padded batch, kernels kept (${KEEP}=1)", kept_padded),
+    ):
         if result["nonfinite"]:
-            failures += [f"{what}: NON-FINITE where jax.jit is finite: {w}"
-                         for w in result["where"]]
+            failures += [
+                f"{what}: NON-FINITE where jax.jit is finite: {w}" for w in result["where"]
+            ]
         if result["error"] > tolerance:
             failures.append(f"{what}: error {result['error']:.2e} above {tolerance:g}")
     if failures and summary["kernel_primitives"]:
-        failures.append("kernel regions in use: " + "; ".join(
-            f"[{p[:120]}]" for p in summary["kernel_primitives"]))
+        failures.append(
+            "kernel regions in use: "
+            + "; ".join(f"[{p[:120]}]" for p in summary["kernel_primitives"])
+        )
     return dict(
-        name=name, model=case.model, mode=case.mode, description=case.description,
+        name=name,
+        model=case.model,
+        mode=case.mode,
+        description=case.description,
         shapes=[list(np.shape(x)) for x in jax.tree_util.tree_leaves(case.inputs)],
-        xla_ms=xla_s * 1e3, mirage_ms=mj_s * 1e3, speedup=xla_s / mj_s,
-        jit_first_call_s=jit_first_s, cold_s=cold_s, warm_same_process_s=warm_same_process_s,
-        regions=summary["regions"], converted_regions=cov.converting_regions,
-        kernel_regions=summary["kernel_regions"], uses_kernels=uses_kernels,
+        xla_ms=xla_s * 1e3,
+        mirage_ms=mj_s * 1e3,
+        speedup=xla_s / mj_s,
+        jit_first_call_s=jit_first_s,
+        cold_s=cold_s,
+        warm_same_process_s=warm_same_process_s,
+        regions=summary["regions"],
+        converted_regions=cov.converting_regions,
+        kernel_regions=summary["kernel_regions"],
+        uses_kernels=uses_kernels,
         kept_end_to_end=summary["kernel_regions"] if uses_kernels else 0,
-        matmuls=len(cov.matmuls), matmuls_converting=sum(m.converts for m in cov.matmuls),
-        matmul_coverage=cov.fraction, coverage_reasons=dict(cov.reasons()),
-        fallbacks=summary["fallbacks"], kernel_primitives=summary["kernel_primitives"],
-        max_rel_err=normal["error"], padded_max_rel_err=with_padding["error"],
-        nonfinite=normal["nonfinite"], padded_nonfinite=with_padding["nonfinite"],
-        kernels_kept_uses_kernels=forced_kernels, kernels_kept_max_rel_err=kept_normal["error"],
+        matmuls=len(cov.matmuls),
+        matmuls_converting=sum(m.converts for m in cov.matmuls),
+        matmul_coverage=cov.fraction,
+        coverage_reasons=dict(cov.reasons()),
+        fallbacks=summary["fallbacks"],
+        kernel_primitives=summary["kernel_primitives"],
+        max_rel_err=normal["error"],
+        padded_max_rel_err=with_padding["error"],
+        nonfinite=normal["nonfinite"],
+        padded_nonfinite=with_padding["nonfinite"],
+        kernels_kept_uses_kernels=forced_kernels,
+        kernels_kept_max_rel_err=kept_normal["error"],
         kernels_kept_nonfinite=kept_normal["nonfinite"],
         kernels_kept_padded_max_rel_err=kept_padded["error"],
         kernels_kept_padded_nonfinite=kept_padded["nonfinite"],
-        correct=not failures, failures=failures, warnings=warned, load=os.getloadavg()[0])
+        correct=not failures,
+        failures=failures,
+        warnings=warned,
+        load=os.getloadavg()[0],
+    )
 
 
 def warm_in_new_process(names: list, args, caches: dict) -> dict:
     """{name: (mj.optimize's first call, jax.jit's first call)} measured in one new process on
     the caches the cold calls filled."""
-    request = dict(names=names, size=args.size, dtype=args.dtype, budget=args.budget,
-                   caches=caches)
+    request = dict(names=names, size=args.size, dtype=args.dtype, budget=args.budget, caches=caches)
     env = dict(os.environ)
     # the child imports what this process imported (a checkout or the installed package)
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-warm",
-                           json.dumps(request)], capture_output=True, text=True, env=env,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child-warm", json.dumps(request)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"the warm-cache process failed ({done.returncode}):\n"
-                           f"{done.stderr[-3000:]}")
+        raise RuntimeError(
+            f"the warm-cache process failed ({done.returncode}):\n{done.stderr[-3000:]}"
+        )
     return {k: tuple(v) for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
 
 
@@ -183,8 +216,9 @@ def child_warm(request: str) -> int:
         for name in req["names"]:
             case = models.case(name, req["size"], req["dtype"])
             inputs = case.args()
-            warm = timed_call(mj.optimize(case.fn, config=config,
-                                          cache_dir=req["caches"][name]), inputs)
+            warm = timed_call(
+                mj.optimize(case.fn, config=config, cache_dir=req["caches"][name]), inputs
+            )
             out[name] = (warm, timed_call(jax.jit(case.fn), inputs))
     print(json.dumps(out))
     return 0
@@ -193,22 +227,33 @@ def child_warm(request: str) -> int:
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks --models",
-        description="jax.jit(f) against mirage_jax.optimize(f) on the model zoo")
-    parser.add_argument("--quick", action="store_true",
-                        help=f"tiny configurations, 5 rounds, a {QUICK_BUDGET_S:g} s search "
-                             f"budget per region (minutes for the whole zoo)")
+        description="jax.jit(f) against mirage_jax.optimize(f) on the model zoo",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"tiny configurations, 5 rounds, a {QUICK_BUDGET_S:g} s search "
+        f"budget per region (minutes for the whole zoo)",
+    )
     parser.add_argument("--only", default="", help="comma-separated case names (default: all)")
-    parser.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(
-                            __file__)), "out", "models"),
-                        help="directory for results.md, results.json and results.png "
-                             "(default: benchmarks/out/models)")
-    parser.add_argument("--runs", type=int, default=None,
-                        help="timed rounds per case (default 20, 5 with --quick)")
+    parser.add_argument(
+        "--out",
+        default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "out", "models"),
+        help="directory for results.md, results.json and results.png "
+        "(default: benchmarks/out/models)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=None, help="timed rounds per case (default 20, 5 with --quick)"
+    )
     parser.add_argument("--dtype", choices=sorted(models.DTYPES), default="f32")
-    parser.add_argument("--budget", type=float, default=None,
-                        help="search seconds per region, for every region (default: the "
-                             f"package's own per-region limits; {QUICK_BUDGET_S:g} with "
-                             f"--quick)")
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="search seconds per region, for every region (default: the "
+        f"package's own per-region limits; {QUICK_BUDGET_S:g} with "
+        f"--quick)",
+    )
     parser.add_argument("--child-warm", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child_warm is not None:
@@ -226,8 +271,10 @@ def parse_args(argv):
     args.only = [s for s in args.only.split(",") if s]
     unknown = [s for s in args.only if s not in known]
     if unknown:
-        parser.error(f"--only: unknown case(s) {', '.join(unknown)}; known at "
-                     f"{'--quick' if args.quick else 'full'} size: {', '.join(known)}")
+        parser.error(
+            f"--only: unknown case(s) {', '.join(unknown)}; known at "
+            f"{'--quick' if args.quick else 'full'} size: {', '.join(known)}"
+        )
     return args
 
 
@@ -251,14 +298,17 @@ def main(argv=None) -> int:
             start = time.perf_counter()
             row = bench_case(name, args, caches[name])
             rows.append(row)
-            print(f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
-                  f"({row['speedup']:.2f}x); regions {row['regions']} found, "
-                  f"{row['converted_regions']} convert, {row['kernel_regions']} kernels, "
-                  f"{row['kept_end_to_end']} end to end; matmuls in converting regions "
-                  f"{row['matmuls_converting']}/{row['matmuls']}; first call: jit "
-                  f"{row['jit_first_call_s']:.1f} s, cold {row['cold_s']:.1f} s; err "
-                  f"{row['max_rel_err']:.1e}, padded {row['padded_max_rel_err']:.1e} "
-                  f"({time.perf_counter() - start:.0f} s)", flush=True)
+            print(
+                f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
+                f"({row['speedup']:.2f}x); regions {row['regions']} found, "
+                f"{row['converted_regions']} convert, {row['kernel_regions']} kernels, "
+                f"{row['kept_end_to_end']} end to end; matmuls in converting regions "
+                f"{row['matmuls_converting']}/{row['matmuls']}; first call: jit "
+                f"{row['jit_first_call_s']:.1f} s, cold {row['cold_s']:.1f} s; err "
+                f"{row['max_rel_err']:.1e}, padded {row['padded_max_rel_err']:.1e} "
+                f"({time.perf_counter() - start:.0f} s)",
+                flush=True,
+            )
             for failure in row["failures"]:
                 print(f"    FAILURE: {failure}", flush=True)
         print("warm first calls in a new process ...", flush=True)
@@ -267,12 +317,25 @@ def main(argv=None) -> int:
         row["warm_s"], row["warm_jit_first_call_s"] = warm[row["name"]]
         row["warm_over_jit_s"] = row["warm_s"] - row["warm_jit_first_call_s"]
     result = dict(
-        command=command, size=args.size, dtype=args.dtype, runs=args.runs, quick=args.quick,
-        budget_s=args.budget, tolerance=TOLERANCE[args.dtype], unavailable=missing,
-        machine=dict(cpu=_cpu_name(), cores=os.cpu_count(), jax=jax.__version__,
-                     device=str(jax.devices()[0]), load_before=load_before,
-                     load_after=os.getloadavg()[0]),
-        cases=rows, geomean_speedup=report.geomean([r["speedup"] for r in rows]))
+        command=command,
+        size=args.size,
+        dtype=args.dtype,
+        runs=args.runs,
+        quick=args.quick,
+        budget_s=args.budget,
+        tolerance=TOLERANCE[args.dtype],
+        unavailable=missing,
+        machine=dict(
+            cpu=_cpu_name(),
+            cores=os.cpu_count(),
+            jax=jax.__version__,
+            device=str(jax.devices()[0]),
+            load_before=load_before,
+            load_after=os.getloadavg()[0],
+        ),
+        cases=rows,
+        geomean_speedup=report.geomean([r["speedup"] for r in rows]),
+    )
     table = models_report.markdown(result)
     (out / "results.md").write_text(table)
     report.write_json(result, out / "results.json")

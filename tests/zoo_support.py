@@ -47,5 +47,11 @@ def search_config():
 
 
 # Every tiny case: each decoder's prefill and decode step, each encoder.
-CASES = ("llama_prefill", "llama_decode_b4", "gpt2_prefill", "gpt2_decode_b4", "bert_encode",
-         "vit_encode")
+CASES = (
+    "llama_prefill",
+    "llama_decode_b4",
+    "gpt2_prefill",
+    "gpt2_decode_b4",
+    "bert_encode",
+    "vit_encode",
+)

@@ -18,8 +18,7 @@ import importlib
 from . import check, common
 from .common import DTYPES, Case
 
-MODULES = {"llama": "llama_nnx", "gpt2": "gpt2_linen", "bert": "bert_linen",
-           "vit": "vit_equinox"}
+MODULES = {"llama": "llama_nnx", "gpt2": "gpt2_linen", "bert": "bert_linen", "vit": "vit_equinox"}
 SIZES = ("tiny", "small")
 
 
@@ -42,7 +41,7 @@ def unavailable() -> dict:
 
 
 def case_names(size: str = "small", models=None) -> list[str]:
-    """"<model>_<mode>" of every mode of every available model (or of `models`)."""
+    """ "<model>_<mode>" of every mode of every available model (or of `models`)."""
     names = []
     for model in models or MODULES:
         try:
@@ -63,8 +62,7 @@ def case(name: str, size: str = "small", dtype: str = "f32") -> Case:
     mod = module(model)
     cfg = mod.CONFIGS[size]
     if mode not in mod.modes(cfg):
-        raise ValueError(f"unknown mode {mode!r} of {model}; known: "
-                         f"{', '.join(mod.modes(cfg))}")
+        raise ValueError(f"unknown mode {mode!r} of {model}; known: {', '.join(mod.modes(cfg))}")
     jdtype = DTYPES[dtype]
     fn, params, inputs = mod.build(mode, cfg, jdtype)
     padded = mod.padded_inputs(mode, cfg, jdtype)
@@ -72,5 +70,15 @@ def case(name: str, size: str = "small", dtype: str = "f32") -> Case:
     return Case(model, mode, size, dtype, fn, params, tuple(inputs), tuple(padded), first_line)
 
 
-__all__ = ["DTYPES", "MODULES", "SIZES", "Case", "case", "case_names", "check", "common",
-           "module", "unavailable"]
+__all__ = [
+    "DTYPES",
+    "MODULES",
+    "SIZES",
+    "Case",
+    "case",
+    "case_names",
+    "check",
+    "common",
+    "module",
+    "unavailable",
+]

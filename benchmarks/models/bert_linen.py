@@ -40,10 +40,12 @@ class Config:
 
 
 CONFIGS = {
-    "tiny": Config(vocab=256, hidden=64, layers=2, heads=4, ffn=128, max_positions=64,
-                   batch=4, seq=16),
-    "small": Config(vocab=8192, hidden=512, layers=4, heads=8, ffn=2048, max_positions=512,
-                    batch=4, seq=128),
+    "tiny": Config(
+        vocab=256, hidden=64, layers=2, heads=4, ffn=128, max_positions=64, batch=4, seq=16
+    ),
+    "small": Config(
+        vocab=8192, hidden=512, layers=4, heads=8, ffn=2048, max_positions=512, batch=4, seq=128
+    ),
 }
 
 weight_init = nn.initializers.normal(0.02)
@@ -56,8 +58,9 @@ class LayerNorm(nn.Module):
     @nn.compact
     def __call__(self, x):
         d = x.shape[-1]
-        gamma = self.param("gamma", lambda k, s, t: 1.0 + 0.1 * jax.random.normal(k, s, t),
-                           (d,), self.param_dtype)
+        gamma = self.param(
+            "gamma", lambda k, s, t: 1.0 + 0.1 * jax.random.normal(k, s, t), (d,), self.param_dtype
+        )
         beta = self.param("beta", weight_init, (d,), self.param_dtype)
         h = x.astype(jnp.float32)
         mean = jnp.mean(h, axis=-1, keepdims=True)
@@ -77,13 +80,19 @@ class SelfAttention(nn.Module):
         n, h = cfg.heads, d // cfg.heads
 
         def dense(name, features=d):
-            return nn.Dense(features, dtype=self.dtype, param_dtype=self.dtype,
-                            kernel_init=weight_init, bias_init=weight_init, name=name)
+            return nn.Dense(
+                features,
+                dtype=self.dtype,
+                param_dtype=self.dtype,
+                kernel_init=weight_init,
+                bias_init=weight_init,
+                name=name,
+            )
 
         q = dense("query")(x).reshape(b, t, n, h)
         k = dense("key")(x).reshape(b, t, n, h)
         v = dense("value")(x).reshape(b, t, n, h)
-        scores = jnp.einsum("bqnh,bknh->bnqk", q, k) * h ** -0.5
+        scores = jnp.einsum("bqnh,bknh->bnqk", q, k) * h**-0.5
         probs = jax.nn.softmax(scores + bias, axis=-1)
         context = jnp.einsum("bnqk,bknh->bqnh", probs, v).reshape(b, t, d)
         return dense("output")(context)
@@ -98,14 +107,22 @@ class Layer(nn.Module):
         cfg = self.cfg
 
         def dense(features, name):
-            return nn.Dense(features, dtype=self.dtype, param_dtype=self.dtype,
-                            kernel_init=weight_init, bias_init=weight_init, name=name)
+            return nn.Dense(
+                features,
+                dtype=self.dtype,
+                param_dtype=self.dtype,
+                kernel_init=weight_init,
+                bias_init=weight_init,
+                name=name,
+            )
 
         x = LayerNorm(cfg.eps, self.dtype, name="attention_norm")(
-            x + SelfAttention(cfg, self.dtype, name="attention")(x, bias))
+            x + SelfAttention(cfg, self.dtype, name="attention")(x, bias)
+        )
         h = nn.gelu(dense(cfg.ffn, "intermediate")(x), approximate=False)
-        return LayerNorm(cfg.eps, self.dtype, name="output_norm")(x + dense(cfg.hidden,
-                                                                            "output")(h))
+        return LayerNorm(cfg.eps, self.dtype, name="output_norm")(
+            x + dense(cfg.hidden, "output")(h)
+        )
 
 
 class Bert(nn.Module):
@@ -117,18 +134,29 @@ class Bert(nn.Module):
         cfg = self.cfg
         embed = dict(dtype=self.dtype, param_dtype=self.dtype, embedding_init=weight_init)
         positions = jnp.arange(input_ids.shape[1])[None, :]
-        x = (nn.Embed(cfg.vocab, cfg.hidden, name="word_embeddings", **embed)(input_ids)
-             + nn.Embed(cfg.max_positions, cfg.hidden, name="position_embeddings",
-                        **embed)(positions)
-             + nn.Embed(cfg.type_vocab, cfg.hidden, name="token_type_embeddings",
-                        **embed)(token_type_ids))
+        x = (
+            nn.Embed(cfg.vocab, cfg.hidden, name="word_embeddings", **embed)(input_ids)
+            + nn.Embed(cfg.max_positions, cfg.hidden, name="position_embeddings", **embed)(
+                positions
+            )
+            + nn.Embed(cfg.type_vocab, cfg.hidden, name="token_type_embeddings", **embed)(
+                token_type_ids
+            )
+        )
         x = LayerNorm(cfg.eps, self.dtype, name="embeddings_norm")(x)
         pair = attention_mask[:, None, :, None] * attention_mask[:, None, None, :]
         bias = ((1.0 - pair.astype(self.dtype)) * -10000.0).astype(self.dtype)
         for i in range(cfg.layers):
             x = Layer(cfg, self.dtype, name=f"layer_{i}")(x, bias)
-        pooled = jnp.tanh(nn.Dense(cfg.hidden, dtype=self.dtype, param_dtype=self.dtype,
-                                   kernel_init=weight_init, name="pooler")(x[:, 0]))
+        pooled = jnp.tanh(
+            nn.Dense(
+                cfg.hidden,
+                dtype=self.dtype,
+                param_dtype=self.dtype,
+                kernel_init=weight_init,
+                name="pooler",
+            )(x[:, 0])
+        )
         keep = attention_mask[:, :, None].astype(bool)
         max_pooled = jnp.max(jnp.where(keep, x, -1e9), axis=1)
         return x, pooled, max_pooled

@@ -9,9 +9,10 @@ import numpy as np
 
 # Normwise (max |error| over max |jax.jit's output|, per output). float32: the kernels and
 # XLA sum in different orders. bfloat16: 8 units in the last place (2^-5): a region that
-# rounds its intermediate values at other points than XLA's fusions moves the outputs by
-# a few ulps after two to four layers.
-TOLERANCE = {"f32": 1e-4, "bf16": 2.0 ** -5}
+# rounds its intermediate values at other points than XLA's fusions moves the outputs by as
+# much as bfloat16 rounding itself does (jax.jit's bfloat16 outputs of the tiny zoo are
+# 0.6-2.4% normwise from the float32 computation with the same weights and inputs).
+TOLERANCE = {"f32": 1e-4, "bf16": 2.0**-5}
 
 
 def compare(got, want) -> dict:
@@ -36,8 +37,10 @@ def compare(got, want) -> dict:
         if mismatch.any():
             bad += int(mismatch.sum())
             rows = sorted({int(i[0]) for i in np.argwhere(mismatch)}) if g.ndim else []
-            where.append(f"output {name}: {int(mismatch.sum())} of {g.size} elements not "
-                         f"finite where jax.jit's are (or the reverse), batch rows {rows}")
+            where.append(
+                f"output {name}: {int(mismatch.sum())} of {g.size} elements not "
+                f"finite where jax.jit's are (or the reverse), batch rows {rows}"
+            )
         both = np.isfinite(g) & np.isfinite(w)
         if both.any():
             scale = max(float(np.max(np.abs(w[both]))), 1e-30)

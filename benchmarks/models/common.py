@@ -44,9 +44,9 @@ class Case:
 
 def decode_batch(mode: str) -> int:
     """The batch of a "decode_b<N>" mode."""
-    if not mode.startswith("decode_b") or not mode[len("decode_b"):].isdigit():
+    if not mode.startswith("decode_b") or not mode[len("decode_b") :].isdigit():
         raise ValueError(f"not a decode mode: {mode!r} (expected decode_b1, decode_b4, ...)")
-    return int(mode[len("decode_b"):])
+    return int(mode[len("decode_b") :])
 
 
 def prompt_mask(batch: int, seq: int, seed: int) -> np.ndarray:
@@ -62,7 +62,7 @@ def prompt_mask(batch: int, seq: int, seed: int) -> np.ndarray:
         if b % 2 == 1 or batch == 1:
             mask[b, :pad] = False
         else:
-            mask[b, seq - pad:] = False
+            mask[b, seq - pad :] = False
     return mask
 
 
@@ -90,7 +90,7 @@ def cache_mask(batch: int, cache_len: int, index: int, seed: int) -> np.ndarray:
         elif b % 2 == 1 or batch == 1:
             mask[b, :pad] = False
         else:
-            mask[b, index - pad: index] = False
+            mask[b, index - pad : index] = False
     return mask
 
 

@@ -33,9 +33,11 @@ from mirage_jax.frontend import RegionNotSupported, partition, region_to_graph
 
 if __package__ in (None, ""):  # run as a script: import the zoo as a package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from models import case as make_case, case_names
+    from models import case as make_case
+    from models import case_names
 else:
-    from . import case as make_case, case_names
+    from . import case as make_case
+    from . import case_names
 
 MATMULS = ("dot_general", "conv_general_dilated")
 _VAR_ID = re.compile(r"\bv\d+:")
@@ -100,8 +102,9 @@ def _params(node) -> str:
     p = node.params
     if node.name == "dot_general":
         return f"dimension_numbers={p['dimension_numbers']}"
-    return (f"window_strides={p.get('window_strides')} "
-            f"dimension_numbers={p.get('dimension_numbers')}")
+    return (
+        f"window_strides={p.get('window_strides')} dimension_numbers={p.get('dimension_numbers')}"
+    )
 
 
 def probe_function(name: str, fn, args) -> Coverage:
@@ -119,15 +122,16 @@ def probe_function(name: str, fn, args) -> Coverage:
                 region_to_graph(region)
             except RegionNotSupported as e:
                 reason = f"in a region that does not convert: {e.reason}"
-            except Exception as e:  # noqa: BLE001 (a crash in the frontend is a finding too)
-                reason = (f"in a region whose conversion crashed: region_to_graph raised "
-                          f"{type(e).__name__}: {e}")
+            except Exception as e:
+                reason = (
+                    f"in a region whose conversion crashed: region_to_graph raised "
+                    f"{type(e).__name__}: {e}"
+                )
         region_ok[region.index] = reason
         if reason:
             cov.region_failures.append((region.index, " ".join(region.primitives), reason))
     cov.converting_regions = sum(not r for r in region_ok.values())
-    cov.unsupported = dict(Counter(normalize(r) for r in part.unsupported.values())
-                           .most_common())
+    cov.unsupported = dict(Counter(normalize(r) for r in part.unsupported.values()).most_common())
     for node in part.program.nodes:
         if node.name not in MATMULS:
             continue
@@ -135,11 +139,23 @@ def probe_function(name: str, fn, args) -> Coverage:
         where = region_of.get(node.index)
         if where is None:
             reason = "outside every region: " + part.unsupported.get(
-                node.index, "(supported, but in no region the partitioner kept)")
+                node.index, "(supported, but in no region the partitioner kept)"
+            )
         else:
             reason = region_ok[where]
-        cov.matmuls.append(Matmul(node.name, _aval(lhs), _aval(rhs), _aval(node.outvars[0]),
-                                  _params(node), node.source, where, not reason, reason))
+        cov.matmuls.append(
+            Matmul(
+                node.name,
+                _aval(lhs),
+                _aval(rhs),
+                _aval(node.outvars[0]),
+                _params(node),
+                node.source,
+                where,
+                not reason,
+                reason,
+            )
+        )
     return cov
 
 
@@ -154,12 +170,16 @@ def _abridged(primitives: str, limit: int = 160) -> str:
 
 def report(coverages) -> str:
     """The fraction per case, then every distinct reason with its count and an example."""
-    lines = ["| case | matmuls | in converting regions | fraction | regions (converting) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| case | matmuls | in converting regions | fraction | regions (converting) |",
+        "|---|---|---|---|---|",
+    ]
     for c in coverages:
         ok = sum(m.converts for m in c.matmuls)
-        lines.append(f"| {c.name} | {len(c.matmuls)} | {ok} | {c.fraction:.0%} "
-                     f"| {c.regions} ({c.converting_regions}) |")
+        lines.append(
+            f"| {c.name} | {len(c.matmuls)} | {ok} | {c.fraction:.0%} "
+            f"| {c.regions} ({c.converting_regions}) |"
+        )
     total = Counter()
     examples = {}
     for c in coverages:
@@ -168,11 +188,17 @@ def report(coverages) -> str:
                 continue
             key = normalize(m.reason)
             total[key] += 1
-            examples.setdefault(key, f"{c.name}: {m.primitive} {m.lhs} x {m.rhs} -> {m.out}, "
-                                     f"{m.params}, at {m.source or '(no source)'}")
+            examples.setdefault(
+                key,
+                f"{c.name}: {m.primitive} {m.lhs} x {m.rhs} -> {m.out}, "
+                f"{m.params}, at {m.source or '(no source)'}",
+            )
     if total:
-        lines += ["", "Why matmuls are not in a converting region (count over all cases; an "
-                      "example):", ""]
+        lines += [
+            "",
+            "Why matmuls are not in a converting region (count over all cases; an example):",
+            "",
+        ]
         for reason, n in total.most_common():
             lines.append(f"- {n}× {reason}\n    e.g. {examples[reason]}")
     failures, shown = Counter(), {}
@@ -182,22 +208,31 @@ def report(coverages) -> str:
             failures[key] += 1
             shown.setdefault(key, f"{c.name} region {index}: {_abridged(primitives)}")
     if failures:
-        lines += ["", "Regions that do not convert, with or without a matmul (count over all "
-                      "cases; an example and its primitives):", ""]
+        lines += [
+            "",
+            "Regions that do not convert, with or without a matmul (count over all "
+            "cases; an example and its primitives):",
+            "",
+        ]
         lines += [f"- {n}× {r}\n    e.g. {shown[r]}" for r, n in failures.most_common()]
     left_out = Counter()
     for c in coverages:
         left_out.update(c.unsupported)
     if left_out:
-        lines += ["", "Every node the partitioner leaves out of regions, by reason (count over "
-                      "all cases; what splits regions apart):", ""]
+        lines += [
+            "",
+            "Every node the partitioner leaves out of regions, by reason (count over "
+            "all cases; what splits regions apart):",
+            "",
+        ]
         lines += [f"- {n}× {r}" for r, n in left_out.most_common()]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python benchmarks/models/coverage.py",
-                                     description=__doc__.strip().splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python benchmarks/models/coverage.py", description=__doc__.strip().splitlines()[0]
+    )
     parser.add_argument("--size", choices=("tiny", "small"), default="small")
     parser.add_argument("--dtype", choices=("f32", "bf16"), default="f32")
     parser.add_argument("--only", default="", help="comma-separated case names")
@@ -207,8 +242,7 @@ def main(argv=None) -> int:
     only = [s for s in args.only.split(",") if s]
     unknown = [s for s in only if s not in known]
     if unknown:
-        parser.error(f"--only: unknown case(s) {', '.join(unknown)}; known: "
-                     f"{', '.join(known)}")
+        parser.error(f"--only: unknown case(s) {', '.join(unknown)}; known: {', '.join(known)}")
     coverages = [probe(make_case(name, args.size, args.dtype)) for name in only or known]
     print(report(coverages))
     if args.json:

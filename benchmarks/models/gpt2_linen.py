@@ -45,10 +45,29 @@ class Config:
 
 
 CONFIGS = {
-    "tiny": Config(vocab=256, hidden=64, layers=2, heads=4, max_positions=64, batch=2, seq=16,
-                   cache_len=32, cache_index=16, decode_batches=(4,)),
-    "small": Config(vocab=8192, hidden=768, layers=2, heads=12, max_positions=512, batch=2,
-                    seq=128, cache_len=256, cache_index=128),
+    "tiny": Config(
+        vocab=256,
+        hidden=64,
+        layers=2,
+        heads=4,
+        max_positions=64,
+        batch=2,
+        seq=16,
+        cache_len=32,
+        cache_index=16,
+        decode_batches=(4,),
+    ),
+    "small": Config(
+        vocab=8192,
+        hidden=768,
+        layers=2,
+        heads=12,
+        max_positions=512,
+        batch=2,
+        seq=128,
+        cache_len=256,
+        cache_index=128,
+    ),
 }
 
 
@@ -78,8 +97,9 @@ class CausalSelfAttention(nn.Module):
             initialized = self.has_variable("cache", "cached_key")
             cached_key = self.variable("cache", "cached_key", jnp.zeros, k.shape, k.dtype)
             cached_value = self.variable("cache", "cached_value", jnp.zeros, v.shape, v.dtype)
-            cache_index = self.variable("cache", "cache_index",
-                                        lambda: jnp.array(0, dtype=jnp.int32))
+            cache_index = self.variable(
+                "cache", "cache_index", lambda: jnp.array(0, dtype=jnp.int32)
+            )
             if initialized:
                 index = cache_index.value
                 k = jax.lax.dynamic_update_slice(cached_key.value, k, (0, index, 0, 0))
@@ -113,10 +133,16 @@ class Block(nn.Module):
 
     @nn.compact
     def __call__(self, x, mask):
-        norm = dict(epsilon=self.cfg.eps, dtype=self.dtype, param_dtype=self.dtype,
-                    scale_init=near_one, bias_init=bias_init)
+        norm = dict(
+            epsilon=self.cfg.eps,
+            dtype=self.dtype,
+            param_dtype=self.dtype,
+            scale_init=near_one,
+            bias_init=bias_init,
+        )
         x = x + CausalSelfAttention(self.cfg, self.dtype, self.decode, name="attn")(
-            nn.LayerNorm(name="ln_1", **norm)(x), mask)
+            nn.LayerNorm(name="ln_1", **norm)(x), mask
+        )
         return x + MLP(self.dtype, name="mlp")(nn.LayerNorm(name="ln_2", **norm)(x))
 
 
@@ -128,8 +154,9 @@ class GPT2(nn.Module):
     @nn.compact
     def __call__(self, tokens, positions, attention_mask):
         cfg = self.cfg
-        embed = dict(dtype=self.dtype, param_dtype=self.dtype,
-                     embedding_init=nn.initializers.normal(0.02))
+        embed = dict(
+            dtype=self.dtype, param_dtype=self.dtype, embedding_init=nn.initializers.normal(0.02)
+        )
         wte = nn.Embed(cfg.vocab, cfg.hidden, name="wte", **embed)
         wpe = nn.Embed(cfg.max_positions, cfg.hidden, name="wpe", **embed)
         x = wte(tokens) + wpe(positions)
@@ -139,12 +166,21 @@ class GPT2(nn.Module):
         else:
             t = tokens.shape[1]
             causal = jnp.tril(jnp.ones((t, t), dtype=bool))
-            mask = (causal[None, None] & attention_mask[:, None, :, None]
-                    & attention_mask[:, None, None, :])
+            mask = (
+                causal[None, None]
+                & attention_mask[:, None, :, None]
+                & attention_mask[:, None, None, :]
+            )
         for i in range(cfg.layers):
             x = Block(cfg, self.dtype, self.decode, name=f"h_{i}")(x, mask)
-        x = nn.LayerNorm(epsilon=cfg.eps, dtype=self.dtype, param_dtype=self.dtype,
-                         scale_init=near_one, bias_init=bias_init, name="ln_f")(x)
+        x = nn.LayerNorm(
+            epsilon=cfg.eps,
+            dtype=self.dtype,
+            param_dtype=self.dtype,
+            scale_init=near_one,
+            bias_init=bias_init,
+            name="ln_f",
+        )(x)
         return wte.attend(x)
 
 
@@ -154,8 +190,7 @@ def modes(cfg: Config) -> tuple:
 
 def _params(cfg: Config, dtype):
     tokens = jnp.zeros((1, cfg.seq), jnp.int32)
-    return GPT2(cfg, dtype).init(jax.random.key(0), tokens, tokens,
-                                 jnp.ones((1, cfg.seq), bool))
+    return GPT2(cfg, dtype).init(jax.random.key(0), tokens, tokens, jnp.ones((1, cfg.seq), bool))
 
 
 def build(mode: str, cfg: Config, dtype):
@@ -172,8 +207,9 @@ def build(mode: str, cfg: Config, dtype):
     decoder = GPT2(cfg, dtype, decode=True)
 
     def decode_step(params, cache, tokens, positions, key_mask):
-        logits, mutated = decoder.apply({**params, "cache": cache}, tokens, positions,
-                                        key_mask, mutable=["cache"])
+        logits, mutated = decoder.apply(
+            {**params, "cache": cache}, tokens, positions, key_mask, mutable=["cache"]
+        )
         return logits[:, -1], mutated["cache"]
 
     return decode_step, params, _decode_inputs(cfg, mode, dtype, padded=False)
@@ -191,8 +227,11 @@ def _prefill_inputs(cfg: Config, padded: bool) -> tuple:
     rng = np.random.default_rng(1)
     shape = (cfg.batch, cfg.seq)
     mask = common.prompt_mask(*shape, seed=2) if padded else np.ones(shape, bool)
-    return (jnp.asarray(common.tokens(rng, shape, cfg.vocab, mask)),
-            jnp.asarray(common.positions_of(mask)), jnp.asarray(mask))
+    return (
+        jnp.asarray(common.tokens(rng, shape, cfg.vocab, mask)),
+        jnp.asarray(common.positions_of(mask)),
+        jnp.asarray(mask),
+    )
 
 
 def _decode_inputs(cfg: Config, mode: str, dtype, padded: bool) -> tuple:
@@ -200,8 +239,9 @@ def _decode_inputs(cfg: Config, mode: str, dtype, padded: bool) -> tuple:
     decoder = GPT2(cfg, dtype, decode=True)
     full = jnp.zeros((batch, cfg.cache_len), jnp.int32)
     # the Flax idiom: initializing at the full length shapes the cache
-    empty = jax.eval_shape(lambda: decoder.init(jax.random.key(0), full, full,
-                                                jnp.ones(full.shape, bool)))["cache"]
+    empty = jax.eval_shape(
+        lambda: decoder.init(jax.random.key(0), full, full, jnp.ones(full.shape, bool))
+    )["cache"]
     rng = np.random.default_rng(3)
     filled = (np.arange(cfg.cache_len) < cfg.cache_index)[None, :, None, None]
 
@@ -217,5 +257,9 @@ def _decode_inputs(cfg: Config, mode: str, dtype, padded: bool) -> tuple:
         key_mask = np.zeros((batch, cfg.cache_len), bool)
         key_mask[:, : cfg.cache_index + 1] = True
     positions = common.decode_positions(key_mask, cfg.cache_index)
-    return (cache, jnp.asarray(common.tokens(rng, (batch, 1), cfg.vocab)),
-            jnp.asarray(positions), jnp.asarray(key_mask))
+    return (
+        cache,
+        jnp.asarray(common.tokens(rng, (batch, 1), cfg.vocab)),
+        jnp.asarray(positions),
+        jnp.asarray(key_mask),
+    )

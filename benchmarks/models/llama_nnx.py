@@ -47,10 +47,33 @@ class Config:
 
 
 CONFIGS = {
-    "tiny": Config(vocab=256, hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16, ffn=128,
-                   batch=2, seq=16, cache_len=32, cache_index=16, decode_batches=(4,)),
-    "small": Config(vocab=8192, hidden=1024, layers=2, heads=16, kv_heads=4, head_dim=64,
-                    ffn=2816, batch=2, seq=128, cache_len=256, cache_index=128),
+    "tiny": Config(
+        vocab=256,
+        hidden=64,
+        layers=2,
+        heads=4,
+        kv_heads=2,
+        head_dim=16,
+        ffn=128,
+        batch=2,
+        seq=16,
+        cache_len=32,
+        cache_index=16,
+        decode_batches=(4,),
+    ),
+    "small": Config(
+        vocab=8192,
+        hidden=1024,
+        layers=2,
+        heads=16,
+        kv_heads=4,
+        head_dim=64,
+        ffn=2816,
+        batch=2,
+        seq=128,
+        cache_len=256,
+        cache_index=128,
+    ),
 }
 
 
@@ -73,10 +96,9 @@ def apply_rope(x, positions, base: float):
     inv_freq = 1.0 / (base ** (jnp.arange(0, h, 2, dtype=jnp.float32) / h))
     angles = positions[..., None].astype(jnp.float32) * inv_freq  # [B, T, H/2]
     angles = jnp.concatenate([angles, angles], axis=-1)[:, :, None, :]
-    x1, x2 = x[..., : h // 2], x[..., h // 2:]
+    x1, x2 = x[..., : h // 2], x[..., h // 2 :]
     rotated = jnp.concatenate([-x2, x1], axis=-1)
-    out = x.astype(jnp.float32) * jnp.cos(angles) + rotated.astype(jnp.float32) * jnp.sin(
-        angles)
+    out = x.astype(jnp.float32) * jnp.cos(angles) + rotated.astype(jnp.float32) * jnp.sin(angles)
     return out.astype(x.dtype)
 
 
@@ -102,7 +124,7 @@ class Attention(nnx.Module):
             v = jax.lax.dynamic_update_slice(cache["v"], v, (0, index, 0, 0))
         groups = cfg.heads // cfg.kv_heads
         q = q.reshape(b, t, cfg.kv_heads, groups, cfg.head_dim)
-        scores = jnp.einsum("btkgh,bskh->bkgts", q, k) * (cfg.head_dim ** -0.5)
+        scores = jnp.einsum("btkgh,bskh->bkgts", q, k) * (cfg.head_dim**-0.5)
         scores = scores.astype(jnp.float32) + bias[:, :, None]  # bias [B, 1, T, S]
         probs = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
         out = jnp.einsum("bkgts,bskh->btkgh", probs, v)
@@ -137,12 +159,12 @@ class DecoderLayer(nnx.Module):
 
 class Llama(nnx.Module):
     def __init__(self, cfg: Config, dtype, rngs: nnx.Rngs):
-        self.embed = nnx.Embed(cfg.vocab, cfg.hidden, dtype=dtype, param_dtype=dtype,
-                               rngs=rngs)
+        self.embed = nnx.Embed(cfg.vocab, cfg.hidden, dtype=dtype, param_dtype=dtype, rngs=rngs)
         self.layers = nnx.List([DecoderLayer(cfg, dtype, rngs) for _ in range(cfg.layers)])
         self.norm = RMSNorm(cfg.hidden, eps=cfg.eps, dtype=dtype, rngs=rngs)
-        self.lm_head = nnx.Linear(cfg.hidden, cfg.vocab, use_bias=False, dtype=dtype,
-                                  param_dtype=dtype, rngs=rngs)
+        self.lm_head = nnx.Linear(
+            cfg.hidden, cfg.vocab, use_bias=False, dtype=dtype, param_dtype=dtype, rngs=rngs
+        )
 
     def __call__(self, tokens, positions, bias, caches=None, index=None):
         x = self.embed(tokens)
@@ -156,7 +178,6 @@ class Llama(nnx.Module):
 def mask_bias(mask):
     """The additive float32 bias of a boolean mask: 0 where attended, finfo.min where not."""
     return jnp.where(mask, 0.0, jnp.finfo(jnp.float32).min)
-
 
 
 def modes(cfg: Config) -> tuple:
@@ -173,8 +194,11 @@ def build(mode: str, cfg: Config, dtype):
             model = nnx.merge(graphdef, state)
             t = tokens.shape[1]
             causal = jnp.arange(t)[:, None] >= jnp.arange(t)[None, :]
-            mask = (causal[None, None] & attention_mask[:, None, :, None]
-                    & attention_mask[:, None, None, :])
+            mask = (
+                causal[None, None]
+                & attention_mask[:, None, :, None]
+                & attention_mask[:, None, None, :]
+            )
             return model(tokens, positions, mask_bias(mask))
 
         return prefill, state, _prefill_inputs(cfg, padded=False)
@@ -201,8 +225,11 @@ def _prefill_inputs(cfg: Config, padded: bool) -> tuple:
     rng = np.random.default_rng(1)
     shape = (cfg.batch, cfg.seq)
     mask = common.prompt_mask(*shape, seed=2) if padded else np.ones(shape, bool)
-    return (jnp.asarray(common.tokens(rng, shape, cfg.vocab, mask)),
-            jnp.asarray(common.positions_of(mask)), jnp.asarray(mask))
+    return (
+        jnp.asarray(common.tokens(rng, shape, cfg.vocab, mask)),
+        jnp.asarray(common.positions_of(mask)),
+        jnp.asarray(mask),
+    )
 
 
 def _decode_inputs(cfg: Config, mode: str, dtype, padded: bool) -> tuple:
@@ -210,14 +237,23 @@ def _decode_inputs(cfg: Config, mode: str, dtype, padded: bool) -> tuple:
     rng = np.random.default_rng(3)
     shape = (batch, cfg.cache_len, cfg.kv_heads, cfg.head_dim)
     filled = (np.arange(cfg.cache_len) < cfg.cache_index)[None, :, None, None]
-    cache = [{name: jnp.asarray(np.where(filled, rng.standard_normal(shape), 0.0), dtype)
-              for name in ("k", "v")} for _ in range(cfg.layers)]
+    cache = [
+        {
+            name: jnp.asarray(np.where(filled, rng.standard_normal(shape), 0.0), dtype)
+            for name in ("k", "v")
+        }
+        for _ in range(cfg.layers)
+    ]
     if padded:
         key_mask = common.cache_mask(batch, cfg.cache_len, cfg.cache_index, seed=4)
     else:
         key_mask = np.zeros((batch, cfg.cache_len), bool)
         key_mask[:, : cfg.cache_index + 1] = True
     positions = common.decode_positions(key_mask, cfg.cache_index)
-    return (cache, jnp.asarray(common.tokens(rng, (batch, 1), cfg.vocab)),
-            jnp.asarray(positions), jnp.asarray(cfg.cache_index, jnp.int32),
-            jnp.asarray(key_mask))
+    return (
+        cache,
+        jnp.asarray(common.tokens(rng, (batch, 1), cfg.vocab)),
+        jnp.asarray(positions),
+        jnp.asarray(cfg.cache_index, jnp.int32),
+        jnp.asarray(key_mask),
+    )

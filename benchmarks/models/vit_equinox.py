@@ -36,10 +36,20 @@ class Config:
 
 
 CONFIGS = {
-    "tiny": Config(image=32, patch=8, channels=3, hidden=64, layers=2, heads=4, mlp=128,
-                   classes=16, batch=2),
-    "small": Config(image=224, patch=16, channels=3, hidden=512, layers=4, heads=8, mlp=2048,
-                    classes=1000, batch=2),
+    "tiny": Config(
+        image=32, patch=8, channels=3, hidden=64, layers=2, heads=4, mlp=128, classes=16, batch=2
+    ),
+    "small": Config(
+        image=224,
+        patch=16,
+        channels=3,
+        hidden=512,
+        layers=4,
+        heads=8,
+        mlp=2048,
+        classes=1000,
+        batch=2,
+    ),
 }
 
 
@@ -47,9 +57,14 @@ def trained_like_norm(hidden: int, eps: float, dtype, key) -> eqx.nn.LayerNorm:
     """A LayerNorm whose weight and bias are not the 1 and 0 it starts from."""
     norm = eqx.nn.LayerNorm(hidden, eps=eps, dtype=dtype)
     kw, kb = jax.random.split(key)
-    return eqx.tree_at(lambda m: (m.weight, m.bias), norm,
-                       (1.0 + 0.1 * jax.random.normal(kw, (hidden,), dtype),
-                        0.02 * jax.random.normal(kb, (hidden,), dtype)))
+    return eqx.tree_at(
+        lambda m: (m.weight, m.bias),
+        norm,
+        (
+            1.0 + 0.1 * jax.random.normal(kw, (hidden,), dtype),
+            0.02 * jax.random.normal(kb, (hidden,), dtype),
+        ),
+    )
 
 
 class Block(eqx.Module):
@@ -63,8 +78,15 @@ class Block(eqx.Module):
         k1, k2, k3, k4, k5 = jax.random.split(key, 5)
         self.norm1 = trained_like_norm(cfg.hidden, cfg.eps, dtype, k1)
         self.attn = eqx.nn.MultiheadAttention(
-            cfg.heads, cfg.hidden, use_query_bias=True, use_key_bias=True,
-            use_value_bias=True, use_output_bias=True, dtype=dtype, key=k2)
+            cfg.heads,
+            cfg.hidden,
+            use_query_bias=True,
+            use_key_bias=True,
+            use_value_bias=True,
+            use_output_bias=True,
+            dtype=dtype,
+            key=k2,
+        )
         self.norm2 = trained_like_norm(cfg.hidden, cfg.eps, dtype, k3)
         self.fc1 = eqx.nn.Linear(cfg.hidden, cfg.mlp, dtype=dtype, key=k4)
         self.fc2 = eqx.nn.Linear(cfg.mlp, cfg.hidden, dtype=dtype, key=k5)
@@ -86,8 +108,9 @@ class ViT(eqx.Module):
 
     def __init__(self, cfg: Config, dtype, key):
         keys = jax.random.split(key, cfg.layers + 5)
-        self.patch_embed = eqx.nn.Conv2d(cfg.channels, cfg.hidden, cfg.patch, stride=cfg.patch,
-                                         dtype=dtype, key=keys[0])
+        self.patch_embed = eqx.nn.Conv2d(
+            cfg.channels, cfg.hidden, cfg.patch, stride=cfg.patch, dtype=dtype, key=keys[0]
+        )
         tokens = (cfg.image // cfg.patch) ** 2 + 1
         self.cls_token = 0.02 * jax.random.normal(keys[1], (1, cfg.hidden), dtype)
         self.pos_embed = 0.02 * jax.random.normal(keys[2], (tokens, cfg.hidden), dtype)
@@ -133,5 +156,5 @@ def _inputs(cfg: Config, dtype, padded: bool) -> tuple:
     rng = np.random.default_rng(1)
     images = rng.standard_normal((cfg.batch, cfg.channels, cfg.image, cfg.image))
     if padded:
-        images[(cfg.batch + 1) // 2:] = 0.0
+        images[(cfg.batch + 1) // 2 :] = 0.0
     return (jnp.asarray(images, dtype),)

@@ -12,16 +12,18 @@ import warnings
 
 import jax
 import pytest
+from zoo_support import CASES, search_config, zoo, zoo_case
 
 import mirage_jax as mj
-from zoo_support import CASES, search_config, zoo, zoo_case
 
 # The softmax region's kernel drops the max subtraction: a query row masked against every key
 # (all -10000 or finfo.min) gives exp(...) = 0 everywhere and 0/0 = NaN. GPT-2: the padding
 # query rows of a left-padded prompt, the empty serving slot of a decode step (its NaN then
 # reaches the next layer's cached key and value); BERT: every padding query row.
-PADDED_NAN = ("padded batch: NaN where jax.jit is finite: the softmax kernel is not "
-              "max-stabilized and divides 0 by 0 on fully masked query rows")
+PADDED_NAN = (
+    "padded batch: NaN where jax.jit is finite: the softmax kernel is not "
+    "max-stabilized and divides 0 by 0 on fully masked query rows"
+)
 XFAIL = {
     ("gpt2_prefill", "f32"): PADDED_NAN,
     ("gpt2_prefill", "bf16"): PADDED_NAN,
@@ -52,14 +54,17 @@ def test_optimized_zoo_model_matches_jax_jit(name, dtype, tmp_path, monkeypatch)
     with warnings.catch_warnings():
         # regions that stay plain JAX each warn once; that is not what this test checks
         warnings.simplefilter("ignore", RuntimeWarning)
-        results = {what: check.compare(f(*case.args(padded)), reference(*case.args(padded)))
-                   for what, padded in (("normal batch", False), ("padded batch", True))}
+        results = {
+            what: check.compare(f(*case.args(padded)), reference(*case.args(padded)))
+            for what, padded in (("normal batch", False), ("padded batch", True))
+        }
         uses_kernels = f.uses_kernels(*case.args())
     for what, r in results.items():
-        assert r["nonfinite"] == 0, (
-            f"{what}: NaN where jax.jit is finite: {'; '.join(r['where'])}")
+        assert r["nonfinite"] == 0, f"{what}: NaN where jax.jit is finite: {'; '.join(r['where'])}"
         assert r["error"] <= tolerance, (
-            f"{what}: normwise error {r['error']:.3e} above {tolerance:g}")
+            f"{what}: normwise error {r['error']:.3e} above {tolerance:g}"
+        )
     assert uses_kernels, (
         f"no region runs a kernel: {name} ran as plain JAX, so this compared XLA with "
-        f"itself:\n" + "\n".join(r.headline() for r in f.regions(*case.args())))
+        f"itself:\n" + "\n".join(r.headline() for r in f.regions(*case.args()))
+    )

@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from zoo_support import CASES, import_benchmark_module, zoo, zoo_case
 
 
@@ -45,8 +44,12 @@ def test_every_case_has_the_common_interface():
     models = zoo()
     names = models.case_names("small")
     for model in ("llama", "gpt2"):
-        assert {f"{model}_prefill", f"{model}_decode_b1", f"{model}_decode_b4",
-                f"{model}_decode_b8"} <= set(names)
+        assert {
+            f"{model}_prefill",
+            f"{model}_decode_b1",
+            f"{model}_decode_b4",
+            f"{model}_decode_b8",
+        } <= set(names)
     assert "bert_encode" in names
     assert set(models.case_names("tiny")) >= set(CASES) - {"vit_encode"}
     with pytest.raises(ValueError, match="unknown zoo model"):
@@ -66,16 +69,23 @@ def test_padded_batch_has_the_normal_shapes_and_jax_jit_is_finite_on_it(name):
     for dtype in ("f32", "bf16"):
         case = zoo_case(name, dtype)
         assert _avals(case.inputs) == _avals(case.padded)
-        assert not all(np.array_equal(a, b) for a, b in zip(
-            jax.tree_util.tree_leaves(case.inputs), jax.tree_util.tree_leaves(case.padded)))
-        weights = [x for x in jax.tree_util.tree_leaves(case.params)
-                   if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
-        assert weights and {jnp.result_type(x) for x in weights} == {
-            jnp.dtype(zoo().DTYPES[dtype])}
+        assert not all(
+            np.array_equal(a, b)
+            for a, b in zip(
+                jax.tree_util.tree_leaves(case.inputs), jax.tree_util.tree_leaves(case.padded)
+            )
+        )
+        weights = [
+            x
+            for x in jax.tree_util.tree_leaves(case.params)
+            if jnp.issubdtype(jnp.result_type(x), jnp.floating)
+        ]
+        assert weights and {jnp.result_type(x) for x in weights} == {jnp.dtype(zoo().DTYPES[dtype])}
         for leaf in jax.tree_util.tree_leaves(jax.jit(case.fn)(*case.args(padded=True))):
             if jnp.issubdtype(leaf.dtype, jnp.floating):
-                assert leaf.dtype == jnp.dtype(zoo().DTYPES[dtype]) or name.startswith(
-                    "llama") and leaf.dtype == jnp.float32, (name, dtype, leaf.dtype)
+                assert leaf.dtype == jnp.dtype(zoo().DTYPES[dtype]) or (
+                    name.startswith("llama") and leaf.dtype == jnp.float32
+                ), (name, dtype, leaf.dtype)
                 assert bool(jnp.isfinite(leaf).all()), (name, dtype)
 
 
@@ -90,11 +100,11 @@ def test_compare_flags_nan_where_the_reference_is_finite():
     assert check.compare(want | {"logits": got["logits"]}, got)["nonfinite"] == 0
     # normwise error over the finite elements
     off = {"logits": jnp.full((3, 4), 2.0).at[0, 0].set(2.5), "index": jnp.array(2)}
-    assert math.isclose(check.compare(off, {"logits": jnp.full((3, 4), 2.0),
-                                            "index": jnp.array(2)})["error"], 0.25)
+    assert math.isclose(
+        check.compare(off, {"logits": jnp.full((3, 4), 2.0), "index": jnp.array(2)})["error"], 0.25
+    )
     # an integer output that differs is counted
-    assert check.compare({"logits": want["logits"], "index": jnp.array(3)}, want)[
-        "nonfinite"] == 1
+    assert check.compare({"logits": want["logits"], "index": jnp.array(3)}, want)["nonfinite"] == 1
 
 
 def test_harness_arguments():
@@ -111,21 +121,47 @@ def test_harness_arguments():
 
 def test_report_shouts_about_nan():
     report = import_benchmark_module("models_report")
-    row = dict(name="gpt2_prefill", regions=7, converted_regions=7, kernel_regions=1,
-               kept_end_to_end=1, matmuls_converting=0, matmuls=13, xla_ms=1.0, mirage_ms=2.0,
-               speedup=0.5, jit_first_call_s=1.0, cold_s=30.0, warm_s=3.0,
-               warm_over_jit_s=2.0, max_rel_err=1e-7, nonfinite=0, padded_max_rel_err=0.0,
-               padded_nonfinite=0, kernels_kept_uses_kernels=True,
-               kernels_kept_max_rel_err=2e-7, kernels_kept_nonfinite=0,
-               kernels_kept_padded_max_rel_err=0.0, kernels_kept_padded_nonfinite=4096,
-               correct=False,
-               failures=["padded batch: NON-FINITE where jax.jit is finite: rows [1]"],
-               coverage_reasons={"outside every region: dot_general: x": 13},
-               fallbacks={"no candidate beat XLA": 6})
-    result = dict(machine=dict(cpu="cpu", cores=2, jax="0", device="cpu", load_before=0.0,
-                               load_after=0.0),
-                  size="tiny", dtype="f32", budget_s=2.0, runs=5, cases=[row],
-                  geomean_speedup=0.5, tolerance=1e-4, unavailable={}, command="c")
+    row = dict(
+        name="gpt2_prefill",
+        regions=7,
+        converted_regions=7,
+        kernel_regions=1,
+        kept_end_to_end=1,
+        matmuls_converting=0,
+        matmuls=13,
+        xla_ms=1.0,
+        mirage_ms=2.0,
+        speedup=0.5,
+        jit_first_call_s=1.0,
+        cold_s=30.0,
+        warm_s=3.0,
+        warm_over_jit_s=2.0,
+        max_rel_err=1e-7,
+        nonfinite=0,
+        padded_max_rel_err=0.0,
+        padded_nonfinite=0,
+        kernels_kept_uses_kernels=True,
+        kernels_kept_max_rel_err=2e-7,
+        kernels_kept_nonfinite=0,
+        kernels_kept_padded_max_rel_err=0.0,
+        kernels_kept_padded_nonfinite=4096,
+        correct=False,
+        failures=["padded batch: NON-FINITE where jax.jit is finite: rows [1]"],
+        coverage_reasons={"outside every region: dot_general: x": 13},
+        fallbacks={"no candidate beat XLA": 6},
+    )
+    result = dict(
+        machine=dict(cpu="cpu", cores=2, jax="0", device="cpu", load_before=0.0, load_after=0.0),
+        size="tiny",
+        dtype="f32",
+        budget_s=2.0,
+        runs=5,
+        cases=[row],
+        geomean_speedup=0.5,
+        tolerance=1e-4,
+        unavailable={},
+        command="c",
+    )
     text = report.markdown(result)
     assert "**NaN/Inf ×4096**" in text and "**FAILURES**" in text
     assert "13× outside every region: dot_general: x" in text

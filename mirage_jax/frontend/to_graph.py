@@ -126,6 +126,12 @@ class _Builder:
 
 def region_to_graph(region: Region) -> RegionGraph:
     """Builds the KernelGraph of `region`, or raises RegionNotSupported."""
+    # Constants fold as IEEE arithmetic does (primitives.fold), without numpy's warnings.
+    with np.errstate(all="ignore"):
+        return _region_to_graph(region)
+
+
+def _region_to_graph(region: Region) -> RegionGraph:
     b = _Builder(region)
     b.run()
     outs: list[tuple[Value, GraphOutput]] = []
@@ -160,6 +166,8 @@ def region_to_graph(region: Region) -> RegionGraph:
         if d.op == "unary":
             kind, c = d.attr
             if kind in ("mul_scalar", "add_scalar"):
+                if not np.isfinite(np.float32(c)):  # kernels hold float32 constants
+                    raise RegionNotSupported(f"{kind}: by {c}, not a finite float32 constant")
                 t = getattr(kg, kind)(args[0], c)
             elif kind == "tanh":
                 t = kg.add_scalar(kg.mul_scalar(kg.sigmoid(kg.mul_scalar(args[0], 2.0)), 2.0), -1.0)

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import numbers
 import os
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -291,12 +293,37 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     def plain(*arrays: Any) -> list[Any]:
         return jax.tree_util.tree_leaves(flat_fun(*arrays))
 
+    # The user's own errors come from here, as jax.jit raises them.
     closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
     out_tree = jax.tree_util.tree_structure(out_shapes)
     settings = opt.settings()
     if settings.backend == "xla":
         return _Specialization(plain, out_tree, [], "xla")
+    try:
+        return _rewrite(closed, out_shapes, sig, plain, settings)
+    except Exception as e:  # whatever fails in mirage_jax, the function still runs as jax.jit
+        name = getattr(opt._fun, "__qualname__", repr(opt._fun))
+        reason = f"{type(e).__name__}: {e}"
+        warnings.warn(
+            f"mirage_jax.optimize: {name} runs as jax.jit, not rewritten: {reason}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return _Specialization(
+            plain, out_tree, [], settings.backend, f"not rewritten: {reason}", False
+        )
 
+
+def _rewrite(
+    closed: Any,
+    out_shapes: Any,
+    sig: _Signature,
+    plain: Callable[..., list[Any]],
+    settings: Settings,
+) -> _Specialization:
+    """The specialization of a traced function: its regions' kernels in the rewritten
+    program, or `plain` (the function itself) where none is kept."""
+    out_tree = jax.tree_util.tree_structure(out_shapes)
     part = partition(closed)
     kernels, reports = {}, []
     for region in part.regions:
@@ -323,6 +350,7 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
 
     if not kernels:  # the function itself, exactly as jax.jit would run it
         return _Specialization(plain, out_tree, reports, settings.backend)
+    _check_types(rewritten, out_shapes, sig.avals)
     if keep_kernels():
         keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
     else:
@@ -330,6 +358,19 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     return _Specialization(
         rewritten if keep else plain, out_tree, reports, settings.backend, note, keep
     )
+
+
+def _check_types(
+    rewritten: Callable[..., list[Any]], out_shapes: Any, avals: list[jax.ShapeDtypeStruct]
+) -> None:
+    """Raises unless the rewritten program traces to the function's own output types."""
+    got = jax.eval_shape(rewritten, *avals)
+    want = jax.tree_util.tree_leaves(out_shapes)
+    types = [(tuple(x.shape), x.dtype) for x in got], [(tuple(x.shape), x.dtype) for x in want]
+    if types[0] != types[1]:
+        raise RuntimeError(
+            f"internal error: the rewritten program returns {types[0]}, the function {types[1]}"
+        )
 
 
 def _whole_program_check(
@@ -344,13 +385,10 @@ def _whole_program_check(
         with jax.ensure_compile_time_eval():
             inputs: list[jax.Array] = []
             for a in avals:
-                dtype = jnp.dtype(a.dtype)
-                if jnp.issubdtype(dtype, jnp.floating):
-                    x = jnp.asarray(rng.standard_normal(a.shape), dtype)
-                elif jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_:
-                    x = jnp.zeros(a.shape, dtype)
-                else:
-                    return True, f"whole program not timed (an argument of dtype {dtype})"
+                if jnp.issubdtype(a.dtype, jnp.floating):
+                    x = jnp.asarray(rng.standard_normal(a.shape), a.dtype)
+                else:  # integers, booleans, complex numbers, PRNG keys
+                    x = jnp.zeros(a.shape, a.dtype)
                 inputs.append(jax.device_put(x))
             times, rounds = _profile.median_times({"xla": plain, "rewritten": fast}, inputs)
     except Exception as e:
@@ -393,10 +431,15 @@ def _whole_calls(program: FlatProgram, kernel_regions: list[Region]) -> list[Cus
     return [c for c in chosen if not covered(c)]
 
 
+def _nodes_of(unit: Unit | Node) -> list[Node]:
+    return [unit] if isinstance(unit, Node) else unit.nodes
+
+
 def _schedule(program: FlatProgram, regions: Sequence[Unit]) -> list[Unit | Node]:
     """Nodes and whole units (kernel regions, custom derivative calls: anything with
-    `.nodes`) in an order that respects every data dependence. Each unit is convex, so
-    contracting it to one leaves the graph acyclic."""
+    `.nodes`) in an order that respects every data dependence, and the program's order of
+    side effects (prints, callbacks). Each unit is convex, so contracting it to one leaves
+    the graph acyclic."""
     unit_of: dict[int, Unit] = {}
     for region in regions:
         for node in region.nodes:
@@ -413,6 +456,9 @@ def _schedule(program: FlatProgram, regions: Sequence[Unit]) -> list[Unit | Node
             p = producer.get(operand) if isinstance(operand, Var) else None
             if p is not None and p is not unit:
                 deps[id(unit)].add(id(p))
+    effectful = [u for u in units if any(n.effectful for n in _nodes_of(u))]
+    for before, after in itertools.pairwise(effectful):  # units are in program order
+        deps[id(after)].add(id(before))
     order: list[Unit | Node] = []
     done: set[int] = set()
     pending = list(units)

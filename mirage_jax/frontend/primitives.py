@@ -189,10 +189,55 @@ def _admit_integer_pow(node: Node, producers: dict[Var, Node]) -> str | None:
     return f"integer_pow: y={node.params['y']}"
 
 
+# Results that are >= +0 or NaN whatever their operands (not sqrt/rsqrt: sqrt(-0) is -0).
+_NONNEG_ANYWAY = ("square", "exp", "abs", "logistic")
+# Results that are >= +0 or NaN when every operand is (+0 + +0 is +0; 0 * inf and 0/0 NaN).
+_NONNEG_KEPT = (
+    "add", "mul", "div", "max", "reduce_sum", "broadcast_in_dim", "reshape",
+    "squeeze", "expand_dims", "transpose", "convert_element_type", "copy", "stop_gradient",
+)  # fmt: skip
+
+
+def _nonneg_or_nan(v: Var | Lit, producers: dict[Var, Node], depth: int = 0) -> bool:
+    """Whether every element of `v` is provably >= +0 or NaN, so that max(0, v) is v itself
+    (XLA's max propagates NaN): the variance of jnp.var, which Equinox's LayerNorm clamps
+    with jnp.maximum(0, var). Not flax's E[x^2] - E[x]^2, whose clamp is real."""
+    if isinstance(v, Lit):
+        x = np.asarray(v.value, np.float64)
+        return bool(np.all(np.isnan(x) | ((x >= 0) & ~np.signbit(x))))
+    node = producers.get(v)
+    if node is None or depth > 64:
+        return False
+    if node.name in _NONNEG_ANYWAY:
+        return True
+    if node.name == "integer_pow":
+        return int(node.params["y"]) % 2 == 0
+    operands = node.invars[1:] if node.name == "select_n" else node.invars
+    if node.name not in _NONNEG_KEPT and node.name != "select_n":
+        return False
+    return all(_nonneg_or_nan(u, producers, depth + 1) for u in operands)
+
+
+def _max_identity(node: Node, producers: dict[Var, Node]) -> int | None:
+    """The operand max(0, x) or max(x, 0) is equal to, x being >= +0 or NaN; else None."""
+    for zero, other in ((0, 1), (1, 0)):
+        lit = node.invars[zero]
+        if (
+            isinstance(lit, Lit)
+            and lit.value.size == 1
+            and float(lit.value.reshape(())) == 0
+            and _nonneg_or_nan(node.invars[other], producers)
+        ):
+            return other
+    return None
+
+
 def _admit_max(node: Node, producers: dict[Var, Node]) -> str | None:
     if any(is_neg_inf(v) for v in node.invars):
         return None  # the softmax stabilizer max(-inf, reduce_max(x))
-    return "max: only max(-inf, x) of a softmax stabilizer is supported"
+    if _max_identity(node, producers) is not None:
+        return None
+    return "max: only max(-inf, x) of a softmax stabilizer, or max(0, x) of x >= 0, is supported"
 
 
 def _admit_select_n(node: Node, producers: dict[Var, Node]) -> str | None:
@@ -297,7 +342,11 @@ def _convert_max(b: Builder, node: Node, out: Var, a: Operand, c: Operand) -> Op
         return c
     if c_inf and isinstance(a, Value):
         return a
-    raise RegionNotSupported("max: only max(-inf, x) of a softmax stabilizer")
+    # The operand's producer must be in this region for its sign to be known here.
+    same = _max_identity(node, {v: n for n in b.region.nodes for v in n.outvars})
+    if same is not None and isinstance((a, c)[same], Value):
+        return (a, c)[same]
+    raise RegionNotSupported("max: only max(-inf, x) of a softmax stabilizer, or max(0, x >= 0)")
 
 
 def _convert_binary(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> Operand:

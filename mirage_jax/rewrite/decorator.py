@@ -61,6 +61,8 @@ def optimize(
     min_region_flops: float = 0,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Optimized: ...
 
 
@@ -74,6 +76,8 @@ def optimize(
     min_region_flops: float = 0,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Optimized]: ...
 
 
@@ -86,6 +90,8 @@ def optimize(
     min_region_flops: float = 0,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Optimized | Callable[[Callable[..., Any]], Optimized]:
     """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
@@ -99,6 +105,8 @@ def optimize(
       search, no warning; explain() reports them).
     static_argnums, static_argnames: as for jax.jit: those arguments are not traced, must be
       hashable, and each value gets its own specialization.
+    donate_argnums, donate_argnames: as for jax.jit: those arguments' buffers may be reused
+      for the results.
     """
     if fun is None:
         return functools.partial(
@@ -109,6 +117,8 @@ def optimize(
             min_region_flops=min_region_flops,
             static_argnums=static_argnums,
             static_argnames=static_argnames,
+            donate_argnums=donate_argnums,
+            donate_argnames=donate_argnames,
         )
     return Optimized(
         fun,
@@ -118,6 +128,8 @@ def optimize(
         min_region_flops=min_region_flops,
         static_argnums=static_argnums,
         static_argnames=static_argnames,
+        donate_argnums=donate_argnums,
+        donate_argnames=donate_argnames,
     )
 
 
@@ -151,6 +163,24 @@ def _infer_static(
     return tuple(all_nums), tuple(all_names)
 
 
+class _Traced:
+    """What an Optimized's jax.jit runs: the specialization for the call's signature. It
+    passes for the user's function (name, signature, source, repr), so that jax.jit's errors
+    read as they do for jax.jit(fun)."""
+
+    def __init__(self, opt: Optimized):
+        self._opt = opt
+        # Not the function's __dict__: a class's (numpy.generic's) holds descriptors that
+        # would shadow jax.jit's own attributes.
+        functools.update_wrapper(self, opt._fun, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._opt._trace(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self._opt._fun)
+
+
 class Optimized:
     """The wrapped function; specializations are kept per input signature."""
 
@@ -164,6 +194,8 @@ class Optimized:
         min_region_flops: float = 0,
         static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (),
+        donate_argnums: int | Sequence[int] = (),
+        donate_argnames: str | Sequence[str] = (),
         settings: Settings | None = None,
     ):
         if not callable(fun):
@@ -193,22 +225,30 @@ class Optimized:
             _as_tuple(static_argnums, "static_argnums", int),
             _as_tuple(static_argnames, "static_argnames", str),
         )
+        self._donate_argnums: tuple[int, ...] = _as_tuple(donate_argnums, "donate_argnums", int)
+        self._donate_argnames: tuple[str, ...] = _as_tuple(donate_argnames, "donate_argnames", str)
         self._settings: Settings | None = settings
         self._specializations: dict[Hashable, _Specialization] = {}
         self._jitted: Callable[..., Any] | None = None
+        # jax.jit of the function itself: it traces each signature for the frontend (so the
+        # user's errors are jax.jit's, word for word) and runs it where nothing is rewritten.
+        self._plain: Any = jax.jit(
+            fun, static_argnums=self._static_argnums, static_argnames=self._static_argnames
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # jax.jit does the per-call work (argument checking and errors, the signature, the
         # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
         jitted = self._jitted
         if jitted is None:
-
-            @functools.wraps(self._fun)  # jax.jit's errors name the user's function
-            def traced(*args: Any, **kwargs: Any) -> Any:
-                return self._trace(*args, **kwargs)
-
             jitted = self._jitted = jax.jit(
-                traced, static_argnums=self._static_argnums, static_argnames=self._static_argnames
+                _Traced(self),
+                static_argnums=self._static_argnums,
+                static_argnames=self._static_argnames,
+                donate_argnums=self._donate_argnums,
+                # None, as jax.jit's default, where none are given: names need a signature,
+                # which not every callable (a class, a builtin) has.
+                donate_argnames=self._donate_argnames or None,
             )
         return jitted(*args, **kwargs)
 
@@ -286,15 +326,14 @@ def _respecialize(fun: Callable, settings: Settings) -> Optimized:
 
 
 def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
-    def flat_fun(*arrays: Any) -> Any:
-        call_args, call_kwargs = sig.rebuild(list(arrays))
-        return opt._fun(*call_args, **call_kwargs)
-
     def plain(*arrays: Any) -> list[Any]:
-        return jax.tree_util.tree_leaves(flat_fun(*arrays))
+        call_args, call_kwargs = sig.rebuild(list(arrays))
+        return jax.tree_util.tree_leaves(opt._plain(*call_args, **call_kwargs))
 
     # The user's own errors come from here, as jax.jit raises them.
-    closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
+    # From the type: jax.jit copies a wrapped class's __dict__ (numpy.generic has a `trace`).
+    traced = type(opt._plain).trace(opt._plain, *sig.args, **sig.kwargs)
+    closed, out_shapes = traced.jaxpr, traced.out_info
     out_tree = jax.tree_util.tree_structure(out_shapes)
     settings = opt.settings()
     if settings.backend == "xla":

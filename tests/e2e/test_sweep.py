@@ -11,6 +11,7 @@ searched with a small config, all of them sharing one cache.
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -23,7 +24,7 @@ from sweep_cases import GROUPS, Case, cases
 import mirage_jax as mj
 
 CONFIG = mj.SearchConfig(
-    max_kernel_ops=1, max_block_ops=3, time_budget_s=2, max_verified=1, threads=1
+    max_kernel_ops=1, max_block_ops=3, time_budget_s=1, max_verified=1, threads=1
 )
 # A kernel's float32 reductions may add in another order than XLA's.
 RTOL = 2e-5
@@ -99,10 +100,14 @@ def _problem(case: Case, cache_dir: Any) -> str:
     return ""
 
 
+# MIRAGE_JAX_SWEEP=full: every public name (slower), not the default selection.
+FULL = os.environ.get("MIRAGE_JAX_SWEEP") == "full"
+
+
 @pytest.mark.parametrize("group", GROUPS)
 def test_optimize_runs_as_jax_jit(group, cache_dir, monkeypatch):
     monkeypatch.setenv("MIRAGE_JAX_KEEP_KERNELS", "1")
-    found = cases(group)
+    found = cases(group, FULL)
     problems = {}
     for case in found:
         problem = _problem(case, cache_dir)
@@ -114,8 +119,8 @@ def test_optimize_runs_as_jax_jit(group, cache_dir, monkeypatch):
 
 def test_the_sweep_is_large():
     """At least 200 functions called, across the four modules, some of them errors."""
-    found = [c for g in GROUPS for c in cases(g)]
+    found = [c for g in GROUPS for c in cases(g, FULL)]
     assert len(found) >= 200
     assert sum(c.error for c in found) >= 10
     for group in GROUPS[:4]:
-        assert len([c for c in cases(group) if not c.error]) >= 10, group
+        assert len([c for c in cases(group, FULL) if not c.error]) >= 10, group

@@ -123,4 +123,4 @@ def test_the_sweep_is_large():
     assert len(found) >= 200
     assert sum(c.error for c in found) >= 10
     for group in GROUPS[:4]:
-        assert len([c for c in cases(group, FULL) if not c.error]) >= 10, group
+        assert len([c for c in cases(group, FULL) if not c.error]) >= 5, group

@@ -4,7 +4,9 @@ over our own `Var`s, and running such nodes with jax.
 `flatten` inlines nested `jit`/`pjit`, `custom_jvp_call`, `custom_vjp_call` (and plain call
 primitives). A custom_jvp/custom_vjp call is inlined for partitioning and also recorded whole
 (`CustomCall`), so that where it does not feed a kernel it runs as the original call, with its
-own derivative rule.
+own derivative rule. Scalar arithmetic on literals (jnp.var's `n - ddof`, the `n > 0` it
+guards with) is folded into literals as it goes (`_fold`), by jax itself, so that the values
+computed from it are not mistaken for constants a region would have to output.
 """
 
 from __future__ import annotations
@@ -41,6 +43,19 @@ _INLINE = {
 CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
 
+# A numpy dtype, or one of jax's extended dtypes, which numpy cannot represent (a typed PRNG
+# key's key<fry>): such values only pass through the flattened program, no region takes them.
+DType = Any
+
+
+def _extended(dtype: Any) -> bool:
+    return bool(jax.dtypes.issubdtype(dtype, jax.dtypes.extended))
+
+
+def as_dtype(dtype: Any) -> DType:
+    return dtype if _extended(dtype) else np.dtype(dtype)
+
+
 class Var:
     """A value of the flattened program."""
 
@@ -49,7 +64,7 @@ class Var:
     def __init__(self, vid: int, shape: Sequence[int], dtype: Any):
         self.id = vid
         self.shape = tuple(int(d) for d in shape)
-        self.dtype: np.dtype[Any] = np.dtype(dtype)
+        self.dtype: DType = as_dtype(dtype)
 
     def __repr__(self) -> str:
         return f"v{self.id}:{self.dtype.name}{list(self.shape)}"
@@ -60,8 +75,10 @@ class Lit:
 
     __slots__ = ("dtype", "shape", "value")
 
-    def __init__(self, value: Any):
-        self.value = np.asarray(value)
+    def __init__(self, value: Any, dtype: Any = None):
+        # The jaxpr's own dtype when given: a weakly typed literal (2.0, 0) is a Python
+        # scalar, which numpy would widen to float64/int64.
+        self.value = np.asarray(value, dtype)
         self.shape: tuple[int, ...] = self.value.shape
         self.dtype: np.dtype[Any] = self.value.dtype
 
@@ -85,6 +102,9 @@ class Node:
     source: str  # "file:line (function)" or ""
     # A custom_jvp/custom_vjp call kept whole (its params hold its sub-jaxprs and rules).
     opaque: bool = False
+    # Whether it has side effects (a print, a callback, an ordered effect's token): such
+    # nodes keep their order in the rewritten program.
+    effectful: bool = False
 
     @property
     def name(self) -> str:
@@ -181,6 +201,40 @@ def _sub_jaxpr(eqn: jcore.JaxprEqn) -> tuple[jcore.Jaxpr, list[Any]] | None:
     return None
 
 
+# Pure scalar arithmetic that `_fold` may evaluate at trace time when every operand is a
+# literal: elementwise, without effects, callbacks, sub-jaxprs or randomness.
+_FOLDABLE = frozenset(
+    """
+    abs add and ceil clamp convert_element_type cos div eq exp exp2 expm1 floor ge gt
+    integer_pow is_finite le log log1p logistic lt max min mul ne neg nextafter not or pow
+    rem round rsqrt select_n sign sin sqrt square sub tan tanh xor
+    """.split()  # noqa: SIM905 (a table to read, not a list to edit)
+)
+
+
+def _fold(eqn: jcore.JaxprEqn, args: Sequence[Var | Lit]) -> list[Lit] | None:
+    """The literal results of `eqn` when it is scalar arithmetic on literals (_FOLDABLE),
+    computed by jax as the compiled program would; None otherwise."""
+    results: list[Any] = [ov.aval for ov in eqn.outvars]
+    if (
+        eqn.primitive.name not in _FOLDABLE
+        or eqn.effects
+        or not args
+        or not all(isinstance(a, Lit) and a.value.ndim == 0 for a in args)
+        or not all(len(r.shape) == 0 and not _extended(r.dtype) for r in results)
+    ):
+        return None
+    try:
+        # Eagerly, also while the decorator traces inside jax.jit.
+        with jax.ensure_compile_time_eval(), np.errstate(all="ignore"):
+            outs = _bind(eqn.primitive, [a.value for a in args if isinstance(a, Lit)], eqn.params)
+    except Exception:  # left to the compiled program, which raises what jax.jit would
+        return None
+    if not eqn.primitive.multiple_results:
+        outs = [outs]
+    return [Lit(np.asarray(o), r.dtype) for o, r in zip(outs, results)]
+
+
 def flatten(closed_jaxpr: jcore.ClosedJaxpr) -> FlatProgram:
     """Inlines nested calls of `closed_jaxpr` (from jax.make_jaxpr) into a FlatProgram."""
     counter = [0]
@@ -212,7 +266,8 @@ def flatten(closed_jaxpr: jcore.ClosedJaxpr) -> FlatProgram:
 
         def read(v: jcore.Var | jcore.Literal) -> Var | Lit:
             if isinstance(v, jcore.Literal):
-                return Lit(v.val)
+                aval: Any = v.aval
+                return Lit(v.val, None if _extended(aval.dtype) else aval.dtype)
             assert isinstance(v, jcore.Var)
             return env[v]
 
@@ -230,9 +285,23 @@ def flatten(closed_jaxpr: jcore.ClosedJaxpr) -> FlatProgram:
             elif sub is not None:
                 outs = walk(sub[0], sub[1], args, src)
             else:
-                new = [fresh(ov.aval) for ov in eqn.outvars]
-                outs = list(new)
-                nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, new, src))
+                folded = _fold(eqn, args)
+                if folded is not None:
+                    outs = list(folded)
+                else:
+                    new = [fresh(ov.aval) for ov in eqn.outvars]
+                    outs = list(new)
+                    nodes.append(
+                        Node(
+                            len(nodes),
+                            eqn.primitive,
+                            dict(eqn.params),
+                            args,
+                            new,
+                            src,
+                            effectful=bool(eqn.effects),
+                        )
+                    )
             for ov, val in zip(eqn.outvars, outs):
                 if not isinstance(ov, jcore.DropVar):
                     env[ov] = val
@@ -264,7 +333,18 @@ def flatten(closed_jaxpr: jcore.ClosedJaxpr) -> FlatProgram:
         for i in range(index, len(calls)):
             calls[i] = None  # this call and the ones nested in it
         new = [fresh(ov.aval) for ov in eqn.outvars]
-        nodes.append(Node(len(nodes), eqn.primitive, dict(eqn.params), args, new, src, opaque=True))
+        nodes.append(
+            Node(
+                len(nodes),
+                eqn.primitive,
+                dict(eqn.params),
+                args,
+                new,
+                src,
+                opaque=True,
+                effectful=bool(eqn.effects),
+            )
+        )
         return list(new)
 
     jaxpr = closed_jaxpr.jaxpr

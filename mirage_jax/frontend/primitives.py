@@ -33,11 +33,13 @@ from mirage_jax.frontend.expr import (
     Lazy,
     NodeNotSupported,
     Operand,
+    RegionNotSupported,
     Value,
 )
 from mirage_jax.frontend.flat import Lit, Node, Var
 from mirage_jax.frontend.layout import Groups
 
+KERNEL_DTYPES = ("float32", "bfloat16", "float16")  # of every kernel-graph tensor
 INTEGER_POWERS = (-2, -1, 1, 2, 3, 4)
 
 
@@ -125,16 +127,28 @@ def _size(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape))
 
 
+def fold(f: Callable[..., Any], out: Var, *constants: float) -> float:
+    """`f` of scalar constants as IEEE arithmetic gives it (x/0 = inf, 0/0 = nan, never a
+    Python exception or warning), rounded to the result's dtype like jax's own op."""
+    with np.errstate(all="ignore"):
+        value = f(*(np.float64(c) for c in constants))
+        return float(np.asarray(value, np.float64).astype(out.dtype))
+
+
 # -- admit -------------------------------------------------------------------------------
 
 
 def admit_reason(node: Node, producers: dict[Var, Node]) -> str | None:
     """None when `node` may join a region, otherwise why not."""
     name = node.name
-    operands = node.invars + node.outvars
-    non_float = any(isinstance(v, Var) and not is_float(v.dtype) for v in operands)
-    if non_float and name != "convert_element_type":
-        return f"{name}: non-float operand"
+    values = [v for v in node.invars + node.outvars if isinstance(v, Var)]
+    for v in values:  # what a kernel-graph tensor can be: a region's inputs are these too
+        if 0 in v.shape:
+            return f"{name}: operand {v} has no elements"
+        if name == "convert_element_type" and v is node.invars[0]:
+            continue  # converted by XLA before the kernel, from any dtype (an int mask)
+        if getattr(v.dtype, "name", None) not in KERNEL_DTYPES:
+            return f"{name}: operand {v} of dtype {v.dtype} (kernels take {KERNEL_DTYPES})"
     found = RULES.get(name)
     if found is None:
         return f"{name}: not a kernel-graph primitive"
@@ -168,6 +182,12 @@ def _admit_max(node: Node, producers: dict[Var, Node]) -> str | None:
         # max(-inf, m) stabilizes a softmax; max(0, v) clamps a variance (eqx.nn.LayerNorm)
         return None
     return "max: only max(-inf, x) of a softmax stabilizer or max(0, x) of x >= 0"
+
+
+def _admit_select_n(node: Node, producers: dict[Var, Node]) -> str | None:
+    if isinstance(node.invars[0], Lit):
+        return None  # jnp.var's where(n - ddof > 0, ...), its predicate folded (flat._fold)
+    return "select_n: on a computed predicate"
 
 
 def _admit_conv(node: Node, producers: dict[Var, Node]) -> str | None:
@@ -242,9 +262,9 @@ _UNARY: dict[str, tuple[str, Callable[[np.float64], Any]]] = {
 
 
 def _convert_unary(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
-    kind, fold = _UNARY[node.name]
+    kind, folded = _UNARY[node.name]
     if isinstance(x, float):  # constant folding
-        return float(fold(np.float64(x)))
+        return fold(folded, out, x)
     v = b.laid_out(x, node.name)
     return Value(expr.unary(kind, v.d), v.groups, v.shape)
 
@@ -253,7 +273,7 @@ def _convert_tanh(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     """tanh(z) = 2·sigmoid(2z) - 1: emitted so (a kernel graph has no tanh); kept as one
     "tanh" node until then, so that gelu's tanh form can be recognized."""
     if isinstance(x, float):
-        return float(np.tanh(np.float64(x)))
+        return fold(np.tanh, out, x)
     v = b.laid_out(x, node.name)
     return Value(expr.unary("tanh", v.d), v.groups, v.shape)
 
@@ -261,7 +281,7 @@ def _convert_tanh(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
 def _convert_integer_pow(b: Builder, node: Node, out: Var, x: Operand) -> Operand:
     y = node.params["y"]
     if isinstance(x, float):
-        return float(np.float64(x) ** y)
+        return fold(lambda c: c**y, out, x)
     v = b.laid_out(x, node.name)
     d = v.d
     sq = expr.unary("square", d)
@@ -278,6 +298,13 @@ def _convert_integer_pow(b: Builder, node: Node, out: Var, x: Operand) -> Operan
     return Value(table[y], v.groups, v.shape)
 
 
+def _convert_select_n(b: Builder, node: Node, out: Var, which: Operand, *cases: Operand) -> Operand:
+    predicate = node.invars[0]
+    if not isinstance(predicate, Lit):
+        raise b.unsupported(node, "on a computed predicate")
+    return cases[int(predicate.value.reshape(()))]
+
+
 def _convert_max(b: Builder, node: Node, out: Var, a: Operand, c: Operand) -> Operand:
     for lit, other in ((node.invars[0], c), (node.invars[1], a)):
         if is_neg_inf(lit) and not isinstance(other, float):
@@ -290,9 +317,8 @@ def _convert_max(b: Builder, node: Node, out: Var, a: Operand, c: Operand) -> Op
 def _convert_binary(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> Operand:
     kind = node.name
     if isinstance(x, float) and isinstance(y, float):
-        return float(
-            {"add": x + y, "sub": x - y, "mul": x * y, "div": x / y if y else np.inf}[kind]
-        )
+        ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+        return fold(ops[kind], out, x, y)
     if isinstance(y, float):
         return _tensor_op_constant(b, kind, b.laid_out(x, kind), y, out.shape)
     if isinstance(x, float):
@@ -361,11 +387,18 @@ def _tensor_op_constant(b: Builder, kind: str, x: Value, c: float, so: tuple[int
         s = b.sum_of.get(id(x.d))
         if s is not None and np.isclose(c, s[2], rtol=1e-6):
             return Value(expr.reduce(s[0], s[1], "mean"), x.groups, so)
+        with np.errstate(all="ignore"):  # x/0 is x·inf, as in IEEE
+            inverse = np.float32(1.0) / np.float32(c)
+        if not np.isfinite(inverse):
+            raise RegionNotSupported(f"div: by {c} (kernels hold finite float32 constants only)")
+        if np.isfinite(c) and c != 0 and not abs(inverse) >= np.finfo(np.float32).tiny:
+            # x·(1/c) would not round like x/c: 1/c is subnormal in float32 (or 0).
+            raise RegionNotSupported(f"div: by {c}, whose reciprocal float32 cannot hold")
+        return Value(expr.unary("mul_scalar", x.d, float(inverse)), x.groups, so)
     d = {
         "add": lambda: expr.unary("add_scalar", x.d, c),
         "sub": lambda: expr.unary("add_scalar", x.d, -c),
         "mul": lambda: expr.unary("mul_scalar", x.d, c),
-        "div": lambda: expr.unary("mul_scalar", x.d, 1.0 / c),
     }[kind]()
     return Value(d, x.groups, so)
 
@@ -691,6 +724,13 @@ _register(
     factors=_factors_same_shape,
 )
 _register(("max",), admit=_admit_max, convert=_convert_max, factors=_factors_same_shape)
+_register(
+    ("select_n",),
+    admit=_admit_select_n,
+    convert=_convert_select_n,
+    factors=_factors_same_shape,
+    flops=_flops_free,
+)
 _register(
     ("reduce_sum", "reduce_max"),
     convert=_convert_reduction,

@@ -255,7 +255,9 @@ def region_to_graph(region: Region) -> RegionGraph:
     first: RegionNotSupported | None = None
     for policy in POLICIES:
         try:
-            return _convert(region, policy)
+            # Constants fold as IEEE arithmetic does (primitives.fold), without numpy's warnings.
+            with np.errstate(all="ignore"):
+                return _convert(region, policy)
         except RegionNotSupported as e:
             first = first or e
     assert first is not None
@@ -305,6 +307,8 @@ def _convert(region: Region, policy: str) -> RegionGraph:
         if d.op == "unary":
             kind, c = d.attr
             if kind in ("mul_scalar", "add_scalar"):
+                if not np.isfinite(np.float32(c)):  # kernels hold float32 constants
+                    raise RegionNotSupported(f"{kind}: by {c}, not a finite float32 constant")
                 t = getattr(kg, kind)(args[0], c)
             elif kind == "tanh":
                 t = kg.add_scalar(kg.mul_scalar(kg.sigmoid(kg.mul_scalar(args[0], 2.0)), 2.0), -1.0)

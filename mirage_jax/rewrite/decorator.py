@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
 import numbers
 import os
+import warnings
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
@@ -60,6 +62,8 @@ def optimize(
     min_region_flops: float = 0,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Optimized: ...
 
 
@@ -73,6 +77,8 @@ def optimize(
     min_region_flops: float = 0,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Optimized]: ...
 
 
@@ -85,6 +91,8 @@ def optimize(
     min_region_flops: float = 0,
     static_argnums: int | Sequence[int] = (),
     static_argnames: str | Sequence[str] = (),
+    donate_argnums: int | Sequence[int] = (),
+    donate_argnames: str | Sequence[str] = (),
 ) -> Optimized | Callable[[Callable[..., Any]], Optimized]:
     """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
@@ -98,6 +106,8 @@ def optimize(
       search, no warning; explain() reports them).
     static_argnums, static_argnames: as for jax.jit: those arguments are not traced, must be
       hashable, and each value gets its own specialization.
+    donate_argnums, donate_argnames: as for jax.jit: those arguments' buffers may be reused
+      for the results.
     """
     if fun is None:
         return functools.partial(
@@ -108,6 +118,8 @@ def optimize(
             min_region_flops=min_region_flops,
             static_argnums=static_argnums,
             static_argnames=static_argnames,
+            donate_argnums=donate_argnums,
+            donate_argnames=donate_argnames,
         )
     return Optimized(
         fun,
@@ -117,6 +129,8 @@ def optimize(
         min_region_flops=min_region_flops,
         static_argnums=static_argnums,
         static_argnames=static_argnames,
+        donate_argnums=donate_argnums,
+        donate_argnames=donate_argnames,
     )
 
 
@@ -150,6 +164,24 @@ def _infer_static(
     return tuple(all_nums), tuple(all_names)
 
 
+class _Traced:
+    """What an Optimized's jax.jit runs: the specialization for the call's signature. It
+    passes for the user's function (name, signature, source, repr), so that jax.jit's errors
+    read as they do for jax.jit(fun)."""
+
+    def __init__(self, opt: Optimized):
+        self._opt = opt
+        # Not the function's __dict__: a class's (numpy.generic's) holds descriptors that
+        # would shadow jax.jit's own attributes.
+        functools.update_wrapper(self, opt._fun, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._opt._trace(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return repr(self._opt._fun)
+
+
 class Optimized:
     """The wrapped function; specializations are kept per input signature."""
 
@@ -163,6 +195,8 @@ class Optimized:
         min_region_flops: float = 0,
         static_argnums: int | Sequence[int] = (),
         static_argnames: str | Sequence[str] = (),
+        donate_argnums: int | Sequence[int] = (),
+        donate_argnames: str | Sequence[str] = (),
         settings: Settings | None = None,
     ):
         if not callable(fun):
@@ -192,22 +226,30 @@ class Optimized:
             _as_tuple(static_argnums, "static_argnums", int),
             _as_tuple(static_argnames, "static_argnames", str),
         )
+        self._donate_argnums: tuple[int, ...] = _as_tuple(donate_argnums, "donate_argnums", int)
+        self._donate_argnames: tuple[str, ...] = _as_tuple(donate_argnames, "donate_argnames", str)
         self._settings: Settings | None = settings
         self._specializations: dict[Hashable, _Specialization] = {}
         self._jitted: Callable[..., Any] | None = None
+        # jax.jit of the function itself: it traces each signature for the frontend (so the
+        # user's errors are jax.jit's, word for word) and runs it where nothing is rewritten.
+        self._plain: Any = jax.jit(
+            fun, static_argnums=self._static_argnums, static_argnames=self._static_argnames
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         # jax.jit does the per-call work (argument checking and errors, the signature, the
         # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
         jitted = self._jitted
         if jitted is None:
-
-            @functools.wraps(self._fun)  # jax.jit's errors name the user's function
-            def traced(*args: Any, **kwargs: Any) -> Any:
-                return self._trace(*args, **kwargs)
-
             jitted = self._jitted = jax.jit(
-                traced, static_argnums=self._static_argnums, static_argnames=self._static_argnames
+                _Traced(self),
+                static_argnums=self._static_argnums,
+                static_argnames=self._static_argnames,
+                donate_argnums=self._donate_argnums,
+                # None, as jax.jit's default, where none are given: names need a signature,
+                # which not every callable (a class, a builtin) has.
+                donate_argnames=self._donate_argnames or None,
             )
         return jitted(*args, **kwargs)
 
@@ -285,19 +327,43 @@ def _respecialize(fun: Callable, settings: Settings) -> Optimized:
 
 
 def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
-    def flat_fun(*arrays: Any) -> Any:
-        call_args, call_kwargs = sig.rebuild(list(arrays))
-        return opt._fun(*call_args, **call_kwargs)
-
     def plain(*arrays: Any) -> list[Any]:
-        return jax.tree_util.tree_leaves(flat_fun(*arrays))
+        call_args, call_kwargs = sig.rebuild(list(arrays))
+        return jax.tree_util.tree_leaves(opt._plain(*call_args, **call_kwargs))
 
-    closed, out_shapes = jax.make_jaxpr(flat_fun, return_shape=True)(*sig.avals)
+    # The user's own errors come from here, as jax.jit raises them.
+    # From the type: jax.jit copies a wrapped class's __dict__ (numpy.generic has a `trace`).
+    traced = type(opt._plain).trace(opt._plain, *sig.args, **sig.kwargs)
+    closed, out_shapes = traced.jaxpr, traced.out_info
     out_tree = jax.tree_util.tree_structure(out_shapes)
     settings = opt.settings()
     if settings.backend == "xla":
         return _Specialization(plain, out_tree, [], "xla")
+    try:
+        return _rewrite(closed, out_shapes, sig, plain, settings)
+    except Exception as e:  # whatever fails in mirage_jax, the function still runs as jax.jit
+        name = getattr(opt._fun, "__qualname__", repr(opt._fun))
+        reason = f"{type(e).__name__}: {e}"
+        warnings.warn(
+            f"mirage_jax.optimize: {name} runs as jax.jit, not rewritten: {reason}",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return _Specialization(
+            plain, out_tree, [], settings.backend, f"not rewritten: {reason}", False
+        )
 
+
+def _rewrite(
+    closed: Any,
+    out_shapes: Any,
+    sig: _Signature,
+    plain: Callable[..., list[Any]],
+    settings: Settings,
+) -> _Specialization:
+    """The specialization of a traced function: its regions' kernels in the rewritten
+    program, or `plain` (the function itself) where none is kept."""
+    out_tree = jax.tree_util.tree_structure(out_shapes)
     part = partition(closed)
     kernels, reports = {}, []
     for region in part.regions:
@@ -324,6 +390,7 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
 
     if not kernels:  # the function itself, exactly as jax.jit would run it
         return _Specialization(plain, out_tree, reports, settings.backend)
+    _check_types(rewritten, out_shapes, sig.avals)
     if keep_kernels():
         keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
     else:
@@ -331,6 +398,19 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     return _Specialization(
         rewritten if keep else plain, out_tree, reports, settings.backend, note, keep
     )
+
+
+def _check_types(
+    rewritten: Callable[..., list[Any]], out_shapes: Any, avals: list[jax.ShapeDtypeStruct]
+) -> None:
+    """Raises unless the rewritten program traces to the function's own output types."""
+    got = jax.eval_shape(rewritten, *avals)
+    want = jax.tree_util.tree_leaves(out_shapes)
+    types = [(tuple(x.shape), x.dtype) for x in got], [(tuple(x.shape), x.dtype) for x in want]
+    if types[0] != types[1]:
+        raise RuntimeError(
+            f"internal error: the rewritten program returns {types[0]}, the function {types[1]}"
+        )
 
 
 def _whole_program_check(
@@ -345,13 +425,10 @@ def _whole_program_check(
         with jax.ensure_compile_time_eval():
             inputs: list[jax.Array] = []
             for a in avals:
-                dtype = jnp.dtype(a.dtype)
-                if jnp.issubdtype(dtype, jnp.floating):
-                    x = jnp.asarray(rng.standard_normal(a.shape), dtype)
-                elif jnp.issubdtype(dtype, jnp.integer) or dtype == jnp.bool_:
-                    x = jnp.zeros(a.shape, dtype)
-                else:
-                    return True, f"whole program not timed (an argument of dtype {dtype})"
+                if jnp.issubdtype(a.dtype, jnp.floating):
+                    x = jnp.asarray(rng.standard_normal(a.shape), a.dtype)
+                else:  # integers, booleans, complex numbers, PRNG keys
+                    x = jnp.zeros(a.shape, a.dtype)
                 inputs.append(jax.device_put(x))
             times, rounds = _profile.median_times({"xla": plain, "rewritten": fast}, inputs)
     except Exception as e:
@@ -394,10 +471,15 @@ def _whole_calls(program: FlatProgram, kernel_regions: list[Region]) -> list[Cus
     return [c for c in chosen if not covered(c)]
 
 
+def _nodes_of(unit: Unit | Node) -> list[Node]:
+    return [unit] if isinstance(unit, Node) else unit.nodes
+
+
 def _schedule(program: FlatProgram, regions: Sequence[Unit]) -> list[Unit | Node]:
     """Nodes and whole units (kernel regions, custom derivative calls: anything with
-    `.nodes`) in an order that respects every data dependence. Each unit is convex, so
-    contracting it to one leaves the graph acyclic."""
+    `.nodes`) in an order that respects every data dependence, and the program's order of
+    side effects (prints, callbacks). Each unit is convex, so contracting it to one leaves
+    the graph acyclic."""
     unit_of: dict[int, Unit] = {}
     for region in regions:
         for node in region.nodes:
@@ -414,6 +496,9 @@ def _schedule(program: FlatProgram, regions: Sequence[Unit]) -> list[Unit | Node
             p = producer.get(operand) if isinstance(operand, Var) else None
             if p is not None and p is not unit:
                 deps[id(unit)].add(id(p))
+    effectful = [u for u in units if any(n.effectful for n in _nodes_of(u))]
+    for before, after in itertools.pairwise(effectful):  # units are in program order
+        deps[id(after)].add(id(before))
     order: list[Unit | Node] = []
     done: set[int] = set()
     pending = list(units)

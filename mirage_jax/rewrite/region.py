@@ -75,6 +75,10 @@ def region_kernel(region: Region, settings: Settings) -> tuple[RegionKernel | No
         rg = region_to_graph(region)
     except RegionNotSupported as e:
         return None, warn_fallback(new_report("xla", f"not expressible as a μGraph: {e.reason}"))
+    except Exception as e:  # a bug of the conversion must not reach the user's call
+        return None, warn_fallback(
+            new_report("xla", f"converting it to a μGraph failed: {type(e).__name__}: {e}")
+        )
     try:
         # Regions are specialized while jax traces (under jit, vmap, grad): the search's
         # timing and float checks must run eagerly, not be staged into that trace.

@@ -2,17 +2,22 @@
 
 On the build machine (a GPU box, where the kernels are searched, compiled and timed for
 the GPU they will run on), `build` optimizes the model of examples/flax_inference.py once at
-the serving shapes and exports mirage_jax's cache into one archive with
-`python -m mirage_jax cache export PATH`. On each serving machine (the same GPU model, the
-same mirage_jax, jax and compiler versions: the cache keys include them), `serve` imports the
-archive with `python -m mirage_jax cache import PATH` (which checks every file's checksum and
-refuses damaged entries) and serves: every region's search result and kernel come from the
-cache, so nothing is searched and nothing is compiled. `serve` checks that, and fails if the
-cache had to grow. `demo` does both on this machine with temporary caches.
+the serving shapes and exports mirage_jax's cache into one archive signed with the
+publisher's key, `python -m mirage_jax cache export PATH --sign KEY` (make the key pair once
+with `python -m mirage_jax cache keygen KEY KEY.pub`). On each serving machine (the same GPU
+model, the same mirage_jax, jax and compiler versions: the cache keys include them), `serve`
+imports the archive with `python -m mirage_jax cache import PATH --verify KEY.pub` (which
+checks the signature, every file's checksum, and loads every library in a separate process
+first; it refuses anything that fails) and serves: every region's search result and kernel
+come from the cache, so nothing is searched and nothing is compiled. `serve` checks that,
+and fails if the cache had to grow. `demo` does both on this machine with temporary caches
+and a temporary key pair. Signing needs mirage_jax's `sign` extra.
 
-    python examples/deploy_gpu.py build --archive kernels.tar.gz [--cache-dir DIR] [--small]
-    python examples/deploy_gpu.py serve --archive kernels.tar.gz [--cache-dir DIR] [--small]
+    python examples/deploy_gpu.py build --archive kernels.tar.gz --sign-key KEY [--small]
+    python examples/deploy_gpu.py serve --archive kernels.tar.gz --verify-key KEY.pub [--small]
     python examples/deploy_gpu.py demo [--small] [--build-cache DIR]
+
+(build and serve also take --cache-dir DIR.)
 
 Without a GPU visible to jax the script says so and runs the same steps on the CPU path
 (backend "cpu": CPU kernels, which are built for this CPU: serve them on the same kind of
@@ -57,10 +62,10 @@ def pick_backend() -> str:
     return "cpu"
 
 
-def cache_cli(action: str, archive: Path, cache_dir: Path) -> str:
-    """Runs `python -m mirage_jax cache <action> <archive>` on `cache_dir`; its output."""
+def cache_cli(action: str, cache_dir: Path, *args) -> str:
+    """Runs `python -m mirage_jax cache <action> <args>` on `cache_dir`; its output."""
     done = subprocess.run(
-        [sys.executable, "-P", "-m", "mirage_jax", "cache", action, str(archive)],
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", action, *map(str, args)],
         env={**os.environ, "MIRAGE_JAX_CACHE": str(cache_dir)},
         capture_output=True,
         text=True,
@@ -68,7 +73,7 @@ def cache_cli(action: str, archive: Path, cache_dir: Path) -> str:
     print(done.stdout.rstrip())
     if done.returncode != 0:
         raise SystemExit(
-            f"`python -m mirage_jax cache {action} {archive}` failed "
+            f"`python -m mirage_jax cache {action} {' '.join(map(str, args))}` failed "
             f"(status {done.returncode}):\n{done.stderr[-2000:]}"
         )
     return done.stdout
@@ -106,7 +111,7 @@ class Model:
         return tokens, float(np.median(times))
 
 
-def build(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int):
+def build(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int, sign_key: Path):
     backend = pick_backend()
     model = Model(cfg, backend, cache_dir)
     print(f"\n== build: optimizing the model once (cache {cache_dir}) ==")
@@ -117,16 +122,16 @@ def build(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int):
     tokens, per_token = model.decode(new_tokens)
     print(f"tokens {tokens.tolist()}  {per_token * 1e3:.2f} ms/token")
     print(f"\n== build: exporting the cache to {archive} ==")
-    cache_cli("export", archive, cache_dir)
+    cache_cli("export", cache_dir, archive, "--sign", sign_key)
     return tokens
 
 
-def serve(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int):
+def serve(cfg: Config, archive: Path, cache_dir: Path, new_tokens: int, verify_key: Path):
     """Imports the archive and serves; raises SystemExit if anything had to be searched or
     compiled."""
     backend = pick_backend()
     print(f"\n== serve: importing {archive} into {cache_dir} ==")
-    cache_cli("import", archive, cache_dir)
+    cache_cli("import", cache_dir, archive, "--verify", verify_key)
     before = entry_keys(cache_dir)
     model = Model(cfg, backend, cache_dir)
     print("\n== serve: first call (every region from the cache) ==")
@@ -171,6 +176,12 @@ def main(argv=None) -> int:
         default=None,
         help="demo: the build side's cache (default: a new temporary one)",
     )
+    parser.add_argument(
+        "--sign-key", type=Path, help="build: the private key that signs the archive"
+    )
+    parser.add_argument(
+        "--verify-key", type=Path, help="serve: the public key the archive must be signed with"
+    )
     parser.add_argument("--small", action="store_true", help="the tiny model (for tests)")
     parser.add_argument("--tokens", type=int, default=None)
     args = parser.parse_args(argv)
@@ -180,16 +191,20 @@ def main(argv=None) -> int:
         os.environ.get("MIRAGE_JAX_CACHE") or Path.home() / ".cache" / "mirage_jax"
     )
     if args.mode in ("build", "serve"):
-        if args.archive is None:
-            parser.error(f"{args.mode} needs --archive PATH")
+        key = args.sign_key if args.mode == "build" else args.verify_key
+        if args.archive is None or key is None:
+            which = "--sign-key KEY" if args.mode == "build" else "--verify-key KEY.pub"
+            parser.error(f"{args.mode} needs --archive PATH and {which}")
         cache_dir = args.cache_dir or default_cache
-        (build if args.mode == "build" else serve)(cfg, args.archive, cache_dir, new_tokens)
+        (build if args.mode == "build" else serve)(cfg, args.archive, cache_dir, new_tokens, key)
         return 0
     with tempfile.TemporaryDirectory(prefix="mj_deploy_") as tmp:
         tmp = Path(tmp)
         archive = tmp / "kernels.tar.gz"
-        built = build(cfg, archive, args.build_cache or tmp / "build_cache", new_tokens)
-        served = serve(cfg, archive, tmp / "serve_cache", new_tokens)
+        private, public = tmp / "publisher.key", tmp / "publisher.pub"
+        cache_cli("keygen", tmp, private, public)
+        built = build(cfg, archive, args.build_cache or tmp / "build_cache", new_tokens, private)
+        served = serve(cfg, archive, tmp / "serve_cache", new_tokens, public)
     same = bool(np.array_equal(built, served))
     print(f"\nbuild and serve produced the same tokens: {'yes' if same else 'NO'}")
     return 0 if same else 1

@@ -12,8 +12,8 @@
 namespace mj::absexpr {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 using ir::ReduceKind;
@@ -33,8 +33,8 @@ struct Attention {
     const int k = ref.new_input({2, 8, 64}, DType::kF32);
     const int v = ref.new_input({2, 64, 8}, DType::kF32);
     const int s = ref.unary(OpKind::kMulScalar, ref.matmul(q, k), kScale);
-    const int e = ref.unary(OpKind::kExp,
-                            ref.binary(OpKind::kSub, s, ref.reduce(s, -1, ReduceKind::kMax)));
+    const int e =
+        ref.unary(OpKind::kExp, ref.binary(OpKind::kSub, s, ref.reduce(s, -1, ReduceKind::kMax)));
     const int p = ref.binary(OpKind::kDiv, e, ref.reduce(e, -1, ReduceKind::kSum));
     const int o = ref.matmul(p, v);
     ref.mark_output(o);

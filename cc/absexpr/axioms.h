@@ -1,5 +1,5 @@
 #pragma once
-// The equivalence axioms of abstract expressions (DESIGN.md §4, after Mirage's Table 2).
+// The equivalence axioms of abstract expressions (after Mirage's Table 2).
 //
 // Algebra: + and * are commutative and associative, * distributes over +, division is
 // multiplication by the inverse where that helps ((a/b)*c = (a*c)/b, (a/b)/c = a/(b*c),

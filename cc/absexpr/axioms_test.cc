@@ -49,8 +49,7 @@ const std::map<std::string, Instance>& instances() {
   return table;
 }
 
-bool proves(const std::vector<Rewrite>& rules, const char* from, const char* to,
-            int iterations) {
+bool proves(const std::vector<Rewrite>& rules, const char* from, const char* to, int iterations) {
   ExprPool pool;
   EGraph g;
   const ClassId a = g.add_expr(pool, parse_expr(pool, from));
@@ -80,8 +79,8 @@ TEST(Axioms, TogetherTheyProveCompositeIdentities) {
   EXPECT_TRUE(proves(rules, "(sum 64 (mul (mul (div x0 x3) x1) x2))",
                      "(div (sum 64 (mul (mul x0 x1) x2)) x3)", 16));
   // a - b as a + (-1)*b, distributed; a mean as a multiplication by 1/n.
-  EXPECT_TRUE(proves(rules, "(mul (add x0 (neg x1)) x2)",
-                     "(add (mul x0 x2) (mul (mul x1 x2) -1))", 8));
+  EXPECT_TRUE(
+      proves(rules, "(mul (add x0 (neg x1)) x2)", "(add (mul x0 x2) (mul (mul x1 x2) -1))", 8));
   EXPECT_TRUE(proves(rules, "(div (sum 4096 x0) 4096)", "(mul (sum 4096 x0) 1/4096)", 4));
 }
 

@@ -2,8 +2,8 @@
 
 #include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -45,7 +45,7 @@ Constant Constant::from_double(double value) {
   if (!std::isfinite(value)) return opaque(value);
   if (value == 0.0) return Constant(0, 1);  // -0.0 and 0.0 are the same number
   int exp = 0;
-  const double frac = std::frexp(value, &exp);  // value = frac * 2^exp, 0.5 <= |frac| < 1
+  const double frac = std::frexp(value, &exp);   // value = frac * 2^exp, 0.5 <= |frac| < 1
   int64_t mant = int64_t(std::ldexp(frac, 53));  // exact: a double has 53 significant bits
   exp -= 53;
   while ((mant & 1) == 0) mant /= 2, ++exp;

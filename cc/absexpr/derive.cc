@@ -3,47 +3,59 @@
 #include <stdexcept>
 #include <string>
 
+#include "cc/ir/elementwise.h"
+
 namespace mj::absexpr {
 
 using ir::BlockGraph;
 using ir::Graph;
 using ir::KernelGraph;
 using ir::Op;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
-using ir::op_kind_name;
 
 namespace {
+
+constexpr const char* kWho = "abstract_expressions";
+
+// Elementwise ops as cc/ir/ops.def defines them, on expressions. The activations stay whole
+// (uninterpreted symbols, see expr.h) rather than expanded into their formulas.
+struct ExprDomain {
+  using Value = ExprId;
+  ExprPool& pool;
+  ExprId constant(double c) const { return pool.constant(c); }
+  ExprId add(ExprId a, ExprId b) const { return pool.add(a, b); }
+  ExprId sub(ExprId a, ExprId b) const { return pool.sub(a, b); }
+  ExprId mul(ExprId a, ExprId b) const { return pool.mul(a, b); }
+  ExprId div(ExprId a, ExprId b) const { return pool.div(a, b); }
+  ExprId neg(ExprId a) const { return pool.neg(a); }
+  ExprId recip(ExprId a) const { return pool.div(pool.constant(Constant::rational(1, 1)), a); }
+  ExprId exp(ExprId a) const { return pool.unary(ExprOp::kExp, a); }
+  ExprId sqrt(ExprId a) const { return pool.unary(ExprOp::kSqrt, a); }
+  ExprId relu(ExprId a) const { return pool.unary(ExprOp::kRelu, a); }
+};
+ExprId sigmoid(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kSigmoid, x); }
+ExprId silu(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kSilu, x); }
+ExprId gelu(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kGelu, x); }
 
 // The rules for one op. Reads the expressions of g's tensors from `exprs` (indexed by tensor
 // id), which the caller may extend between calls.
 class Deriver {
  public:
-  Deriver(const Graph& g, ExprPool& pool, const std::vector<ExprId>& exprs,
-          const DeriveOptions& o)
+  Deriver(const Graph& g, ExprPool& pool, const std::vector<ExprId>& exprs, const DeriveOptions& o)
       : g_(g), pool_(pool), e_(exprs), options_(o) {}
 
   // `forloop` is F (1 for a kernel graph, which has no accumulators).
   ExprId derive(const Op& op, int64_t forloop) {
+    if (ir::is_unary_elementwise(op.kind)) {
+      return ir::apply_unary(ExprDomain{pool_}, op.kind, op.scalar, in(op, 0), kWho);
+    }
+    if (ir::is_binary_elementwise(op.kind)) {
+      return ir::apply_binary(ExprDomain{pool_}, op.kind, in(op, 0), in(op, 1), kWho);
+    }
     switch (op.kind) {
-      case OpKind::kExp: return pool_.unary(ExprOp::kExp, in(op, 0));
-      case OpKind::kSquare: return pool_.mul(in(op, 0), in(op, 0));
-      case OpKind::kSqrt: return pool_.unary(ExprOp::kSqrt, in(op, 0));
-      case OpKind::kRsqrt:
-        return pool_.div(count(1), pool_.unary(ExprOp::kSqrt, in(op, 0)));
-      case OpKind::kSilu: return pool_.unary(ExprOp::kSilu, in(op, 0));
-      case OpKind::kGelu: return pool_.unary(ExprOp::kGelu, in(op, 0));
-      case OpKind::kRelu: return pool_.unary(ExprOp::kRelu, in(op, 0));
-      case OpKind::kSigmoid: return pool_.unary(ExprOp::kSigmoid, in(op, 0));
-      case OpKind::kNeg: return pool_.neg(in(op, 0));
-      case OpKind::kRecip: return pool_.div(count(1), in(op, 0));
-      case OpKind::kMulScalar: return pool_.mul(in(op, 0), constant(op.scalar));
-      case OpKind::kAddScalar: return pool_.add(in(op, 0), constant(op.scalar));
-      case OpKind::kAdd: return pool_.add(in(op, 0), in(op, 1));
-      case OpKind::kSub: return pool_.sub(in(op, 0), in(op, 1));
-      case OpKind::kMul: return pool_.mul(in(op, 0), in(op, 1));
-      case OpKind::kDiv: return pool_.div(in(op, 0), in(op, 1));
       case OpKind::kMatmul: return matmul(op.inputs[0], op.inputs[1]);
       case OpKind::kReduce: {
         const int64_t n = shape(op.inputs[0]).at(op.dim);
@@ -70,9 +82,7 @@ class Deriver {
       case OpKind::kAccumExpMatmul:
         return pool_.sum(loop_and_last(op, forloop),
                          pool_.mul(exp_stabilized(op, forloop), in(op, 1)));
-      case OpKind::kInput:
-      case OpKind::kOutput:
-      case OpKind::kCustomized:
+      default:  // input, output and customized have no expression of their own
         break;
     }
     throw std::logic_error("abstract_expressions: no rule for op '" +
@@ -90,8 +100,7 @@ class Deriver {
   }
   ExprId mean(int64_t n, ExprId x) { return pool_.div(pool_.sum(n, x), count(n)); }
   ExprId rms(int64_t n, ExprId x, double eps) {
-    return pool_.unary(ExprOp::kSqrt,
-                       pool_.add(mean(n, pool_.mul(x, x)), constant(eps)));
+    return pool_.unary(ExprOp::kSqrt, pool_.add(mean(n, pool_.mul(x, x)), constant(eps)));
   }
 
   // a @ b, splitting matmuls of concats along k into a sum of matmuls.
@@ -112,7 +121,6 @@ class Deriver {
     const Op& op = g_.ops().at(g_.tensor(t).producer);
     return op.kind == OpKind::kConcat && op.dim == dim ? &op : nullptr;
   }
-
 
   // How many elements a *_last accumulator reduces: every iteration's tile of the last dim
   // (for accum_exp_matmul, s's last dim is the k of the product).
@@ -161,8 +169,7 @@ void extend(const Graph& g, ExprPool& pool, std::vector<ExprId>& exprs,
 ExprId abstract_expression_of_op(const Graph& g, const Op& op,
                                  const std::vector<ExprId>& tensor_exprs, int forloop_range,
                                  ExprPool& pool, const DeriveOptions& options) {
-  if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput ||
-      op.kind == OpKind::kCustomized) {
+  if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput || op.kind == OpKind::kCustomized) {
     throw std::invalid_argument("abstract_expression_of_op: '" +
                                 std::string(op_kind_name(op.kind)) +
                                 "' has no expression of its own");
@@ -217,8 +224,8 @@ std::vector<ExprId> abstract_expressions(const KernelGraph& g, ExprPool& pool,
 }
 
 std::vector<ExprId> abstract_expressions(const BlockGraph& g,
-                                         const std::vector<ExprId>& kernel_inputs,
-                                         ExprPool& pool, const DeriveOptions& options) {
+                                         const std::vector<ExprId>& kernel_inputs, ExprPool& pool,
+                                         const DeriveOptions& options) {
   std::vector<ExprId> exprs;
   extend_abstract_expressions(g, kernel_inputs, pool, exprs, options);
   return exprs;

@@ -32,8 +32,8 @@ std::vector<ExprId> abstract_expressions(const ir::KernelGraph& g, ExprPool& poo
 // The same for a block graph, whose input i is a tile of the kernel tensor whose expression
 // is kernel_inputs[i] (a customized op's inputs, in order).
 std::vector<ExprId> abstract_expressions(const ir::BlockGraph& g,
-                                         const std::vector<ExprId>& kernel_inputs,
-                                         ExprPool& pool, const DeriveOptions& options = {});
+                                         const std::vector<ExprId>& kernel_inputs, ExprPool& pool,
+                                         const DeriveOptions& options = {});
 
 // The expression of op's output from the expressions of g's tensors so far (indexed by tensor
 // id; op's inputs at least, and the producers of matmul operands for the concat rule).
@@ -46,8 +46,8 @@ ExprId abstract_expression_of_op(const ir::Graph& g, const ir::Op& op,
 // Incremental forms for a search that appends ops: `exprs` holds the expressions of the
 // first exprs.size() tensors of g (from an earlier call on a prefix of g) and is extended to
 // all of g's tensors.
-void extend_abstract_expressions(const ir::KernelGraph& g, ExprPool& pool, std::vector<ExprId>& exprs,
-                                 const DeriveOptions& options = {});
+void extend_abstract_expressions(const ir::KernelGraph& g, ExprPool& pool,
+                                 std::vector<ExprId>& exprs, const DeriveOptions& options = {});
 void extend_abstract_expressions(const ir::BlockGraph& g, const std::vector<ExprId>& kernel_inputs,
                                  ExprPool& pool, std::vector<ExprId>& exprs,
                                  const DeriveOptions& options = {});

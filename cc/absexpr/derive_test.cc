@@ -7,13 +7,13 @@
 namespace mj::absexpr {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Op;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::ReduceKind;
-using ir::op_kind_name;
 
 namespace {
 
@@ -39,11 +39,11 @@ TEST_F(DeriveKernel, InputsAreVariablesByPosition) {
 TEST_F(DeriveKernel, UnaryOps) {
   const int x = g_.new_input({4, 8}, DType::kF32);
   const std::pair<OpKind, const char*> cases[] = {
-      {OpKind::kExp, "(exp x0)"},         {OpKind::kSquare, "(mul x0 x0)"},
-      {OpKind::kSqrt, "(sqrt x0)"},       {OpKind::kRsqrt, "(div 1 (sqrt x0))"},
-      {OpKind::kSilu, "(silu x0)"},       {OpKind::kGelu, "(gelu x0)"},
-      {OpKind::kRelu, "(relu x0)"},       {OpKind::kSigmoid, "(sigmoid x0)"},
-      {OpKind::kNeg, "(neg x0)"},         {OpKind::kRecip, "(div 1 x0)"},
+      {OpKind::kExp, "(exp x0)"},   {OpKind::kSquare, "(mul x0 x0)"},
+      {OpKind::kSqrt, "(sqrt x0)"}, {OpKind::kRsqrt, "(div 1 (sqrt x0))"},
+      {OpKind::kSilu, "(silu x0)"}, {OpKind::kGelu, "(gelu x0)"},
+      {OpKind::kRelu, "(relu x0)"}, {OpKind::kSigmoid, "(sigmoid x0)"},
+      {OpKind::kNeg, "(neg x0)"},   {OpKind::kRecip, "(div 1 x0)"},
   };
   for (const auto& [kind, want] : cases) EXPECT_EQ(expr(g_.unary(kind, x)), want) << want;
   EXPECT_EQ(expr(g_.unary(OpKind::kMulScalar, x, 0.5)), "(mul x0 1/2)");
@@ -72,8 +72,7 @@ TEST_F(DeriveKernel, ReductionsCountTheReducedDim) {
   EXPECT_EQ(expr(g_.reduce(x, -1, ReduceKind::kMax)), "0");  // a softmax stabilizer
   const int one = g_.reduce(g_.reduce(x, 1, ReduceKind::kSum), 1, ReduceKind::kMean);
   EXPECT_EQ(expr(one), "(sum 8 x0)");  // over a dim of size 1: nothing to sum or divide
-  EXPECT_EQ(expr(g_.rms_norm(x, 0.5)),
-            "(div x0 (sqrt (add (div (sum 8 (mul x0 x0)) 8) 1/2)))");
+  EXPECT_EQ(expr(g_.rms_norm(x, 0.5)), "(div x0 (sqrt (add (div (sum 8 (mul x0 x0)) 8) 1/2)))");
 }
 
 TEST_F(DeriveKernel, MaxIsTheStabilizerUnlessToldOtherwise) {
@@ -105,7 +104,7 @@ TEST_F(DeriveKernel, MatmulOfConcatsAlongKIsASumOfMatmuls) {
 
 TEST(DeriveBlock, TilesAreTheirKernelTensorsAndAccumulatorsSumOverIterations) {
   BlockGraph bg(Dim3{2, 1, 1}, 4);
-  const int s = bg.new_input({8, 64}, DType::kF32, {0, -1, -1}, 1);  // tile [4, 16]
+  const int s = bg.new_input({8, 64}, DType::kF32, {0, -1, -1}, 1);    // tile [4, 16]
   const int v = bg.new_input({64, 32}, DType::kF32, {-1, -1, -1}, 0);  // tile [16, 32]
   ExprPool pool;
   const std::vector<ExprId> kernel_inputs{pool.var(5), pool.var(6)};

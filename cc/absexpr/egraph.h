@@ -83,10 +83,10 @@ class EGraph {
   UnionFind uf_;
   std::vector<EClass> classes_;  // indexed by ClassId; only representatives hold nodes
   std::unordered_map<Node, ClassId, NodeHash> memo_;  // the hash-cons
-  std::vector<ClassId> pending_;  // merged classes whose parents need repair
-  std::vector<uint64_t> changed_at_;  // per class id
-  std::vector<uint8_t> has_sum_;      // per class id
-  std::vector<uint64_t> free_vars_;   // per class id
+  std::vector<ClassId> pending_;                      // merged classes whose parents need repair
+  std::vector<uint64_t> changed_at_;                  // per class id
+  std::vector<uint8_t> has_sum_;                      // per class id
+  std::vector<uint64_t> free_vars_;                   // per class id
   size_t num_classes_ = 0;
   uint64_t version_ = 0;
 };

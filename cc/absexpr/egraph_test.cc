@@ -19,7 +19,7 @@ TEST(EGraph, HashConsingAddsEachNodeOnce) {
   ExprPool pool;
   const ExprId s = pool.add(pool.var(0), pool.var(1));
   const ClassId prod = g.add_expr(pool, pool.mul(s, s));  // the shared x0 + x1 is one node
-  EXPECT_EQ(g.num_nodes(), 5u);  // x0, exp, x1, add, mul
+  EXPECT_EQ(g.num_nodes(), 5u);                           // x0, exp, x1, add, mul
   EXPECT_EQ(g.lookup_expr(pool, pool.mul(s, s)), prod);
   EXPECT_FALSE(g.lookup_expr(pool, pool.mul(s, pool.var(1))));
   EXPECT_FALSE(g.lookup(Node::var(7)));

@@ -20,12 +20,18 @@
 namespace mj::absexpr {
 
 enum class ExprOp : uint8_t {
-  kVar,      // payload a: kernel input index
-  kConst,    // payload (a, b): Constant::payload_a/b
-  kAdd, kMul, kDiv,
+  kVar,    // payload a: kernel input index
+  kConst,  // payload (a, b): Constant::payload_a/b
+  kAdd,
+  kMul,
+  kDiv,
   kNeg,
-  kExp, kSqrt,
-  kSilu, kGelu, kRelu, kSigmoid,  // uninterpreted except for silu(x) = x * sigmoid(x)
+  kExp,
+  kSqrt,
+  kSilu,
+  kGelu,
+  kRelu,
+  kSigmoid,  // uninterpreted except for silu(x) = x * sigmoid(x)
   kSum,      // payload a: how many terms, >= 1; one child
   kMax,      // payload a: how many terms; uninterpreted (a max kept as a real max)
   kConcat,   // payload (a, b): the two parts' sizes along the concat dim; children: the parts

@@ -11,7 +11,7 @@ TEST(ExprPool, EqualTermsShareOneId) {
   const ExprId b = pool.mul(pool.var(0), pool.var(1));
   EXPECT_EQ(a, b);
   EXPECT_NE(a, pool.mul(pool.var(1), pool.var(0)));  // no axioms here: order matters
-  EXPECT_EQ(pool.size(), 4u);                         // x0, x1, x0*x1, x1*x0
+  EXPECT_EQ(pool.size(), 4u);                        // x0, x1, x0*x1, x1*x0
 }
 
 TEST(ExprPool, BuildersApplyTheIdentities) {

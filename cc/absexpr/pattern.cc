@@ -88,9 +88,7 @@ int index_of(const std::vector<std::string>& names, const std::string& name) {
 
 }  // namespace
 
-int PatternVars::class_index(const std::string& name) const {
-  return index_of(class_names_, name);
-}
+int PatternVars::class_index(const std::string& name) const { return index_of(class_names_, name); }
 int PatternVars::payload_index(const std::string& name) const {
   return index_of(payload_names_, name);
 }
@@ -114,8 +112,7 @@ Pattern Pattern::parse(std::string_view text, PatternVars& vars) {
   return p;
 }
 
-void Pattern::match(const EGraph& g, ClassId id, std::vector<Subst>& out,
-                    const Subst& seed) const {
+void Pattern::match(const EGraph& g, ClassId id, std::vector<Subst>& out, const Subst& seed) const {
   Goal goal{int(nodes_.size()) - 1, id};
   match_goals(g, &goal, 1, seed, out);
 }

@@ -110,8 +110,9 @@ TEST(Rewrite, RejectsMalformedRules) {
   EXPECT_THROW(Rewrite("bad", "(mul ?a ?b)", "(mul ?a ?c)"), std::invalid_argument);
   EXPECT_THROW(Rewrite("bad", "?a", "(mul ?a 1)"), std::invalid_argument);
   EXPECT_THROW(Rewrite("bad", "(mul ?a", "?a"), std::invalid_argument);
-  EXPECT_THROW(Rewrite("bad", "(add ?a (add ?b (add ?c (add ?d (add ?e (add ?f (add ?g ?h (add ?i "
-                              "?j)))))))))",
+  EXPECT_THROW(Rewrite("bad",
+                       "(add ?a (add ?b (add ?c (add ?d (add ?e (add ?f (add ?g ?h (add ?i "
+                       "?j)))))))))",
                        "?a"),
                std::invalid_argument);
   ExprPool pool;

@@ -14,7 +14,8 @@ Rewrite::Rewrite(std::string name, std::string_view lhs, std::string_view rhs)
   const int class_vars = vars_.num_class_vars(), payload_vars = vars_.num_payload_vars();
   auto rhs_pattern = std::make_shared<Pattern>(Pattern::parse(rhs, vars_));
   if (vars_.num_class_vars() != class_vars || vars_.num_payload_vars() != payload_vars) {
-    throw std::invalid_argument("rewrite " + name_ + ": the right side uses a variable that the "
+    throw std::invalid_argument("rewrite " + name_ +
+                                ": the right side uses a variable that the "
                                 "left side does not bind");
   }
   applier_ = [rhs_pattern](EGraph& g, const Match& m) {

@@ -1,4 +1,4 @@
-// The paper's RMSNorm + Linear example (Mirage §2, DESIGN.md §9): every tensor of the fused
+// The paper's RMSNorm + Linear example (Mirage §2): every tensor of the fused
 // μGraph is a subexpression of the reference program's abstract expression, so pruning keeps
 // it; graphs with a wrong count, a stray exp or a wrong matmul operand are pruned.
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 namespace mj::absexpr {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
@@ -117,10 +117,10 @@ TEST_F(RmsNormLinearPruning, EveryTensorOfThePapersFusedGraphSurvives) {
   for (ExprId e : all_expressions(k)) {
     EXPECT_TRUE(oracle.contains(*pool_, e)) << pool_->to_string(e);
   }
-  const double us = std::chrono::duration<double, std::micro>(
-                        std::chrono::steady_clock::now() - started).count();
-  std::printf("lookups of all %zu tensors: %.1f us\n",
-              k.tensors().size() + bg->tensors().size(), us);
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - started).count();
+  std::printf("lookups of all %zu tensors: %.1f us\n", k.tensors().size() + bg->tensors().size(),
+              us);
   // The stored output is the reference's output itself, modulo the axioms.
   const ExprId out = abstract_expressions(k, *pool_).at(k.output_ids()[0]);
   const Placement p = oracle.place(*pool_, out);
@@ -151,8 +151,8 @@ TEST_F(RmsNormLinearPruning, AccumulatingOverTheOutputColumnsIsPruned) {
   const int w = bg->new_input({4096, 6144}, DType::kF32, {-1, -1, -1}, 1);  // tile [4096, 192]
   const int mm = bg->matmul(bg->binary(OpKind::kMul, x, g), w);
   const int acc = bg->accum(OpKind::kAccumSum, mm);
-  std::vector<ExprId> e = abstract_expressions(*bg, {pool_->var(0), pool_->var(1), pool_->var(2)},
-                                               *pool_);
+  std::vector<ExprId> e =
+      abstract_expressions(*bg, {pool_->var(0), pool_->var(1), pool_->var(2)}, *pool_);
   EXPECT_TRUE(kept(e[mm]));  // each tile's product is fine on its own
   EXPECT_EQ(pool_->to_string(e[acc]), "(sum 131072 (mul (mul x0 x1) x2))");
   EXPECT_FALSE(kept(e[acc]));

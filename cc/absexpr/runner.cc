@@ -60,7 +60,7 @@ SaturationReport saturate(EGraph& g, const std::vector<Rewrite>& rules,
 
   struct Backoff {
     int times_banned = 0;
-    int banned_until = 0;  // first iteration the rule may run again
+    int banned_until = 0;                  // first iteration the rule may run again
     bool searched_last_iteration = false;  // else its next search must cover every class
   };
   std::vector<Backoff> backoff(rules.size());
@@ -116,9 +116,8 @@ SaturationReport saturate(EGraph& g, const std::vector<Rewrite>& rules,
         }
       }
       const int doublings = std::min(b.times_banned, 20);  // no shift past the type's width
-      const size_t threshold = limits.rule_match_limit == 0
-                                   ? SIZE_MAX - 1
-                                   : limits.rule_match_limit << doublings;
+      const size_t threshold =
+          limits.rule_match_limit == 0 ? SIZE_MAX - 1 : limits.rule_match_limit << doublings;
       matches[r] = rules[r].search(g, roots, threshold + 1);
       if (matches[r].size() > threshold) {
         matches[r].clear();

@@ -14,8 +14,8 @@
 namespace mj::absexpr {
 
 struct SaturationLimits {
-  size_t max_nodes = 50000;   // stop once the e-graph holds more nodes than this
-  double max_seconds = 2.0;   // wall-clock budget, checked between rules and every few matches
+  size_t max_nodes = 50000;  // stop once the e-graph holds more nodes than this
+  double max_seconds = 2.0;  // wall-clock budget, checked between rules and every few matches
   int max_iterations = 64;
   // egg's backoff scheduling: a rule with more matches than this in one iteration is skipped
   // and banned for ban_iterations (both doubling on each ban), so that the associativity and

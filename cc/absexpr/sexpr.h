@@ -8,8 +8,8 @@
 namespace mj::absexpr {
 
 struct SExpr {
-  std::string atom;           // non-empty for an atom
-  std::vector<SExpr> items;   // the elements of a list (empty for an atom)
+  std::string atom;          // non-empty for an atom
+  std::vector<SExpr> items;  // the elements of a list (empty for an atom)
   bool is_atom() const { return !atom.empty(); }
 };
 

@@ -69,8 +69,8 @@ Placement place_node(const EGraph& target, const Node& n, const Placement* child
     all_classes = all_classes && children[i].kind == Placement::kClass;
   }
   if (all_classes) {
-    const Placement p = place_in_class(target, n, arity > 0 ? children[0].cls : 0,
-                                       arity > 1 ? children[1].cls : 0);
+    const Placement p =
+        place_in_class(target, n, arity > 0 ? children[0].cls : 0, arity > 1 ? children[1].cls : 0);
     if (p.found()) return p;
     if (n.op == ExprOp::kSum) {
       // A partial sum, or sum(m, c) where c is itself a sum(k, e): then it is sum(m*k, e).
@@ -124,8 +124,7 @@ Placement place_node(const EGraph& target, const Node& n, const Placement* child
       }
       return inner.found() ? place_sum(target, count, inner.cls) : Placement{};
     }
-    default:
-      return {};
+    default: return {};
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The pruning query (DESIGN.md §4): a partial graph survives only if every tensor's abstract
+// The pruning query: a partial graph survives only if every tensor's abstract
 // expression is a subexpression of the target's, modulo the axioms. The target's e-graph is
 // saturated once, before the search; every e-class of it is a subterm of some form of the
 // target. A candidate is then a subexpression when one of its forms is an e-class: a

@@ -62,8 +62,8 @@ TEST(Subexpression, PartialSumsOfTheTargetsSumsAreFound) {
   // accumulating is the target itself.
   const char* per_tile = "(div (sum 16 (mul (mul x0 x1) x2)) (sqrt (sum 64 (mul x0 x0))))";
   EXPECT_EQ(place(per_tile).kind, Placement::kPartialSum);
-  const Placement whole = place(
-      "(sum 4 (div (sum 16 (mul (mul x0 x1) x2)) (sqrt (sum 64 (mul x0 x0)))))");
+  const Placement whole =
+      place("(sum 4 (div (sum 16 (mul (mul x0 x1) x2)) (sqrt (sum 64 (mul x0 x0)))))");
   ASSERT_EQ(whole.kind, Placement::kClass);
   EXPECT_EQ(whole.cls, t.roots[0]);
   EXPECT_EQ(place("(mul x1 (sum 16 (mul x0 x2)))").kind, Placement::kPartialSum);
@@ -87,9 +87,13 @@ TEST(Subexpression, OracleMemoizesAndAgreesWithTheOneShotQuery) {
   const SaturatedTarget t =
       saturate_target(pool, {parse_expr(pool, "(div (sum 16 (mul x0 x1)) (sqrt x2))")});
   SubexpressionOracle oracle(t.egraph);
-  const char* texts[] = {"(sum 4 (mul x1 x0))", "(sum 4 (sum 4 (mul x0 x1)))",
-                         "(div (sum 16 (mul x0 x1)) (sqrt x2))", "(sum 4 (mul x1 x1))",
-                         "(sqrt x2)", "(sum 16 (div (mul x0 x1) (sqrt x2)))", "(sqrt x1)"};
+  const char* texts[] = {"(sum 4 (mul x1 x0))",
+                         "(sum 4 (sum 4 (mul x0 x1)))",
+                         "(div (sum 16 (mul x0 x1)) (sqrt x2))",
+                         "(sum 4 (mul x1 x1))",
+                         "(sqrt x2)",
+                         "(sum 16 (div (mul x0 x1) (sqrt x2)))",
+                         "(sqrt x1)"};
   for (const char* text : texts) {
     const ExprId e = parse_expr(pool, text);
     EXPECT_EQ(oracle.contains(pool, e), is_subexpression(t.egraph, pool, e)) << text;
@@ -113,8 +117,8 @@ TEST(Subexpression, LocalRewritingRecoversFormsAnIncompleteTargetLacks) {
   EXPECT_FALSE(is_subexpression(t.egraph, pool, regrouped));
   const SaturationLimits local{2000, 0.05, 8};
   EXPECT_TRUE(is_subexpression_modulo_axioms(t, pool, regrouped, local));
-  EXPECT_FALSE(is_subexpression_modulo_axioms(t, pool, parse_expr(pool, "(mul (mul x1 x2) x1)"),
-                                              local));
+  EXPECT_FALSE(
+      is_subexpression_modulo_axioms(t, pool, parse_expr(pool, "(mul (mul x1 x2) x1)"), local));
 }
 
 }  // namespace

@@ -8,13 +8,13 @@
 namespace mj::cost {
 
 using ir::BlockGraph;
+using ir::dtype_bytes;
+using ir::is_accumulator;
 using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::Shape;
 using ir::Tensor;
-using ir::dtype_bytes;
-using ir::is_accumulator;
 
 namespace {
 

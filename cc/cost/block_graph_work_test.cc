@@ -3,21 +3,24 @@
 
 #include <gtest/gtest.h>
 
-#include "cc/cost/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::cost {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::OpKind;
+using testing::column_split;
+using testing::fused_rmsnorm_linear_block;
+using testing::RmsNormLinearShape;
 
 namespace {
 
 constexpr double kX = 8 * 4096 * 4, kG = 4096 * 4, kW = 4096.0 * 6144 * 4, kY = 8 * 6144 * 4;
 
 TEST(BlockGraphWork, FusedRmsNormLinearReadsWOnceAndXOncePerBlock) {
-  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32));
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32)));
   EXPECT_EQ(w.kind, KernelKind::kCustomized);
   EXPECT_EQ(w.blocks, 96);
   // Tile bytes × 32 iterations × 96 blocks: W's tiles partition it; X and g are replicated
@@ -33,7 +36,7 @@ TEST(BlockGraphWork, FusedRmsNormLinearReadsWOnceAndXOncePerBlock) {
 }
 
 TEST(BlockGraphWork, FlopsCountBodyOpsPerIterationAndEpilogueOpsOnce) {
-  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32));
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32)));
   // Per block and iteration: mul x·g [8,128], matmul 2·8·64·128, accum_sum [8,64],
   // square [8,128], accum_mean_last over [8,128]. Epilogue: add_scalar and sqrt on [8,1],
   // div on [8,64].
@@ -44,7 +47,8 @@ TEST(BlockGraphWork, FlopsCountBodyOpsPerIterationAndEpilogueOpsOnce) {
 }
 
 TEST(BlockGraphWork, ReplicatingWAcrossAGridAxisReadsItOncePerRowBlock) {
-  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32, /*row_blocks=*/2));
+  const KernelWork w =
+      block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32, /*row_blocks=*/2)));
   EXPECT_EQ(w.blocks, 192);
   EXPECT_DOUBLE_EQ(w.bytes_read, 2 * kW + 96 * kX + 192 * kG);
   EXPECT_DOUBLE_EQ(w.bytes_written, kY);
@@ -68,7 +72,7 @@ TEST(BlockGraphWork, LoopInvariantTileIsReadOncePerBlock) {
 TEST(BlockGraphWork, LowPrecisionTilesAreReadAtTheirStorageWidth) {
   RmsNormLinearShape s;
   s.dtype = DType::kBF16;
-  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(96, 32, 1, s));
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32, 1, s)));
   EXPECT_DOUBLE_EQ(w.bytes_read, (kW + 96 * kX + 96 * kG) / 2);
   EXPECT_DOUBLE_EQ(w.bytes_written, kY / 2);
   EXPECT_DOUBLE_EQ(w.low_precision_matmul_flops, 96 * 32 * 2.0 * 8 * 64 * 128);

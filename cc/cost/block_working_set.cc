@@ -8,11 +8,11 @@
 namespace mj::cost {
 
 using ir::BlockGraph;
+using ir::is_accumulator;
 using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::Tensor;
-using ir::is_accumulator;
 using ir::thread_fusion_groups;
 
 namespace {

@@ -1,6 +1,6 @@
 #pragma once
-// The bytes one block keeps on chip: shared memory on a GPU, L1/L2-resident buffers on a CPU
-// (DESIGN.md §6). Without a liveness analysis this is an upper bound by phase:
+// The bytes one block keeps on chip: shared memory on a GPU, L1/L2-resident buffers on a CPU.
+// Without a liveness analysis this is an upper bound by phase:
 //   loop:     input tiles (body tiles twice when forloop_range > 1: double-buffered loads)
 //             + buffered body/invariant intermediates + accumulator states;
 //   epilogue: invariant input tiles + buffered invariant intermediates + accumulator

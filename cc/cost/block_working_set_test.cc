@@ -3,13 +3,15 @@
 
 #include <gtest/gtest.h>
 
-#include "cc/cost/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::cost {
 
 using ir::BlockGraph;
 using ir::DType;
 using ir::OpKind;
+using testing::column_split;
+using testing::fused_rmsnorm_linear_block;
 
 namespace {
 
@@ -21,7 +23,7 @@ TEST(BlockWorkingSet, FusedRmsNormLinearLoopPhase) {
   const double intermediates = 4.0 * (8 * 128 + 8 * 64 + 8 * 128);
   const double states = 4.0 * (8 * 64 + 8);
   // The epilogue (states + sqrt(ms + eps), which div reads from another group) is smaller.
-  EXPECT_DOUBLE_EQ(block_working_set_bytes(*fused_rmsnorm_linear_block(96, 32)),
+  EXPECT_DOUBLE_EQ(block_working_set_bytes(*fused_rmsnorm_linear_block(column_split(96, 32))),
                    inputs + intermediates + states);
 }
 
@@ -44,16 +46,15 @@ TEST(BlockWorkingSet, ValueWithTwoConsumersNeedsABuffer) {
   BlockGraph two({2, 1, 1}, 1);
   const int b = two.new_input({8, 64}, DType::kF16, {0, -1, -1}, 0);
   const int f = two.unary(OpKind::kExp, b);
-  two.new_output(two.binary(OpKind::kAdd, two.unary(OpKind::kNeg, f), f), {0, -1, -1},
-                 DType::kF16);
+  two.new_output(two.binary(OpKind::kAdd, two.unary(OpKind::kNeg, f), f), {0, -1, -1}, DType::kF16);
   EXPECT_DOUBLE_EQ(single, 4 * 64 * 2);
   EXPECT_DOUBLE_EQ(block_working_set_bytes(two), 4 * 64 * 2 + 4 * 64 * 4);  // exp's f32 buffer
 }
 
 TEST(BlockWorkingSet, BiggerTilesNeedMoreOnChip) {
   // 6 column blocks instead of 96: W tiles [128, 1024] instead of [128, 64].
-  EXPECT_GT(block_working_set_bytes(*fused_rmsnorm_linear_block(6, 32)), 1 << 20);
-  EXPECT_LT(block_working_set_bytes(*fused_rmsnorm_linear_block(96, 32)), 100 << 10);
+  EXPECT_GT(block_working_set_bytes(*fused_rmsnorm_linear_block(column_split(6, 32))), 1 << 20);
+  EXPECT_LT(block_working_set_bytes(*fused_rmsnorm_linear_block(column_split(96, 32))), 100 << 10);
 }
 
 }  // namespace

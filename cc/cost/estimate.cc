@@ -14,7 +14,7 @@ namespace {
 
 std::string kernel_line(const KernelWork& w, const KernelTime& k) {
   char buf[256];
-  const char* bound = !k.fits ? "exceeds shared memory"
+  const char* bound = !k.fits                     ? "exceeds shared memory"
                       : k.memory_s >= k.compute_s ? "memory-bound"
                                                   : "compute-bound";
   std::snprintf(buf, sizeof buf,

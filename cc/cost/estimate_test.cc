@@ -7,18 +7,21 @@
 #include <stdexcept>
 
 #include "cc/cost/rank.h"
-#include "cc/cost/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::cost {
 
 using ir::KernelGraph;
+using testing::column_split;
+using testing::fused_rmsnorm_linear;
+using testing::rmsnorm_linear_reference;
 
 namespace {
 
 constexpr double kX = 8 * 4096 * 4, kG = 4096 * 4, kW = 4096.0 * 6144 * 4, kY = 8 * 6144 * 4;
 
 TEST(Estimate, FusedRmsNormLinearBytesAreWOncePlusXPerBlock) {
-  const CostEstimate c = estimate(fused_rmsnorm_linear(96, 32), Target::cpu_host());
+  const CostEstimate c = estimate(fused_rmsnorm_linear(column_split(96, 32)), Target::cpu_host());
   EXPECT_DOUBLE_EQ(c.bytes_read, kW + 96 * kX + 96 * kG);
   EXPECT_DOUBLE_EQ(c.bytes_written, kY);
   EXPECT_DOUBLE_EQ(c.bytes_from_cache, 95 * (kX + kG));
@@ -41,7 +44,7 @@ TEST(Estimate, ReferenceIsTheSumOfItsLibraryKernels) {
   EXPECT_DOUBLE_EQ(c.bytes_written, kX + kY);
   EXPECT_EQ(c.blocks, 0);
   EXPECT_DOUBLE_EQ(c.parallel_efficiency, 1);
-  // XLA's small-M matmul path is compute-bound here (DESIGN.md §6: ~18% of FMA peak).
+  // XLA's small-M matmul path is compute-bound here (~18% of FMA peak, target.h).
   const double matmul = 2.0 * 8 * 6144 * 4096 / t.library_small_m_matmul_flops;
   const double fusion = 2 * kX + kG;
   EXPECT_DOUBLE_EQ(c.seconds, fusion / t.dram_bandwidth + matmul + 2 * t.library_kernel_overhead_s);
@@ -50,7 +53,8 @@ TEST(Estimate, ReferenceIsTheSumOfItsLibraryKernels) {
 }
 
 TEST(Estimate, FusedRanksAheadOfReferenceOnTheCpu) {
-  const KernelGraph ref = rmsnorm_linear_reference(), fused = fused_rmsnorm_linear(96, 32);
+  const KernelGraph ref = rmsnorm_linear_reference(),
+                    fused = fused_rmsnorm_linear(column_split(96, 32));
   const Target t = Target::cpu_host();
   // More bytes than the reference (X re-read by every block), yet faster: the re-reads come
   // from cache and the fused matmul runs at the generated kernel's rate.
@@ -60,7 +64,8 @@ TEST(Estimate, FusedRanksAheadOfReferenceOnTheCpu) {
 }
 
 TEST(Estimate, OneBlockRanksBehindAGridThatFillsTheCores) {
-  const KernelGraph one = fused_rmsnorm_linear(1, 32), two = fused_rmsnorm_linear(2, 32);
+  const KernelGraph one = fused_rmsnorm_linear(column_split(1, 32)),
+                    two = fused_rmsnorm_linear(column_split(2, 32));
   const Target t = Target::cpu_host();
   const CostEstimate c1 = estimate(one, t), c2 = estimate(two, t);
   EXPECT_DOUBLE_EQ(c1.parallel_efficiency, 0.5);
@@ -71,8 +76,8 @@ TEST(Estimate, OneBlockRanksBehindAGridThatFillsTheCores) {
 }
 
 TEST(Estimate, ReplicatingWAcrossTheGridCostsMore) {
-  const KernelGraph plain = fused_rmsnorm_linear(96, 32);
-  const KernelGraph w_twice = fused_rmsnorm_linear(96, 32, /*row_blocks=*/2);
+  const KernelGraph plain = fused_rmsnorm_linear(column_split(96, 32));
+  const KernelGraph w_twice = fused_rmsnorm_linear(column_split(96, 32, /*row_blocks=*/2));
   for (const Target& t : {Target::cpu_host(), Target::h100()}) {
     const CostEstimate a = estimate(plain, t), b = estimate(w_twice, t);
     EXPECT_NEAR(b.bytes_read - a.bytes_read, kW + 96 * kG, 1) << t.name;
@@ -83,7 +88,8 @@ TEST(Estimate, ReplicatingWAcrossTheGridCostsMore) {
 
 TEST(Estimate, GpuSharedMemoryOverflowIsRankedLast) {
   // 6 column blocks: W tiles [128, 1024] f32, double-buffered, ≈ 1 MiB per block.
-  const KernelGraph wide = fused_rmsnorm_linear(6, 32), narrow = fused_rmsnorm_linear(96, 32);
+  const KernelGraph wide = fused_rmsnorm_linear(column_split(6, 32)),
+                    narrow = fused_rmsnorm_linear(column_split(96, 32));
   const KernelGraph ref = rmsnorm_linear_reference();
   const Target a100 = Target::a100();
   const CostEstimate c = estimate(wide, a100);

@@ -8,12 +8,12 @@
 
 namespace mj::cost {
 
+using ir::is_elementwise;
 using ir::KernelGraph;
 using ir::Op;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::Shape;
-using ir::is_elementwise;
-using ir::op_kind_name;
 
 namespace {
 
@@ -74,8 +74,8 @@ std::vector<int> fusion_roots(const KernelGraph& g) {
       const int p = g.tensor(t).producer;
       const OpKind pk = ops[p].kind;
       if (!is_fusible(pk) || consumers[t] != 1 || is_output[t]) continue;
-      const bool edge_fuses = is_elementwise(op.kind) ? g.tensor(t).shape == result
-                                                      : is_elementwise(pk);
+      const bool edge_fuses =
+          is_elementwise(op.kind) ? g.tensor(t).shape == result : is_elementwise(pk);
       if (edge_fuses) groups.try_merge(int(o), p);
     }
   }
@@ -137,15 +137,10 @@ std::vector<KernelWork> kernel_graph_work(const KernelGraph& g) {
     const Op& op = g.ops()[o];
     switch (op.kind) {
       case OpKind::kInput:
-      case OpKind::kOutput:
-        break;
-      case OpKind::kCustomized:
-        kernels.push_back(block_graph_work(*op.block_graph));
-        break;
+      case OpKind::kOutput: break;
+      case OpKind::kCustomized: kernels.push_back(block_graph_work(*op.block_graph)); break;
       case OpKind::kMatmul:
-      case OpKind::kConcat:
-        kernels.push_back(library_call_work(g, op));
-        break;
+      case OpKind::kConcat: kernels.push_back(library_call_work(g, op)); break;
       default:
         if (roots[o] == int(o)) kernels.push_back(fusion_work(g, roots, int(o)));
         break;

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cc/cost/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::cost {
 
@@ -11,6 +11,9 @@ using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 using ir::ReduceKind;
+using testing::column_split;
+using testing::fused_rmsnorm_linear_block;
+using testing::rmsnorm_linear_reference;
 
 namespace {
 
@@ -81,8 +84,8 @@ TEST(KernelGraphWork, ElementwiseFeedsAReductionButAFusionHoldsOnlyOne) {
   const int scaled = g.unary(OpKind::kMulScalar, r, 0.5);  // joins the reduction's fusion
   g.mark_output(g.reduce(scaled, 0, ReduceKind::kMax));    // would be a second reduction
   const std::vector<KernelWork> ks = kernel_graph_work(g);
-  ASSERT_EQ(labels(ks), (std::vector<std::string>{"fusion(square, reduce, mul_scalar)",
-                                                  "fusion(reduce)"}));
+  ASSERT_EQ(labels(ks),
+            (std::vector<std::string>{"fusion(square, reduce, mul_scalar)", "fusion(reduce)"}));
   EXPECT_DOUBLE_EQ(ks[0].bytes_read, 8 * 128 * 4);
   EXPECT_DOUBLE_EQ(ks[0].bytes_written, 8 * 4);
 }
@@ -92,7 +95,7 @@ TEST(KernelGraphWork, CustomizedOpIsOneKernelBetweenLibraryKernels) {
   const int x = g.new_input({8, 4096}, DType::kF32);
   const int gain = g.new_input({4096}, DType::kF32);
   const int w = g.new_input({4096, 6144}, DType::kF32);
-  const int y = g.customized({x, gain, w}, fused_rmsnorm_linear_block(96, 32))[0];
+  const int y = g.customized({x, gain, w}, fused_rmsnorm_linear_block(column_split(96, 32)))[0];
   g.mark_output(g.unary(OpKind::kSilu, y));
   const std::vector<KernelWork> ks = kernel_graph_work(g);
   ASSERT_EQ(ks.size(), 2u);

@@ -25,11 +25,11 @@ struct ReplicatedRead {
 
 struct KernelWork {
   KernelKind kind = KernelKind::kLibraryFusion;
-  std::string label;  // for the breakdown, e.g. "fusion(rms_norm, mul)"
+  std::string label;         // for the breakdown, e.g. "fusion(rms_norm, mul)"
   double bytes_read = 0;     // everything loaded from kernel-level tensors, re-reads included
   double bytes_written = 0;  // kernel-level results, stored once
   double flops = 0;
-  double low_precision_matmul_flops = 0;  // part of flops (tensor cores on a GPU)
+  double low_precision_matmul_flops = 0;   // part of flops (tensor cores on a GPU)
   std::vector<ReplicatedRead> replicated;  // customized only
   // kLibraryMatmul: rows of each result matrix (the library picks its algorithm by it).
   int64_t matmul_rows = 0;

@@ -4,10 +4,10 @@ namespace mj::cost {
 
 using ir::DType;
 using ir::Graph;
+using ir::is_elementwise;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
-using ir::is_elementwise;
 
 namespace {
 
@@ -27,40 +27,21 @@ double tensor_elements(const Shape& s) {
 }
 
 OpFlops op_flops(const Graph& g, const Op& op) {
+  // ops.def's flops per element: of the result for elementwise ops, else of input 0.
+  const int per_element = ir::op_info(op.kind).flops;
   OpFlops f;
-  if (is_elementwise(op.kind)) {
-    f.total = tensor_elements(g.tensor(op.outputs[0]).shape);
-    return f;
+  if (per_element > 0) {
+    const int counted = is_elementwise(op.kind) ? op.outputs[0] : op.inputs[0];
+    f.total = per_element * tensor_elements(g.tensor(counted).shape);
   }
-  const auto in_elems = [&](int i) { return tensor_elements(g.tensor(op.inputs[i]).shape); };
-  switch (op.kind) {
-    case OpKind::kMatmul:
-    case OpKind::kAccumExpMatmul: {
-      const double mm = matmul_flops(g, op.inputs[0], op.outputs[0]);
-      const bool low = is_low_precision(g.tensor(op.inputs[0]).dtype) &&
-                       is_low_precision(g.tensor(op.inputs[1]).dtype);
-      f.low_precision_matmul = low ? mm : 0;
-      // The online-softmax form also exponentiates and rescales every score.
-      f.total = mm + (op.kind == OpKind::kAccumExpMatmul ? 2 * in_elems(0) : 0);
-      return f;
-    }
-    case OpKind::kReduce:
-    case OpKind::kAccumSum:
-    case OpKind::kAccumSumLast:
-    case OpKind::kAccumMeanLast:
-    case OpKind::kAccumMaxLast:
-      f.total = in_elems(0);
-      return f;
-    case OpKind::kAccumRmsLast:
-    case OpKind::kAccumExpSumLast:  // square (or exp) then add
-      f.total = 2 * in_elems(0);
-      return f;
-    case OpKind::kRmsNorm:  // square and sum, then divide
-      f.total = 3 * in_elems(0);
-      return f;
-    default:
-      return f;
+  if (op.kind == OpKind::kMatmul || op.kind == OpKind::kAccumExpMatmul) {
+    const double mm = matmul_flops(g, op.inputs[0], op.outputs[0]);
+    const bool low = is_low_precision(g.tensor(op.inputs[0]).dtype) &&
+                     is_low_precision(g.tensor(op.inputs[1]).dtype);
+    f.low_precision_matmul = low ? mm : 0;
+    f.total += mm;
   }
+  return f;
 }
 
 }  // namespace mj::cost

@@ -36,7 +36,7 @@ TEST(OpFlops, KernelOps) {
 
 TEST(OpFlops, Accumulators) {
   BlockGraph bg({1, 1, 1}, 4);
-  const int s = bg.new_input({8, 64}, DType::kF16, {-1, -1, -1}, 1);  // [8, 16] per iteration
+  const int s = bg.new_input({8, 64}, DType::kF16, {-1, -1, -1}, 1);   // [8, 16] per iteration
   const int v = bg.new_input({64, 32}, DType::kF16, {-1, -1, -1}, 0);  // [16, 32]
   const auto flops = [&](int t) { return op_flops(bg, producer(bg, t)); };
   EXPECT_DOUBLE_EQ(flops(bg.accum(OpKind::kAccumSum, s)).total, 128);

@@ -11,8 +11,8 @@
 
 namespace mj::cost {
 
-using ir::KernelGraph;
 using ir::graph_hash;
+using ir::KernelGraph;
 
 std::vector<int> rank_by_cost(const std::vector<const KernelGraph*>& graphs, const Target& t) {
   check_target(t);

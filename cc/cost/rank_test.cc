@@ -6,15 +6,18 @@
 #include <stdexcept>
 
 #include "cc/cost/estimate.h"
-#include "cc/cost/rmsnorm_linear_test_graphs.h"
 #include "cc/ir/hash.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::cost {
 
 using ir::DType;
+using ir::graph_hash;
 using ir::KernelGraph;
 using ir::OpKind;
-using ir::graph_hash;
+using testing::column_split;
+using testing::fused_rmsnorm_linear;
+using testing::rmsnorm_linear_reference;
 
 namespace {
 
@@ -26,8 +29,9 @@ KernelGraph unary_graph(OpKind kind) {
 
 TEST(RankByCost, OrdersBySecondsBestFirst) {
   const KernelGraph ref = rmsnorm_linear_reference();
-  const KernelGraph g96 = fused_rmsnorm_linear(96, 32), g1 = fused_rmsnorm_linear(1, 32);
-  const KernelGraph w_twice = fused_rmsnorm_linear(96, 32, 2);
+  const KernelGraph g96 = fused_rmsnorm_linear(column_split(96, 32)),
+                    g1 = fused_rmsnorm_linear(column_split(1, 32));
+  const KernelGraph w_twice = fused_rmsnorm_linear(column_split(96, 32, 2));
   const std::vector<const KernelGraph*> graphs{&ref, &g1, &w_twice, &g96};
   const Target t = Target::cpu_host();
   const std::vector<int> order = rank_by_cost(graphs, t);
@@ -52,14 +56,16 @@ TEST(RankByCost, EqualCostsAreOrderedByCanonicalHashWhateverTheInputOrder) {
 
 TEST(RankByCost, IdenticalGraphsKeepTheirPositions) {
   const KernelGraph a = unary_graph(OpKind::kExp), b = unary_graph(OpKind::kExp);
-  const KernelGraph slow = fused_rmsnorm_linear(1, 32);
+  const KernelGraph slow = fused_rmsnorm_linear(column_split(1, 32));
   EXPECT_EQ(rank_by_cost({&slow, &a, &b}, Target::cpu_host()), (std::vector<int>{1, 2, 0}));
   EXPECT_EQ(rank_by_cost({&b, &slow, &a}, Target::cpu_host()), (std::vector<int>{0, 2, 1}));
 }
 
 TEST(RankByCost, RepeatedCallsAgree) {
-  const KernelGraph ref = rmsnorm_linear_reference(), wide = fused_rmsnorm_linear(6, 32);
-  const KernelGraph g96 = fused_rmsnorm_linear(96, 32), g48 = fused_rmsnorm_linear(48, 32);
+  const KernelGraph ref = rmsnorm_linear_reference(),
+                    wide = fused_rmsnorm_linear(column_split(6, 32));
+  const KernelGraph g96 = fused_rmsnorm_linear(column_split(96, 32)),
+                    g48 = fused_rmsnorm_linear(column_split(48, 32));
   const std::vector<const KernelGraph*> graphs{&wide, &g48, &ref, &g96};
   for (const Target& t : {Target::cpu_host(), Target::a100()}) {
     const std::vector<int> first = rank_by_cost(graphs, t);

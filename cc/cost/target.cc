@@ -1,5 +1,5 @@
-// Target presets. Every number is approximate: the CPU ones come from the measurements in
-// DESIGN.md §6/§9 and lscpu on the development machines, the GPU ones from public datasheets
+// Target presets. Every number is approximate: the CPU ones come from measurements and
+// lscpu on the development machines, the GPU ones from public datasheets
 // (SXM parts, dense math). They only need to rank candidates, not predict times exactly.
 #include "cc/cost/target.h"
 
@@ -18,7 +18,7 @@ Target Target::cpu_host(const HostMeasurements& measured) {
   t.cores = 2;
   t.vector_width_floats = 8;  // AVX2; the machines that expose AVX-512 still issue 2×256-bit FMAs
   t.fma_units = 2;
-  t.clock_hz = 3.0e9;           // sustained all-core clock, approximate
+  t.clock_hz = 3.0e9;  // sustained all-core clock, approximate
   t.l1_bytes = 32 << 10;
   t.l2_bytes = 1 << 20;
   t.tlb_entries = 2048;  // Zen 3's L2 DTLB, 4 KiB pages
@@ -29,12 +29,12 @@ Target Target::cpu_host(const HostMeasurements& measured) {
   // runs of 512 bytes carrying the same bytes.
   t.run_overhead_s = 20e-9;
   t.last_level_cache_bytes = 32 << 20;
-  t.cache_bandwidth = 150e9;    // L3 reads, both cores; rough (32 B/cycle/core peak)
-  t.dram_bandwidth = 21e9;      // a jitted read of a large array (DESIGN.md §9)
-  t.peak_flops = 120e9;         // a 2048³ f32 matmul (DESIGN.md §9)
-  t.custom_call_overhead_s = 35e-6;    // one FFI dispatch (DESIGN.md §6)
+  t.cache_bandwidth = 150e9;           // L3 reads, both cores; rough (32 B/cycle/core peak)
+  t.dram_bandwidth = 21e9;             // a jitted read of a large array
+  t.peak_flops = 120e9;                // a 2048³ f32 matmul
+  t.custom_call_overhead_s = 35e-6;    // one FFI dispatch
   t.library_kernel_overhead_s = 2e-6;  // one XLA thunk; an estimate, small next to FFI
-  t.library_small_m_rows = 16;  // M = 8 measured slow (DESIGN.md §6); the cut-off is a guess
+  t.library_small_m_rows = 16;         // M = 8 measured slow; the cut-off is a guess
   if (measured.cores > 0) t.cores = measured.cores;
   if (measured.read_bandwidth > 0) t.dram_bandwidth = measured.read_bandwidth;
   if (measured.matmul_flops > 0) t.peak_flops = measured.matmul_flops;
@@ -93,8 +93,8 @@ namespace {
 
 void require_positive(const Target& t, const char* field, double v) {
   if (!(v > 0)) {
-    throw std::invalid_argument("target '" + t.name + "': " + field +
-                                " must be positive, got " + std::to_string(v));
+    throw std::invalid_argument("target '" + t.name + "': " + field + " must be positive, got " +
+                                std::to_string(v));
   }
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// The machine a μGraph is ranked for (DESIGN.md §4, cost model). The numbers are roofline
+// The machine a μGraph is ranked for (estimate.h). The numbers are roofline
 // inputs, not a simulator: what matters is that they rank candidates the way the hardware
 // does, so each field says which part of the model reads it.
 #include <cstdint>
@@ -12,9 +12,9 @@ enum class TargetKind : uint8_t { kCpu, kGpu };
 // Values measured on the host at run time (0 keeps the preset's default), so the ranking can
 // follow the machine it runs on rather than the one the presets were written on.
 struct HostMeasurements {
-  double read_bandwidth = 0;     // bytes/s of a large streaming read
-  double matmul_flops = 0;       // flop/s of a large f32 matmul
-  double ffi_dispatch_s = 0;     // seconds of one FFI custom call doing no work
+  double read_bandwidth = 0;  // bytes/s of a large streaming read
+  double matmul_flops = 0;    // flop/s of a large f32 matmul
+  double ffi_dispatch_s = 0;  // seconds of one FFI custom call doing no work
   int cores = 0;
 };
 
@@ -37,7 +37,7 @@ struct Target {
   double library_kernel_overhead_s = 0;
   // The library matmul whose result has at most library_small_m_rows rows per matrix runs at
   // library_small_m_matmul_flops (XLA:CPU sends such dots to a GEMV-like path, measured at
-  // about 18% of FMA peak, DESIGN.md §6); larger ones at peak_flops.
+  // about 18% of FMA peak); larger ones at peak_flops.
   int library_small_m_rows = 0;
   double library_small_m_matmul_flops = 0;
 
@@ -69,7 +69,7 @@ struct Target {
   double fma_peak_flops() const;
 
   // This machine class: 2-core AMD EPYC (Zen 3/4 class) with AVX2 + FMA, at the numbers
-  // measured in DESIGN.md §6 and §9, each overridden by a non-zero measurement.
+  // measured on the development machines, each overridden by a non-zero measurement.
   static Target cpu_host(const HostMeasurements& measured = {});
   // Datasheet-level numbers for the SXM parts, approximate (dense, no sparsity).
   static Target a100();

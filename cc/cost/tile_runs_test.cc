@@ -12,8 +12,8 @@
 namespace mj::cost {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::OpKind;
 
 namespace {

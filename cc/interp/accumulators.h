@@ -4,7 +4,8 @@
 //
 // The online-softmax accumulators keep every iteration's tiles and evaluate after the loop
 // with M(s), the max over all iterations, so the result is the exact mathematical value;
-// generated code gets the same with a running max and rescaling.
+// generated code gets the same with a running max and rescaling. A row whose scores are all
+// -inf (fully masked) sums to 0 (softmax_term), a NaN score makes its row NaN.
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ class ForLoopAccumulator {
   ForLoopAccumulator(const D& d, const ir::Op& op) : d_(d), op_(op) {
     if (!ir::is_accumulator(op.kind)) {
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +
-                    " is not a for-loop accumulator");
+                        " is not a for-loop accumulator");
     }
   }
 
@@ -49,7 +50,7 @@ class ForLoopAccumulator {
   Tile result() const {
     if (iterations_ == 0) {
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op_.kind)) +
-                    " read before any loop iteration fed it");
+                        " read before any loop iteration fed it");
     }
     switch (op_.kind) {
       case ir::OpKind::kAccumSum:
@@ -102,7 +103,7 @@ class ForLoopAccumulator {
   // Mean over iterations and the last dim: a division, so a finite field stays exact.
   Tile divided_by_count(const Tile& sum) const {
     Tile out = sum;
-    const V n = d_.constant(double(int64_t(iterations_) * last_len_));
+    const V n = count_constant(d_, op_, int64_t(iterations_) * last_len_);
     for (auto& e : out.data) e = d_.div(e, n);
     return out;
   }
@@ -120,8 +121,16 @@ class ForLoopAccumulator {
     return m;
   }
 
+  // exp(s - M(s)) per element; m holds one M per row of s (softmax_term: a row without a
+  // finite score holds no mass).
   Tile shifted_exp(const Tile& s, const Tile& m) const {
-    return unary_op(d_, ir::OpKind::kExp, 0.0, binary_op(d_, ir::OpKind::kSub, s, m));
+    Tile out{s.shape, {}};
+    out.data.reserve(s.data.size());
+    const int64_t len = s.shape.back();
+    for (size_t i = 0; i < s.data.size(); ++i) {
+      out.data.push_back(softmax_term(d_, s.data[i], m.data[i / size_t(len)]));
+    }
+    return out;
   }
 
   Tile exp_sum() const {
@@ -151,7 +160,7 @@ class ForLoopAccumulator {
   const ir::Op& op_;
   int iterations_ = 0;
   int64_t last_len_ = 1;
-  Tile running_;                        // sum kinds: the running sum
+  Tile running_;                         // sum kinds: the running sum
   std::vector<Tile> s_iters_, v_iters_;  // online-softmax kinds: every iteration's inputs
 };
 

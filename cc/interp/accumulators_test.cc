@@ -16,11 +16,11 @@
 namespace mj::interp {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::Shape;
-using ir::op_kind_name;
 
 namespace {
 
@@ -109,8 +109,8 @@ TYPED_TEST(Accumulators, SumOverIterationsKeepsTheTileShape) {
       want.data.push_back(s);
     }
   }
-  const auto got = interpret_block_graph(bg, cast_tensors<TypeParam>({in}),
-                                         FloatDomain<TypeParam>{});
+  const auto got =
+      interpret_block_graph(bg, cast_tensors<TypeParam>({in}), FloatDomain<TypeParam>{});
   EXPECT_EQ(mismatch(got.at(0), want), "");
 }
 
@@ -122,8 +122,8 @@ TYPED_TEST(Accumulators, SumOfInvariantInputCountsIterations) {
   const Ref in = random_tensor({2, 3}, this->rng);
   Ref want = in;
   for (double& v : want.data) v *= kSteps;
-  const auto got = interpret_block_graph(bg, cast_tensors<TypeParam>({in}),
-                                         FloatDomain<TypeParam>{});
+  const auto got =
+      interpret_block_graph(bg, cast_tensors<TypeParam>({in}), FloatDomain<TypeParam>{});
   EXPECT_EQ(mismatch(got.at(0), want), "");
 }
 
@@ -136,15 +136,15 @@ TYPED_TEST(Accumulators, ExpMatmulUsesTheGlobalMax) {
     SCOPED_TRACE("shift " + std::to_string(shift));
     BlockGraph bg({kRows, 1, 1}, kSteps);
     const int s = bg.new_input({kRows, kCols}, DType::kF32, kRowsOnX, 1);  // [1, 2]
-    const int v = bg.new_input({kCols, 5}, DType::kF32, {-1, -1, -1}, 0);   // [2, 5]
+    const int v = bg.new_input({kCols, 5}, DType::kF32, {-1, -1, -1}, 0);  // [2, 5]
     bg.new_output(bg.accum_exp_matmul(s, v), kRowsOnX, DType::kF32);
     Ref is = random_tensor({kRows, kCols}, this->rng);
     for (double& e : is.data) e = double(float(e + shift));
     const Ref iv = random_tensor({kCols, 5}, this->rng);
     Ref want{{kRows, 5}, {}};
     for (int r = 0; r < kRows; ++r) {
-      const double m = *std::max_element(is.data.begin() + r * kCols,
-                                         is.data.begin() + (r + 1) * kCols);
+      const double m =
+          *std::max_element(is.data.begin() + r * kCols, is.data.begin() + (r + 1) * kCols);
       for (int c = 0; c < 5; ++c) {
         double acc = 0;
         for (int k = 0; k < kCols; ++k) {
@@ -153,8 +153,8 @@ TYPED_TEST(Accumulators, ExpMatmulUsesTheGlobalMax) {
         want.data.push_back(acc);
       }
     }
-    const auto got = interpret_block_graph(bg, cast_tensors<TypeParam>({is, iv}),
-                                           FloatDomain<TypeParam>{});
+    const auto got =
+        interpret_block_graph(bg, cast_tensors<TypeParam>({is, iv}), FloatDomain<TypeParam>{});
     EXPECT_EQ(mismatch(got.at(0), want), "");
   }
 }

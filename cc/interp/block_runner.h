@@ -36,7 +36,8 @@ class BlockRunner {
     }
     std::map<size_t, ForLoopAccumulator<D>> accumulators;
     for (size_t k = 0; k < ops.size(); ++k) {
-      if (ir::is_accumulator(ops[k].kind)) accumulators.emplace(k, ForLoopAccumulator<D>(d_, ops[k]));
+      if (ir::is_accumulator(ops[k].kind))
+        accumulators.emplace(k, ForLoopAccumulator<D>(d_, ops[k]));
     }
     for (int iter = 0; iter < bg_.forloop_range(); ++iter) {
       for (const ir::Op& op : ops) {
@@ -71,8 +72,8 @@ class BlockRunner {
   void eval(const ir::Op& op, const ir::Dim3& block, int iter) {
     if (op.kind == ir::OpKind::kInput) {
       const ir::Shape& tile_shape = bg_.tensor(op.outputs.at(0)).shape;
-      set(op, cut_tile(*inputs_.at(op.io_index), tile_shape,
-                       input_tile_origin(bg_, op, block, iter)));
+      set(op,
+          cut_tile(*inputs_.at(op.io_index), tile_shape, input_tile_origin(bg_, op, block, iter)));
       return;
     }
     std::vector<const Tile*> args;
@@ -85,8 +86,9 @@ class BlockRunner {
     const ir::Shape& declared = bg_.tensor(t).shape;
     if (value.shape != declared) {
       throw ir::IrError("interpret: block op " + std::string(ir::op_kind_name(op.kind)) +
-                    " computed t" + std::to_string(t) + " with shape " + ir::shape_str(value.shape) +
-                    " but the graph declares " + ir::shape_str(declared));
+                        " computed t" + std::to_string(t) + " with shape " +
+                        ir::shape_str(value.shape) + " but the graph declares " +
+                        ir::shape_str(declared));
     }
     tiles_[t] = std::move(value);
   }

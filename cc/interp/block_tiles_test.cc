@@ -13,8 +13,8 @@
 namespace mj::interp {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 using ir::Phase;
@@ -128,8 +128,8 @@ TYPED_TEST(BlockTiles, NestedSplitOfOneDim) {
 // the body and again in the epilogue.
 TYPED_TEST(BlockTiles, ReplicatedAndInvariantInputs) {
   BlockGraph bg({2, 1, 1}, 2);
-  const int x = bg.new_input({4, 6}, DType::kF32, {0, -1, -1}, 1);   // tile [2, 3]
-  const int c = bg.new_input({1, 3}, DType::kF32, kNoMap, -1);       // same for everyone
+  const int x = bg.new_input({4, 6}, DType::kF32, {0, -1, -1}, 1);      // tile [2, 3]
+  const int c = bg.new_input({1, 3}, DType::kF32, kNoMap, -1);          // same for everyone
   const int bias = bg.new_input({4, 1}, DType::kF32, {0, -1, -1}, -1);  // per block rows
   EXPECT_EQ(bg.tensor(c).phase, Phase::kInvariant);
   const int body = bg.binary(OpKind::kMul, bg.binary(OpKind::kMul, x, c), bias);
@@ -189,8 +189,7 @@ TYPED_TEST(BlockTiles, CustomizedOpInKernelGraph) {
       want.data.push_back(2.0 * s);
     }
   }
-  const auto got =
-      interpret(g, cast_tensors<TypeParam>({ia, ib}), FloatDomain<TypeParam>{});
+  const auto got = interpret(g, cast_tensors<TypeParam>({ia, ib}), FloatDomain<TypeParam>{});
   EXPECT_EQ(mismatch(got.at(0), want), "");
 }
 

@@ -45,7 +45,7 @@ inline ir::Shape numpy_broadcast(const ir::Shape& a, const ir::Shape& b, const s
     const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
     if (da != db && da != 1 && db != 1) {
       throw ir::IrError(what + ": shapes " + ir::shape_str(a) + " and " + ir::shape_str(b) +
-                    " do not broadcast (dims must be equal or 1)");
+                        " do not broadcast (dims must be equal or 1)");
     }
     out[i] = da == 1 ? db : da;
   }
@@ -81,8 +81,8 @@ inline std::vector<int64_t> broadcast_offsets(const ir::Shape& out, const ir::Sh
 // shape `box`, placed at `origin` inside a tensor of shape `outer`, with the box itself dense.
 // Used both to cut a tile out of a kernel tensor and to store one back.
 template <class Fn>
-void for_each_box_run(const ir::Shape& outer, const ir::Shape& box, const std::vector<int64_t>& origin,
-                      Fn&& fn) {
+void for_each_box_run(const ir::Shape& outer, const ir::Shape& box,
+                      const std::vector<int64_t>& origin, Fn&& fn) {
   const int rank = int(outer.size());
   const std::vector<int64_t> outer_strides = row_major_strides(outer);
   const int64_t run = box[rank - 1];

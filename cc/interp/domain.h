@@ -8,13 +8,11 @@
 //   Value add(Value, Value) const; sub, mul, div;
 //   Value neg(Value) const; recip, exp, sqrt;
 //   Value relu(Value) const;
-//   Value max(Value, Value) const;         // the finite field treats max as a softmax
-//                                          // stabilizer and returns 0 (DESIGN.md §4)
+//   Value max(Value, Value) const;         // the finite field: an uninterpreted associative,
+//                                          // commutative function (cc/verify/ff_domain.h)
 //   Value lowest() const;                  // identity of max (-inf for floats)
-// Composite functions are defined here from those, so every domain agrees on them:
-//   sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x * sigmoid(x),
-//   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),  tanh(u) = 1 - 2 / (exp(2u) + 1)
-//   rsqrt(x) = recip(sqrt(x)), square(x) = x * x.
+// What each elementwise op computes from these is written once, in cc/ir/ops.def and
+// cc/ir/elementwise.h (sigmoid, silu, gelu and square are composites defined there).
 #include <cmath>
 #include <limits>
 
@@ -32,27 +30,28 @@ struct FloatDomain {
   Value recip(Value a) const { return Value(1) / a; }
   Value exp(Value a) const { return std::exp(a); }
   Value sqrt(Value a) const { return std::sqrt(a); }
-  Value relu(Value a) const { return a > Value(0) ? a : Value(0); }
-  Value max(Value a, Value b) const { return a > b ? a : b; }
+  // NaN propagates through relu and max, as in XLA (docs/ir-semantics.md, "NaN").
+  Value relu(Value a) const { return a != a ? a : (a > Value(0) ? a : Value(0)); }
+  Value max(Value a, Value b) const {
+    if (a != a) return a;
+    if (b != b) return b;
+    return a > b ? a : b;
+  }
   Value lowest() const { return -std::numeric_limits<T>::infinity(); }
 };
 
+// exp(s - m) for the online-softmax accumulators, m the max of s's row. Over floats a row
+// whose every score is -inf has m = -inf and holds no mass: its terms are 0, not
+// exp(-inf - -inf) = NaN, as in generated code, so a fully masked chunk of a split softmax
+// contributes nothing (a row masked everywhere still ends as 0 / 0 = NaN, as XLA's softmax).
 template <class D>
-typename D::Value sigmoid(const D& d, typename D::Value x) {
-  return d.recip(d.add(d.constant(1.0), d.exp(d.neg(x))));
+typename D::Value softmax_term(const D& d, typename D::Value s, typename D::Value m) {
+  return d.exp(d.sub(s, m));
 }
-template <class D>
-typename D::Value silu(const D& d, typename D::Value x) {
-  return d.mul(x, sigmoid(d, x));
-}
-template <class D>
-typename D::Value gelu(const D& d, typename D::Value x) {
-  // sqrt(2/pi) as the double nearest to it; the finite field maps that double exactly.
-  const auto k = d.constant(0.7978845608028654);
-  auto u = d.mul(k, d.add(x, d.mul(d.constant(0.044715), d.mul(x, d.mul(x, x)))));
-  auto t = d.sub(d.constant(1.0),
-                 d.div(d.constant(2.0), d.add(d.exp(d.add(u, u)), d.constant(1.0))));
-  return d.mul(d.mul(d.constant(0.5), x), d.add(d.constant(1.0), t));
+template <class T>
+T softmax_term(const FloatDomain<T>& d, T s, T m) {
+  if (m == -std::numeric_limits<T>::infinity()) return T(0);
+  return d.exp(d.sub(s, m));
 }
 
 }  // namespace mj::interp

@@ -86,10 +86,9 @@ TEST(InputChecks, BlockGraphInputsAreKernelShapes) {
   EXPECT_NE(msg.find("input 0"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[2, 6]"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[4, 6]"), std::string::npos) << msg;
-  EXPECT_EQ(interpret_block_graph_f32(bg, {cast_tensor<float>(random_tensor({4, 6}, rng))})
-                .at(0)
-                .shape,
-            (Shape{4, 6}));
+  EXPECT_EQ(
+      interpret_block_graph_f32(bg, {cast_tensor<float>(random_tensor({4, 6}, rng))}).at(0).shape,
+      (Shape{4, 6}));
 }
 
 TEST(FloatEntryPoints, MatchTheTemplates) {
@@ -100,8 +99,7 @@ TEST(FloatEntryPoints, MatchTheTemplates) {
   EXPECT_EQ(interpret_f64(g, in).at(0).data, interpret(g, in, FloatDomain<double>{}).at(0).data);
   const std::vector<DenseTensor<float>> in32 = {cast_tensor<float>(in[0]),
                                                 cast_tensor<float>(in[1])};
-  EXPECT_EQ(interpret_f32(g, in32).at(0).data,
-            interpret(g, in32, FloatDomain<float>{}).at(0).data);
+  EXPECT_EQ(interpret_f32(g, in32).at(0).data, interpret(g, in32, FloatDomain<float>{}).at(0).data);
 }
 
 }  // namespace

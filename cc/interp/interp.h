@@ -1,5 +1,5 @@
 #pragma once
-// The reference interpreter: the definition of what a μGraph means (DESIGN.md §3.4).
+// The reference interpreter: the definition of what a μGraph means (docs/ir-semantics.md).
 // It executes a kernel graph op by op; a customized op runs its block graph literally,
 // block by block and for-loop iteration by iteration, on tiles cut by imap/fmap and stored
 // by omap. Online-softmax accumulators use the max over all iterations, so their value is

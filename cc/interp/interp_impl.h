@@ -20,19 +20,19 @@ void check_interp_inputs(const char* what, const std::vector<ir::Shape>& expecte
                          const std::vector<DenseTensor<V>>& inputs) {
   if (inputs.size() != expected.size()) {
     throw ir::IrError(std::string(what) + ": the graph has " + std::to_string(expected.size()) +
-                  " inputs but " + std::to_string(inputs.size()) + " were given");
+                      " inputs but " + std::to_string(inputs.size()) + " were given");
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].shape != expected[i]) {
       throw ir::IrError(std::string(what) + ": input " + std::to_string(i) + " has shape " +
-                    ir::shape_str(inputs[i].shape) + " but the graph's input " + std::to_string(i) +
-                    " has shape " + ir::shape_str(expected[i]));
+                        ir::shape_str(inputs[i].shape) + " but the graph's input " +
+                        std::to_string(i) + " has shape " + ir::shape_str(expected[i]));
     }
     if (int64_t(inputs[i].data.size()) != num_elements(inputs[i].shape)) {
       throw ir::IrError(std::string(what) + ": input " + std::to_string(i) + " of shape " +
-                    ir::shape_str(inputs[i].shape) + " holds " +
-                    std::to_string(inputs[i].data.size()) + " values, not " +
-                    std::to_string(num_elements(inputs[i].shape)));
+                        ir::shape_str(inputs[i].shape) + " holds " +
+                        std::to_string(inputs[i].data.size()) + " values, not " +
+                        std::to_string(num_elements(inputs[i].shape)));
     }
   }
 }
@@ -87,8 +87,8 @@ std::vector<DenseTensor<typename D::Value>> interpret(
   auto set = [&](const ir::Op& op, int t, Tensor v) {
     if (v.shape != g.tensor(t).shape) {
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) + " computed t" +
-                    std::to_string(t) + " with shape " + ir::shape_str(v.shape) +
-                    " but the graph declares " + ir::shape_str(g.tensor(t).shape));
+                        std::to_string(t) + " with shape " + ir::shape_str(v.shape) +
+                        " but the graph declares " + ir::shape_str(g.tensor(t).shape));
     }
     owned[t] = std::move(v);
     value[t] = &owned[t];

@@ -21,8 +21,8 @@ inline int64_t element_count(const ir::Shape& s) {
 }
 
 // Uniform in [lo, hi), rounded to float so the float32 and float64 runs see the same inputs.
-inline interp::DenseTensor<double> random_tensor(const ir::Shape& shape, std::mt19937& rng, double lo = -1.0,
-                                         double hi = 1.0) {
+inline interp::DenseTensor<double> random_tensor(const ir::Shape& shape, std::mt19937& rng,
+                                                 double lo = -1.0, double hi = 1.0) {
   std::uniform_real_distribution<double> dist(lo, hi);
   interp::DenseTensor<double> t{shape, {}};
   for (int64_t i = 0; i < element_count(shape); ++i) t.data.push_back(double(float(dist(rng))));
@@ -37,7 +37,8 @@ interp::DenseTensor<T> cast_tensor(const interp::DenseTensor<double>& x) {
 }
 
 template <class T>
-std::vector<interp::DenseTensor<T>> cast_tensors(const std::vector<interp::DenseTensor<double>>& xs) {
+std::vector<interp::DenseTensor<T>> cast_tensors(
+    const std::vector<interp::DenseTensor<double>>& xs) {
   std::vector<interp::DenseTensor<T>> out;
   for (const auto& x : xs) out.push_back(cast_tensor<T>(x));
   return out;

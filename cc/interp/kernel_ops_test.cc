@@ -14,11 +14,11 @@ namespace mj::interp {
 
 using ir::DType;
 using ir::KernelGraph;
+using ir::op_kind_name;
 using ir::OpKind;
+using ir::reduce_kind_name;
 using ir::ReduceKind;
 using ir::Shape;
-using ir::op_kind_name;
-using ir::reduce_kind_name;
 using ir::shape_str;
 
 namespace {
@@ -104,7 +104,7 @@ TYPED_TEST(KernelOps, EveryUnaryOp) {
 
 TYPED_TEST(KernelOps, EveryBinaryOpBroadcastsAcrossRanks) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {3, 1}}, {{4}, {2, 1, 4}},
+      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {3, 1}},       {{4}, {2, 1, 4}},
       {{1, 3, 1}, {2, 1, 5}}, {{2, 1, 3, 1}, {4, 1, 1}}, {{5}, {1}},
   };
   const std::vector<std::pair<OpKind, std::function<double(double, double)>>> ops = {
@@ -135,8 +135,8 @@ TYPED_TEST(KernelOps, EveryBinaryOpBroadcastsAcrossRanks) {
 
 TYPED_TEST(KernelOps, MatmulBroadcastsBatchDims) {
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{3, 4}, {4, 2}},           {{2, 3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 5}},
-      {{3, 4}, {2, 4, 5}},        {{1, 3, 4}, {2, 4, 5}}, {{2, 2, 3, 4}, {2, 1, 4, 1}},
+      {{3, 4}, {4, 2}},    {{2, 3, 4}, {2, 4, 5}}, {{2, 1, 3, 4}, {3, 4, 5}},
+      {{3, 4}, {2, 4, 5}}, {{1, 3, 4}, {2, 4, 5}}, {{2, 2, 3, 4}, {2, 1, 4, 1}},
   };
   for (const auto& [sa, sb] : shapes) {
     SCOPED_TRACE(shape_str(sa) + " @ " + shape_str(sb));

@@ -16,8 +16,8 @@
 namespace mj::interp {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 using ir::ReduceKind;
@@ -102,8 +102,7 @@ TYPED_TEST(OnlineSoftmaxAttention, EqualsSoftmaxQKTV) {
   // Logits of a few units, so the softmax is far from uniform.
   const std::vector<DenseTensor<double>> inputs = {
       random_tensor({kHeads, kQueries, kDim}, rng, -2, 2),
-      random_tensor({kHeads, kDim, kKeys}, rng, -2, 2),
-      random_tensor({kHeads, kKeys, kDim}, rng)};
+      random_tensor({kHeads, kDim, kKeys}, rng, -2, 2), random_tensor({kHeads, kKeys, kDim}, rng)};
   const FloatDomain<TypeParam> d;
   const auto want = brute_force(inputs[0], inputs[1], inputs[2]);
   const auto fused = interpret(fused_attention(), cast_tensors<TypeParam>(inputs), d);

@@ -14,8 +14,8 @@
 namespace mj::interp {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 
@@ -82,9 +82,9 @@ TYPED_TEST_SUITE(RmsNormLinearFusion, FloatTypes);
 
 TYPED_TEST(RmsNormLinearFusion, FusedEqualsUnfused) {
   std::mt19937 rng(2405);
-  const std::vector<DenseTensor<double>> inputs = {
-      random_tensor({kM, kK}, rng), random_tensor({kK}, rng, 0.5, 1.5),
-      random_tensor({kK, kN}, rng)};
+  const std::vector<DenseTensor<double>> inputs = {random_tensor({kM, kK}, rng),
+                                                   random_tensor({kK}, rng, 0.5, 1.5),
+                                                   random_tensor({kK, kN}, rng)};
   const FloatDomain<TypeParam> d;
   const auto unfused = interpret(unfused_graph(), cast_tensors<TypeParam>(inputs), d);
   const auto fused = interpret(fused_graph(), cast_tensors<TypeParam>(inputs), d);

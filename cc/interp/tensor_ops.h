@@ -3,11 +3,14 @@
 // over any value domain. Values are touched only through the domain's members, so the same
 // code serves floats and finite fields.
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cc/interp/dense_shape.h"
 #include "cc/interp/dense_tensor.h"
 #include "cc/interp/domain.h"
+#include "cc/ir/elementwise.h"
 #include "cc/ir/error.h"
 #include "cc/ir/graph.h"
 #include "cc/ir/op_kind.h"
@@ -15,46 +18,11 @@
 namespace mj::interp {
 
 template <class D>
-typename D::Value apply_unary(const D& d, ir::OpKind kind, double scalar, typename D::Value x) {
-  switch (kind) {
-    case ir::OpKind::kExp: return d.exp(x);
-    case ir::OpKind::kSquare: return d.mul(x, x);
-    case ir::OpKind::kSqrt: return d.sqrt(x);
-    case ir::OpKind::kRsqrt: return d.recip(d.sqrt(x));
-    case ir::OpKind::kSilu: return silu(d, x);
-    case ir::OpKind::kGelu: return gelu(d, x);
-    case ir::OpKind::kRelu: return d.relu(x);
-    case ir::OpKind::kSigmoid: return sigmoid(d, x);
-    case ir::OpKind::kNeg: return d.neg(x);
-    case ir::OpKind::kRecip: return d.recip(x);
-    case ir::OpKind::kMulScalar: return d.mul(x, d.constant(scalar));
-    case ir::OpKind::kAddScalar: return d.add(x, d.constant(scalar));
-    default:
-      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(kind)) +
-                    " is not a unary elementwise op");
-  }
-}
-
-template <class D>
-typename D::Value apply_binary(const D& d, ir::OpKind kind, typename D::Value a,
-                               typename D::Value b) {
-  switch (kind) {
-    case ir::OpKind::kAdd: return d.add(a, b);
-    case ir::OpKind::kSub: return d.sub(a, b);
-    case ir::OpKind::kMul: return d.mul(a, b);
-    case ir::OpKind::kDiv: return d.div(a, b);
-    default:
-      throw ir::IrError("interpret: " + std::string(ir::op_kind_name(kind)) +
-                    " is not a binary elementwise op");
-  }
-}
-
-template <class D>
 DenseTensor<typename D::Value> unary_op(const D& d, ir::OpKind kind, double scalar,
                                         const DenseTensor<typename D::Value>& x) {
   DenseTensor<typename D::Value> out{x.shape, {}};
   out.data.reserve(x.data.size());
-  for (const auto& v : x.data) out.data.push_back(apply_unary(d, kind, scalar, v));
+  for (const auto& v : x.data) out.data.push_back(ir::apply_unary(d, kind, scalar, v));
   return out;
 }
 
@@ -68,7 +36,7 @@ DenseTensor<typename D::Value> binary_op(const D& d, ir::OpKind kind,
   DenseTensor<typename D::Value> out{shape, {}};
   out.data.reserve(ia.size());
   for (size_t i = 0; i < ia.size(); ++i) {
-    out.data.push_back(apply_binary(d, kind, a.data[ia[i]], b.data[ib[i]]));
+    out.data.push_back(ir::apply_binary(d, kind, a.data[ia[i]], b.data[ib[i]]));
   }
   return out;
 }
@@ -79,8 +47,9 @@ DenseTensor<typename D::Value> matmul_op(const D& d, const DenseTensor<typename 
                                          const DenseTensor<typename D::Value>& b) {
   const int ra = int(a.shape.size()), rb = int(b.shape.size());
   if (ra < 2 || rb < 2 || a.shape[ra - 1] != b.shape[rb - 2]) {
-    throw ir::IrError("matmul: shapes " + ir::shape_str(a.shape) + " and " + ir::shape_str(b.shape) +
-                  " need rank >= 2 and a's last dim equal to b's second-to-last");
+    throw ir::IrError("matmul: shapes " + ir::shape_str(a.shape) + " and " +
+                      ir::shape_str(b.shape) +
+                      " need rank >= 2 and a's last dim equal to b's second-to-last");
   }
   const int64_t m = a.shape[ra - 2], k = a.shape[ra - 1], n = b.shape[rb - 1];
   const ir::Shape batch_a(a.shape.begin(), a.shape.end() - 2);
@@ -109,13 +78,35 @@ DenseTensor<typename D::Value> matmul_op(const D& d, const DenseTensor<typename 
   return out;
 }
 
+// The divisor of a mean (reduce mean, rms_norm, accum_mean_last, accum_rms_last), the count n
+// of the values averaged, as a constant. A domain may define `int64_t logical_count(const Op&,
+// int64_t n) const` to replace n: the verifier's shrunk instances (cc/verify/shrink.h) average
+// fewer values but divide by the full-size count, so that every constant that depends on a
+// size keeps its full-size value and stays consistent with the graphs' own scalars.
+template <class D, class = void>
+struct HasLogicalCount : std::false_type {};
+template <class D>
+struct HasLogicalCount<D, std::void_t<decltype(std::declval<const D&>().logical_count(
+                              std::declval<const ir::Op&>(), int64_t(0)))>> : std::true_type {};
+
+template <class D>
+typename D::Value count_constant(const D& d, const ir::Op& op, int64_t n) {
+  if constexpr (HasLogicalCount<D>::value) {
+    return d.constant(double(d.logical_count(op, n)));
+  } else {
+    return d.constant(double(n));
+  }
+}
+
 template <class D>
 DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename D::Value>& x,
-                                         int dim, ir::ReduceKind kind) {
+                                         const ir::Op& op) {
+  const int dim = op.dim;
+  const ir::ReduceKind kind = op.reduce;
   const int rank = int(x.shape.size());
   if (dim < 0 || dim >= rank) {
     throw ir::IrError("reduce: dim " + std::to_string(dim) + " is out of range for shape " +
-                  ir::shape_str(x.shape));
+                      ir::shape_str(x.shape));
   }
   const int64_t outer = dims_product(x.shape, 0, dim), len = x.shape[dim];
   const int64_t inner = dims_product(x.shape, dim + 1, rank);
@@ -134,7 +125,7 @@ DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename 
   }
   if (kind == ir::ReduceKind::kMean) {
     // Divide (not multiply by 1/len) so a finite field stays exact.
-    const auto n = d.constant(double(len));
+    const auto n = count_constant(d, op, len);
     for (auto& v : out.data) v = d.div(v, n);
   }
   return out;
@@ -143,12 +134,12 @@ DenseTensor<typename D::Value> reduce_op(const D& d, const DenseTensor<typename 
 // x / sqrt(mean(x^2, last dim) + eps)
 template <class D>
 DenseTensor<typename D::Value> rms_norm_op(const D& d, const DenseTensor<typename D::Value>& x,
-                                           double eps) {
+                                           const ir::Op& op) {
   const int64_t len = x.shape.back();
   const int64_t rows = dims_product(x.shape, 0, int(x.shape.size()) - 1);
   DenseTensor<typename D::Value> out{x.shape, x.data};
-  const auto n = d.constant(double(len));
-  const auto e = d.constant(eps);
+  const auto n = count_constant(d, op, len);
+  const auto e = d.constant(op.scalar);
   for (int64_t r = 0; r < rows; ++r) {
     auto sum_sq = d.constant(0.0);
     for (int64_t j = 0; j < len; ++j) {
@@ -167,8 +158,9 @@ DenseTensor<V> concat_op(const DenseTensor<V>& a, const DenseTensor<V>& b, int d
   bool ok = rank == int(b.shape.size()) && dim >= 0 && dim < rank;
   for (int i = 0; ok && i < rank; ++i) ok = i == dim || a.shape[i] == b.shape[i];
   if (!ok) {
-    throw ir::IrError("concat: shapes " + ir::shape_str(a.shape) + " and " + ir::shape_str(b.shape) +
-                  " must agree on every dim but " + std::to_string(dim));
+    throw ir::IrError("concat: shapes " + ir::shape_str(a.shape) + " and " +
+                      ir::shape_str(b.shape) + " must agree on every dim but " +
+                      std::to_string(dim));
   }
   const int64_t outer = dims_product(a.shape, 0, dim);
   const int64_t run_a = dims_product(a.shape, dim, rank), run_b = dims_product(b.shape, dim, rank);
@@ -191,12 +183,12 @@ DenseTensor<typename D::Value> eval_shared_op(
   if (ir::is_binary_elementwise(op.kind)) return binary_op(d, op.kind, *args.at(0), *args.at(1));
   switch (op.kind) {
     case ir::OpKind::kMatmul: return matmul_op(d, *args.at(0), *args.at(1));
-    case ir::OpKind::kReduce: return reduce_op(d, *args.at(0), op.dim, op.reduce);
-    case ir::OpKind::kRmsNorm: return rms_norm_op(d, *args.at(0), op.scalar);
+    case ir::OpKind::kReduce: return reduce_op(d, *args.at(0), op);
+    case ir::OpKind::kRmsNorm: return rms_norm_op(d, *args.at(0), op);
     case ir::OpKind::kConcat: return concat_op(*args.at(0), *args.at(1), op.dim);
     default:
       throw ir::IrError("interpret: " + std::string(ir::op_kind_name(op.kind)) +
-                    " is not an op on whole tensors");
+                        " is not an op on whole tensors");
   }
 }
 

@@ -36,9 +36,10 @@ inline std::vector<int64_t> input_tile_origin(const ir::BlockGraph& bg, const ir
   }
   if (expected_tile != tile_shape) {
     throw ir::IrError("interpret: block input " + std::to_string(input.io_index) + " (t" +
-                  std::to_string(input.outputs.at(0)) + ") declares tile " +
-                  ir::shape_str(tile_shape) + " but kernel shape " + ir::shape_str(kernel_shape) +
-                  " cut by imap/fmap gives " + ir::shape_str(expected_tile));
+                      std::to_string(input.outputs.at(0)) + ") declares tile " +
+                      ir::shape_str(tile_shape) + " but kernel shape " +
+                      ir::shape_str(kernel_shape) + " cut by imap/fmap gives " +
+                      ir::shape_str(expected_tile));
   }
   return origin;
 }
@@ -61,11 +62,10 @@ DenseTensor<V> cut_tile(const DenseTensor<V>& whole, const ir::Shape& tile_shape
                         const std::vector<int64_t>& origin) {
   DenseTensor<V> tile{tile_shape, {}};
   tile.data.reserve(size_t(num_elements(tile_shape)));
-  for_each_box_run(whole.shape, tile_shape, origin,
-                   [&](int64_t whole_off, int64_t, int64_t run) {
-                     tile.data.insert(tile.data.end(), whole.data.begin() + whole_off,
-                                      whole.data.begin() + whole_off + run);
-                   });
+  for_each_box_run(whole.shape, tile_shape, origin, [&](int64_t whole_off, int64_t, int64_t run) {
+    tile.data.insert(tile.data.end(), whole.data.begin() + whole_off,
+                     whole.data.begin() + whole_off + run);
+  });
   return tile;
 }
 
@@ -79,7 +79,8 @@ void store_tile(DenseTensor<V>& whole, const DenseTensor<V>& tile,
   }
   if (!fits) {
     throw ir::IrError("interpret: " + what + ": tile " + ir::shape_str(tile.shape) + " stored at " +
-                  ir::shape_str(origin) + " does not fit in output " + ir::shape_str(whole.shape));
+                      ir::shape_str(origin) + " does not fit in output " +
+                      ir::shape_str(whole.shape));
   }
   for_each_box_run(whole.shape, tile.shape, origin,
                    [&](int64_t whole_off, int64_t tile_off, int64_t run) {

@@ -14,8 +14,8 @@
 namespace mj::interp {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::OpKind;
 using ir::ReduceKind;
@@ -67,18 +67,15 @@ std::vector<double> unboxed(const DenseTensor<Boxed>& x) {
 // One graph with every op kind and every accumulator (as much as one graph can hold).
 KernelGraph every_op_graph() {
   auto bg = std::make_shared<BlockGraph>(Dim3{2, 1, 1}, 2);
-  const int s = bg->new_input({4, 8}, DType::kF32, {0, -1, -1}, 1);  // [2, 4]
+  const int s = bg->new_input({4, 8}, DType::kF32, {0, -1, -1}, 1);   // [2, 4]
   const int v = bg->new_input({8, 3}, DType::kF32, {-1, -1, -1}, 0);  // [4, 3]
   const int g = bg->new_input({1, 3}, DType::kF32, {-1, -1, -1}, -1);
   const int sig = bg->unary(OpKind::kSigmoid, s);
   const int body = bg->binary(OpKind::kMul, bg->matmul(sig, v), g);
   std::vector<int> accs = {
-      bg->accum(OpKind::kAccumSum, body),
-      bg->accum(OpKind::kAccumSumLast, s),
-      bg->accum(OpKind::kAccumMeanLast, s),
-      bg->accum(OpKind::kAccumRmsLast, s, 0.5),
-      bg->accum(OpKind::kAccumMaxLast, s),
-      bg->accum(OpKind::kAccumExpSumLast, s),
+      bg->accum(OpKind::kAccumSum, body),   bg->accum(OpKind::kAccumSumLast, s),
+      bg->accum(OpKind::kAccumMeanLast, s), bg->accum(OpKind::kAccumRmsLast, s, 0.5),
+      bg->accum(OpKind::kAccumMaxLast, s),  bg->accum(OpKind::kAccumExpSumLast, s),
       bg->accum_exp_matmul(s, v),
   };
   int epi = accs[0];
@@ -103,9 +100,8 @@ KernelGraph every_op_graph() {
 TEST(ValueDomain, OperatorFreeValuesGiveTheFloat64Results) {
   const KernelGraph g = every_op_graph();
   std::mt19937 rng(11);
-  const std::vector<DenseTensor<double>> in = {random_tensor({4, 8}, rng),
-                                               random_tensor({8, 3}, rng),
-                                               random_tensor({1, 3}, rng)};
+  const std::vector<DenseTensor<double>> in = {
+      random_tensor({4, 8}, rng), random_tensor({8, 3}, rng), random_tensor({1, 3}, rng)};
   const auto want = interpret(g, in, FloatDomain<double>{});
   const auto got = interpret(g, boxed(in), BoxedDomain{});
   ASSERT_EQ(got.size(), 1u);

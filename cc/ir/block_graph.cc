@@ -8,8 +8,8 @@ namespace mj::ir {
 namespace {
 
 std::string dim3_str(const Dim3& d) {
-  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " +
-         std::to_string(d[2]) + ")";
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) +
+         ")";
 }
 
 const char* const kAxisName[3] = {"x", "y", "z"};
@@ -24,8 +24,7 @@ BlockGraph::BlockGraph(Dim3 grid, int forloop_range) : grid_(grid), forloop_rang
     }
   }
   if (forloop_range < 1) {
-    ir_fail("BlockGraph",
-            "forloop_range " + std::to_string(forloop_range) + " must be >= 1");
+    ir_fail("BlockGraph", "forloop_range " + std::to_string(forloop_range) + " must be >= 1");
   }
 }
 
@@ -54,10 +53,9 @@ int BlockGraph::new_input(const Shape& kernel_shape, DType dtype, Dim3 imap, int
       }
     }
     if (tile[d] % grid_[a] != 0) {
-      ir_fail(op, "imap splits dim " + std::to_string(d) + " of size " +
-                      std::to_string(tile[d]) + " of " + ks + " into " +
-                      std::to_string(grid_[a]) + " parts (grid axis " + kAxisName[a] +
-                      "), which does not divide");
+      ir_fail(op, "imap splits dim " + std::to_string(d) + " of size " + std::to_string(tile[d]) +
+                      " of " + ks + " into " + std::to_string(grid_[a]) + " parts (grid axis " +
+                      kAxisName[a] + "), which does not divide");
     }
     tile[d] /= grid_[a];
   }
@@ -87,7 +85,8 @@ int BlockGraph::new_input(const Shape& kernel_shape, DType dtype, Dim3 imap, int
 }
 
 int BlockGraph::accum(OpKind kind, int x, double scalar) {
-  if (!is_accumulator(kind) || kind == OpKind::kAccumExpMatmul) {
+  const OpClass cls = is_accumulator(kind) ? op_info(kind).cls : OpClass::kBoundary;
+  if (cls != OpClass::kAccum && cls != OpClass::kAccumLast) {
     ir_fail("accum", "'" + std::string(op_kind_name(kind)) +
                          "' is not a single-input accumulator (accum_exp_matmul has its own "
                          "builder)");
@@ -97,12 +96,12 @@ int BlockGraph::accum(OpKind kind, int x, double scalar) {
   Op op;
   op.kind = kind;
   op.inputs = {x};
-  if (kind == OpKind::kAccumRmsLast) {
+  if (has_scalar(kind)) {
     if (!std::isfinite(scalar)) ir_fail(name, "eps must be finite");
     op.scalar = scalar;
   }
   Shape out = tensors_[x].shape;
-  if (kind != OpKind::kAccumSum) out.back() = 1;
+  if (cls == OpClass::kAccumLast) out.back() = 1;
   return add_op(std::move(op), {out}, tensors_[x].dtype);
 }
 
@@ -124,8 +123,7 @@ void BlockGraph::new_output(int t, Dim3 omap, DType dtype) {
   const Tensor& x = tensors_[t];
   const std::string xd = tensor_desc(*this, t);
   if (x.phase == Phase::kBody && forloop_range_ > 1) {
-    ir_fail(op, xd + " is in the loop body; with forloop_range " +
-                    std::to_string(forloop_range_) +
+    ir_fail(op, xd + " is in the loop body; with forloop_range " + std::to_string(forloop_range_) +
                     " only epilogue or loop-invariant tensors can be stored (accumulate first)");
   }
   const int rank = int(x.shape.size());
@@ -134,8 +132,8 @@ void BlockGraph::new_output(int t, Dim3 omap, DType dtype) {
     const int d = omap[a];
     if (grid_[a] > 1 && d == -1) {
       ir_fail(op, "omap " + dim3_str(omap) + " has -1 on axis " + kAxisName[a] + " with grid " +
-                      std::to_string(grid_[a]) +
-                      "; storing " + xd + " would need a cross-block reduction");
+                      std::to_string(grid_[a]) + "; storing " + xd +
+                      " would need a cross-block reduction");
     }
     if (d == -1) continue;
     if (d < -1 || d >= rank) {
@@ -148,8 +146,8 @@ void BlockGraph::new_output(int t, Dim3 omap, DType dtype) {
     }
     for (int b = 0; b < a; ++b) {
       if (omap[b] == d) {
-        ir_fail(op, "omap " + dim3_str(omap) + " repeats dim " + std::to_string(d) +
-                        " (axes " + kAxisName[b] + " and " + kAxisName[a] + ")");
+        ir_fail(op, "omap " + dim3_str(omap) + " repeats dim " + std::to_string(d) + " (axes " +
+                        kAxisName[b] + " and " + kAxisName[a] + ")");
       }
     }
     kernel_shape[d] *= grid_[a];
@@ -186,8 +184,8 @@ Phase BlockGraph::combine_phases(const Op& op) const {
     if (p == Phase::kInvariant) continue;
     if (first_variant >= 0 && p != phase) {
       ir_fail(name, "mixes " + std::string(phase_name(phase)) + " tensor " +
-                        tensor_desc(*this, first_variant) + " with " + phase_name(p) +
-                        " tensor " + tensor_desc(*this, in) +
+                        tensor_desc(*this, first_variant) + " with " + phase_name(p) + " tensor " +
+                        tensor_desc(*this, in) +
                         "; inputs must all be in the body or all in the epilogue");
     }
     phase = p;

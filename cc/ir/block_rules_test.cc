@@ -29,14 +29,13 @@ TEST(BlockRules, MapsMustNameExistingDims) {
   EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {2, -1, -1}, -1), "new_input",
                   "imap (2, -1, -1)", "dim 2", "axis x", "[8, 8]");
   EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {0, -3, -1}, -1), "new_input", "dim -3");
-  EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {0, 1, -1}, 5), "new_input", "fmap",
-                  "dim 5");
+  EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {0, 1, -1}, 5), "new_input", "fmap", "dim 5");
 }
 
 TEST(BlockRules, GridAxesOnDims) {
   BlockGraph bg({4, 2, 1}, 1);
-  EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {0, 0, -1}, -1), "new_input",
-                  "imap (0, 0, -1)", "dim 0", "two grid axes", "x and y");
+  EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {0, 0, -1}, -1), "new_input", "imap (0, 0, -1)",
+                  "dim 0", "two grid axes", "x and y");
   EXPECT_IR_ERROR(bg.new_input({8, 8}, DType::kF32, {0, 1, 1}, -1), "new_input", "axis z",
                   "grid size is 1");
   const int t = bg.new_input({8, 8}, DType::kF32, {-1, 0, -1}, -1);  // replicated along x
@@ -61,7 +60,7 @@ TEST(BlockRules, PhasesDoNotMix) {
 
 TEST(BlockRules, Accumulators) {
   BlockGraph bg({1, 1, 1}, 4);
-  const int s = bg.new_input({8, 16}, DType::kF32, {-1, -1, -1}, 1);  // tile [8, 4]
+  const int s = bg.new_input({8, 16}, DType::kF32, {-1, -1, -1}, 1);   // tile [8, 4]
   const int v = bg.new_input({16, 32}, DType::kF32, {-1, -1, -1}, 0);  // tile [4, 32]
   const int inv = bg.new_input({8, 2}, DType::kF32, {-1, -1, -1}, -1);
   for (OpKind k : {OpKind::kAccumSumLast, OpKind::kAccumMeanLast, OpKind::kAccumMaxLast,
@@ -92,19 +91,18 @@ TEST(BlockRules, Outputs) {
   const int x = bg.new_input({8, 16}, DType::kF32, {0, 1, -1}, -1);  // tile [2, 8]
   const int b = bg.new_input({8, 16}, DType::kF32, {0, 1, -1}, 1);   // tile [2, 4]
   const int acc = bg.accum(OpKind::kAccumSum, b);
-  EXPECT_IR_ERROR(bg.new_output(b, {0, 1, -1}, DType::kF32), "new_output", "t1 [2, 4]",
-                  "loop body", "forloop_range 2");
-  EXPECT_IR_ERROR(bg.new_output(acc, {0, -1, -1}, DType::kF32), "new_output",
-                  "-1 on axis y", "cross-block reduction");
-  EXPECT_IR_ERROR(bg.new_output(acc, {1, 1, -1}, DType::kF32), "new_output",
-                  "omap (1, 1, -1)", "repeats dim 1");
-  EXPECT_IR_ERROR(bg.new_output(acc, {0, 2, -1}, DType::kF32), "new_output", "dim 2",
-                  "t2 [2, 4]");
+  EXPECT_IR_ERROR(bg.new_output(b, {0, 1, -1}, DType::kF32), "new_output", "t1 [2, 4]", "loop body",
+                  "forloop_range 2");
+  EXPECT_IR_ERROR(bg.new_output(acc, {0, -1, -1}, DType::kF32), "new_output", "-1 on axis y",
+                  "cross-block reduction");
+  EXPECT_IR_ERROR(bg.new_output(acc, {1, 1, -1}, DType::kF32), "new_output", "omap (1, 1, -1)",
+                  "repeats dim 1");
+  EXPECT_IR_ERROR(bg.new_output(acc, {0, 2, -1}, DType::kF32), "new_output", "dim 2", "t2 [2, 4]");
   EXPECT_IR_ERROR(bg.new_output(acc, {0, 1, 0}, DType::kF32), "new_output", "axis z",
                   "grid size is 1");
   EXPECT_EQ(bg.num_outputs(), 0);
   bg.new_output(acc, {1, 0, -1}, DType::kBF16);
-  bg.new_output(x, {0, 1, -1}, DType::kF32);  // invariant tensors may be stored
+  bg.new_output(x, {0, 1, -1}, DType::kF32);             // invariant tensors may be stored
   EXPECT_EQ(bg.kernel_output_shape(0), (Shape{4, 16}));  // [2, 4] with dim 1 x4, dim 0 x2
   EXPECT_EQ(bg.kernel_output_dtype(0), DType::kBF16);
   EXPECT_EQ(bg.kernel_output_shape(1), (Shape{8, 16}));
@@ -136,10 +134,8 @@ TEST(BlockRules, CustomizedInputsMustMatch) {
   const int wrong = k.new_input({4, 4}, DType::kF32);
   auto bg = two_input_block_graph();
   EXPECT_IR_ERROR(k.customized({a}, bg), "customized", "1 inputs", "declares 2");
-  EXPECT_IR_ERROR(k.customized({wrong, b}, bg), "customized", "input 0", "t3 [4, 4]",
-                  "[4, 8]");
-  EXPECT_IR_ERROR(k.customized({a, b32}, bg), "customized", "input 1", "float32",
-                  "bfloat16");
+  EXPECT_IR_ERROR(k.customized({wrong, b}, bg), "customized", "input 0", "t3 [4, 4]", "[4, 8]");
+  EXPECT_IR_ERROR(k.customized({a, b32}, bg), "customized", "input 1", "float32", "bfloat16");
   EXPECT_IR_ERROR(k.customized({a, 17}, bg), "customized", "unknown tensor t17");
   EXPECT_IR_ERROR(k.customized({a, b}, nullptr), "customized", "null");
   auto empty = std::make_shared<BlockGraph>(Dim3{1, 1, 1}, 1);

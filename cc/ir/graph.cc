@@ -31,7 +31,8 @@ namespace {
 DType common_dtype(DType a, DType b) { return a == b ? a : DType::kF32; }
 
 void check_finite(const std::string& op, const char* what, double v) {
-  if (!std::isfinite(v)) ir_fail(op, std::string(what) + " must be finite, got " + std::to_string(v));
+  if (!std::isfinite(v))
+    ir_fail(op, std::string(what) + " must be finite, got " + std::to_string(v));
 }
 
 }  // namespace
@@ -75,8 +76,7 @@ int Graph::add_op(Op op, const std::vector<Shape>& out_shapes, DType dtype) {
 
 int Graph::unary(OpKind kind, int x, double scalar) {
   if (!is_unary_elementwise(kind)) {
-    ir_fail("unary", "'" + std::string(op_kind_name(kind)) +
-                         "' is not a unary elementwise op");
+    ir_fail("unary", "'" + std::string(op_kind_name(kind)) + "' is not a unary elementwise op");
   }
   const std::string name(op_kind_name(kind));
   check_id(x, name.c_str());
@@ -84,7 +84,7 @@ int Graph::unary(OpKind kind, int x, double scalar) {
   op.kind = kind;
   op.inputs = {x};
   // Only the scalar ops carry a constant; zeroing it elsewhere keeps hashes canonical.
-  if (kind == OpKind::kMulScalar || kind == OpKind::kAddScalar) {
+  if (has_scalar(kind)) {
     check_finite(name, "the constant", scalar);
     op.scalar = scalar;
   }
@@ -93,8 +93,7 @@ int Graph::unary(OpKind kind, int x, double scalar) {
 
 int Graph::binary(OpKind kind, int a, int b) {
   if (!is_binary_elementwise(kind)) {
-    ir_fail("binary", "'" + std::string(op_kind_name(kind)) +
-                          "' is not a binary elementwise op");
+    ir_fail("binary", "'" + std::string(op_kind_name(kind)) + "' is not a binary elementwise op");
   }
   const std::string name(op_kind_name(kind));
   check_id(a, name.c_str());

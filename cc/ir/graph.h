@@ -1,5 +1,5 @@
 #pragma once
-// The μGraph IR (DESIGN.md §3): a kernel graph is a DAG of ops over whole tensors; a
+// The μGraph IR (docs/ir-semantics.md): a kernel graph is a DAG of ops over whole tensors; a
 // customized op holds a block graph that every block of a grid runs on its own tiles.
 // Builders validate every rule at construction and throw IrError, so a graph object that
 // exists is valid. Tensors are named "t<id>" in messages and printouts.
@@ -32,8 +32,8 @@ const char* phase_name(Phase p);
 struct Tensor {
   Shape shape;
   DType dtype = DType::kF32;
-  int producer = -1;      // index of the op that defines it
-  int output_index = 0;   // which output of that op
+  int producer = -1;                // index of the op that defines it
+  int output_index = 0;             // which output of that op
   Phase phase = Phase::kInvariant;  // block graphs only
 };
 
@@ -47,10 +47,10 @@ struct Op {
   int dim = -1;              // reduce, concat (non-negative, normalized)
   ReduceKind reduce = ReduceKind::kSum;
   // block level kInput / kOutput
-  Dim3 imap{-1, -1, -1};     // kInput: tensor dim split along each grid axis, -1 = replicated
-  int fmap = -1;             // kInput: tensor dim split over the for-loop, -1 = loop-invariant
-  Dim3 omap{-1, -1, -1};     // kOutput: tensor dim each grid axis stores along
-  int io_index = -1;         // kInput/kOutput: position among the graph's inputs/outputs
+  Dim3 imap{-1, -1, -1};  // kInput: tensor dim split along each grid axis, -1 = replicated
+  int fmap = -1;          // kInput: tensor dim split over the for-loop, -1 = loop-invariant
+  Dim3 omap{-1, -1, -1};  // kOutput: tensor dim each grid axis stores along
+  int io_index = -1;      // kInput/kOutput: position among the graph's inputs/outputs
   // kernel level kCustomized
   std::shared_ptr<const BlockGraph> block_graph;
 };
@@ -72,7 +72,7 @@ class Graph {
   int matmul(int a, int b);
   int reduce(int x, int dim, ReduceKind kind);  // dim may be negative (python style)
   int rms_norm(int x, double eps);
-  int concat(int a, int b, int dim);            // dim may be negative
+  int concat(int a, int b, int dim);  // dim may be negative
 
   const std::vector<Tensor>& tensors() const { return tensors_; }
   const std::vector<Op>& ops() const { return ops_; }
@@ -99,8 +99,7 @@ class KernelGraph : public Graph {
   int new_input(const Shape& shape, DType dtype);
   // `inputs` are kernel tensors in the block graph's input order; their shapes and dtypes
   // must match what the block graph's inputs were declared from. Returns the output ids.
-  std::vector<int> customized(const std::vector<int>& inputs,
-                              std::shared_ptr<const BlockGraph> bg);
+  std::vector<int> customized(const std::vector<int>& inputs, std::shared_ptr<const BlockGraph> bg);
   void mark_output(int t);
 };
 

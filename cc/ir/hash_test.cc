@@ -29,7 +29,8 @@ std::shared_ptr<BlockGraph> fused_block_graph(const Variant& v) {
   int ms = -1;
   if (v.square_before_matmul) ms = bg->accum(OpKind::kAccumMeanLast, bg->unary(OpKind::kSquare, x));
   const int acc = bg->accum(OpKind::kAccumSum, bg->matmul(bg->binary(OpKind::kMul, x, g), w));
-  if (!v.square_before_matmul) ms = bg->accum(OpKind::kAccumMeanLast, bg->unary(OpKind::kSquare, x));
+  if (!v.square_before_matmul)
+    ms = bg->accum(OpKind::kAccumMeanLast, bg->unary(OpKind::kSquare, x));
   const int den = bg->unary(OpKind::kSqrt, bg->unary(OpKind::kAddScalar, ms, v.eps));
   bg->new_output(bg->binary(OpKind::kDiv, acc, den), v.omap, v.out_dtype);
   return bg;
@@ -86,11 +87,22 @@ TEST(Hash, EveryAttributeChangesIt) {
     variants.push_back(v);
   };
   add([](Variant& v) { v.eps = 1e-5; });
-  add([](Variant& v) { v.w_imap = {-1, -1, -1}; v.grid = {1, 1, 1}; v.omap = {-1, -1, -1}; });
+  add([](Variant& v) {
+    v.w_imap = {-1, -1, -1};
+    v.grid = {1, 1, 1};
+    v.omap = {-1, -1, -1};
+  });
   add([](Variant& v) { v.grid = {48, 1, 1}; });
-  add([](Variant& v) { v.grid = {1, 96, 1}; v.w_imap = {-1, 1, -1}; v.omap = {-1, 1, -1}; });
+  add([](Variant& v) {
+    v.grid = {1, 96, 1};
+    v.w_imap = {-1, 1, -1};
+    v.omap = {-1, 1, -1};
+  });
   add([](Variant& v) { v.forloop_range = 16; });
-  add([](Variant& v) { v.x_fmap = -1; v.forloop_range = 1; });
+  add([](Variant& v) {
+    v.x_fmap = -1;
+    v.forloop_range = 1;
+  });
   add([](Variant& v) { v.forloop_range = 1; });
   add([](Variant& v) { v.out_dtype = DType::kBF16; });
   add([](Variant& v) { v.x_dtype = DType::kF16; });
@@ -119,8 +131,8 @@ TEST(Hash, KernelAttributesAndOutputOrderChangeIt) {
     const int a = k.new_input({4, 8}, DType::kF32);
     const int b = k.new_input({4, 8}, variant == 1 ? DType::kBF16 : DType::kF32);
     const int n = k.rms_norm(a, variant == 2 ? 1e-5 : 1e-6);
-    const int r = k.reduce(b, variant == 3 ? 0 : 1, variant == 4 ? ReduceKind::kMax
-                                                                 : ReduceKind::kSum);
+    const int r =
+        k.reduce(b, variant == 3 ? 0 : 1, variant == 4 ? ReduceKind::kMax : ReduceKind::kSum);
     const int s = k.unary(OpKind::kMulScalar, a, variant == 5 ? 0.5 : 0.25);
     const int c = variant == 6 ? k.binary(OpKind::kSub, n, r) : k.binary(OpKind::kAdd, n, r);
     if (variant == 7) {

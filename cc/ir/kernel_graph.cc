@@ -30,8 +30,8 @@ std::vector<int> KernelGraph::customized(const std::vector<int>& inputs,
     const Shape& want = bg->kernel_input_shape(i);
     if (t.shape != want) {
       ir_fail("customized", "input " + std::to_string(i) + " " + tensor_desc(*this, inputs[i]) +
-                                " does not match the block graph's input " +
-                                std::to_string(i) + " declared from " + shape_str(want));
+                                " does not match the block graph's input " + std::to_string(i) +
+                                " declared from " + shape_str(want));
     }
     if (t.dtype != bg->kernel_input_dtype(i)) {
       ir_fail("customized", "input " + std::to_string(i) + " " + tensor_desc(*this, inputs[i]) +

@@ -14,8 +14,7 @@ TEST(KernelRules, RankAndDims) {
   EXPECT_IR_ERROR(g.new_input({}, DType::kF32), "new_input", "[]", "rank 0", "1..4");
   EXPECT_IR_ERROR(g.new_input({1, 2, 3, 4, 5}, DType::kF32), "new_input", "[1, 2, 3, 4, 5]",
                   "rank 5");
-  EXPECT_IR_ERROR(g.new_input({8, 0}, DType::kF32), "new_input", "[8, 0]", "dim 1",
-                  ">= 1");
+  EXPECT_IR_ERROR(g.new_input({8, 0}, DType::kF32), "new_input", "[8, 0]", "dim 1", ">= 1");
   EXPECT_TRUE(g.ops().empty());  // a failed builder leaves the graph unchanged
 }
 
@@ -45,8 +44,8 @@ TEST(KernelRules, BroadcastingFailureNamesBothTensors) {
   KernelGraph g;
   const int a = g.new_input({8, 128}, DType::kF32);
   const int b = g.new_input({8, 64}, DType::kF32);
-  EXPECT_IR_ERROR(g.binary(OpKind::kMul, a, b), "mul", "t0 [8, 128]", "t1 [8, 64]",
-                  "broadcast", "128 vs 64");
+  EXPECT_IR_ERROR(g.binary(OpKind::kMul, a, b), "mul", "t0 [8, 128]", "t1 [8, 64]", "broadcast",
+                  "128 vs 64");
 }
 
 TEST(KernelRules, Broadcasting) {

@@ -1,48 +1,80 @@
 #pragma once
-// The single op enum shared by the kernel level and the block level. Which kinds are legal
-// at which level is decided by the graph builders, not by separate enums.
+// The single op enum shared by the kernel level and the block level, and what the op table
+// (ops.def) says about each kind. Which kinds are legal at which level is enforced by the
+// graph builders; the table records it for readers (JSON, Python).
 #include <cstdint>
 #include <string_view>
 
 namespace mj::ir {
 
 enum class OpKind : uint8_t {
-  // graph boundary
-  kInput,   // kernel: program input. block: a tile of a kernel tensor (imap, fmap)
-  kOutput,  // kernel: marks a program output. block: stores the epilogue tile (omap)
-  // unary elementwise (kMulScalar / kAddScalar carry `scalar`)
-  kExp, kSquare, kSqrt, kRsqrt, kSilu, kGelu, kRelu, kSigmoid, kNeg, kRecip,
-  kMulScalar, kAddScalar,
-  // binary elementwise, numpy broadcasting of size-1 dims (right-aligned ranks)
-  kAdd, kSub, kMul, kDiv,
-  kMatmul,   // batched [..., m, k] @ [..., k, n]
-  kReduce,   // `dim`, `reduce`; keeps the dim as size 1
-  kRmsNorm,  // x / sqrt(mean(x^2, last dim) + scalar)
-  kConcat,   // `dim`
-  kCustomized,  // kernel level only: a graph-defined op, `block_graph`
-  // block level only: for-loop accumulators. Input in the body, output in the epilogue.
-  kAccumSum,       // sum over iterations, same shape
-  kAccumSumLast,   // sum over iterations and over the last dim -> last dim 1
-  kAccumMeanLast,  // that sum / (forloop_range * tile last dim)
-  kAccumRmsLast,   // sqrt(mean over iterations and last dim of x^2 + scalar) -> last dim 1
-  // online softmax. M(s) is the max of s over the last dim across all iterations. The three
-  // accumulators taking the same s share one running max in generated code.
-  kAccumMaxLast,     // M(s), last dim 1
-  kAccumExpSumLast,  // sum over iterations and last dim of exp(s - M(s)), last dim 1
-  kAccumExpMatmul,   // sum over iterations of exp(s - M(s)) @ v; inputs (s, v)
+#define MJ_OP(Name, name, arity, levels, cls, attr, flops, formula) k##Name,
+#include "cc/ir/ops.def"
+#undef MJ_OP
 };
+
+inline constexpr int kNumOpKinds = 0
+#define MJ_OP(Name, name, arity, levels, cls, attr, flops, formula) +1
+#include "cc/ir/ops.def"
+#undef MJ_OP
+    ;
+
+enum class OpLevels : uint8_t { kKernel, kBlock, kBoth };
+
+// Which builder makes an op, and so which shape rule it follows.
+enum class OpClass : uint8_t {
+  kBoundary,     // new_input / mark_output, new_output
+  kUnary,        // Graph::unary: same shape
+  kBinary,       // Graph::binary: broadcast shape
+  kMatmul,       // Graph::matmul
+  kReduce,       // Graph::reduce: `dim` becomes 1
+  kRmsNorm,      // Graph::rms_norm: same shape
+  kConcat,       // Graph::concat
+  kCustomized,   // KernelGraph::customized: the block graph's outputs
+  kAccum,        // BlockGraph::accum: same shape
+  kAccumLast,    // BlockGraph::accum: the last dim becomes 1
+  kAccumMatmul,  // BlockGraph::accum_exp_matmul: the matmul shape
+};
+
+// The attribute an op carries besides its inputs (the Op fields it sets).
+enum class OpAttr : uint8_t {
+  kNone,
+  kScalar,      // `scalar`: the constant of mul_scalar / add_scalar
+  kEps,         // `scalar`, named eps
+  kDim,         // `dim`
+  kDimReduce,   // `dim` and `reduce`
+  kBlockGraph,  // `block_graph`
+};
+
+struct OpInfo {
+  std::string_view name;  // the Python builder's name, e.g. "rms_norm"
+  int arity;              // inputs; -1 for any number
+  OpLevels levels;
+  OpClass cls;
+  OpAttr attr;
+  int flops;  // per element, see ops.def
+};
+
+// The table row of k; k must be a valid kind.
+const OpInfo& op_info(OpKind k);
 
 enum class ReduceKind : uint8_t { kSum, kMean, kMax };
 
-std::string_view op_kind_name(OpKind k);   // the Python builder's name, e.g. "rms_norm"
+std::string_view op_kind_name(OpKind k);  // "invalid_op_kind" for a value outside the table
 // Inverse of op_kind_name ("input" and "output" for the boundary kinds); throws IrError.
 OpKind parse_op_kind(std::string_view name);
 std::string_view reduce_kind_name(ReduceKind k);
 ReduceKind parse_reduce_kind(std::string_view s);  // throws IrError
+std::string_view op_class_name(OpClass c);         // "unary", "accum_last", ...
+std::string_view op_attr_name(OpAttr a);           // "scalar", "dim_reduce", ...
 
 bool is_unary_elementwise(OpKind k);
 bool is_binary_elementwise(OpKind k);
 bool is_elementwise(OpKind k);
 bool is_accumulator(OpKind k);
+bool legal_at_kernel_level(OpKind k);
+bool legal_at_block_level(OpKind k);
+// Carries `scalar` (a constant or an eps).
+bool has_scalar(OpKind k);
 
 }  // namespace mj::ir

@@ -20,8 +20,8 @@ std::string number(double v) {
 }
 
 std::string dim3(const Dim3& d) {
-  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " +
-         std::to_string(d[2]) + ")";
+  return "(" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " + std::to_string(d[2]) +
+         ")";
 }
 
 std::string type_str(const Tensor& t) { return shape_str(t.shape) + " " + dtype_name(t.dtype); }
@@ -34,16 +34,15 @@ std::string call_str(const Op& op) {
     if (i) s += ", ";
     s += "t" + std::to_string(op.inputs[i]);
   }
-  switch (op.kind) {
-    case OpKind::kMulScalar:
-    case OpKind::kAddScalar: s += ", " + number(op.scalar); break;
-    case OpKind::kRmsNorm:
-    case OpKind::kAccumRmsLast: s += ", eps=" + number(op.scalar); break;
-    case OpKind::kReduce:
+  switch (op_info(op.kind).attr) {
+    case OpAttr::kScalar: s += ", " + number(op.scalar); break;
+    case OpAttr::kEps: s += ", eps=" + number(op.scalar); break;
+    case OpAttr::kDimReduce:
       s += ", dim=" + std::to_string(op.dim) + ", " + std::string(reduce_kind_name(op.reduce));
       break;
-    case OpKind::kConcat: s += ", dim=" + std::to_string(op.dim); break;
-    default: break;
+    case OpAttr::kDim: s += ", dim=" + std::to_string(op.dim); break;
+    case OpAttr::kNone:
+    case OpAttr::kBlockGraph: break;  // the block graph is printed below its op
   }
   return s + ")";
 }
@@ -79,8 +78,9 @@ std::string to_string(const BlockGraph& g, int indent) {
     if (op.kind == OpKind::kInput) {
       const Tensor& t = g.tensors()[op.outputs[0]];
       s += lhs(op) + " = input#" + std::to_string(op.io_index) + " imap=" + dim3(op.imap) +
-           " fmap=" + std::to_string(op.fmap) + " of " + shape_str(g.kernel_input_shape(op.io_index)) +
-           "  tile " + type_str(t) + "  " + phase_name(t.phase);
+           " fmap=" + std::to_string(op.fmap) + " of " +
+           shape_str(g.kernel_input_shape(op.io_index)) + "  tile " + type_str(t) + "  " +
+           phase_name(t.phase);
     } else if (op.kind == OpKind::kOutput) {
       s += "output#" + std::to_string(op.io_index) + " = t" + std::to_string(op.inputs[0]) +
            " omap=" + dim3(op.omap) + "  -> " + shape_str(g.kernel_output_shape(op.io_index)) +

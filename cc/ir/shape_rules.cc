@@ -34,9 +34,8 @@ Shape broadcast_shapes(const std::string& op, const std::string& a_desc, const S
     const int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
     if (da != db && da != 1 && db != 1) {
       ir_fail(op, "shapes do not broadcast: " + a_desc + " and " + b_desc + " differ at dim " +
-                      std::to_string(int(rank - 1 - i)) + " of the result (" +
-                      std::to_string(da) + " vs " + std::to_string(db) +
-                      ", and neither is 1)");
+                      std::to_string(int(rank - 1 - i)) + " of the result (" + std::to_string(da) +
+                      " vs " + std::to_string(db) + ", and neither is 1)");
     }
     out[rank - 1 - i] = std::max(da, db);
   }

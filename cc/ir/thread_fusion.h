@@ -1,5 +1,5 @@
 #pragma once
-// Thread level (DESIGN.md §3.3): which block ops run in one fused pass. A chain of
+// Thread level (docs/ir-semantics.md): which block ops run in one fused pass. A chain of
 // elementwise ops joins its producer's group when it is that producer's only consumer and
 // lives in the same phase, so `silu(acc) * other` after a matmul is one pass. The cost model
 // and both code generators read the same groups.

@@ -30,8 +30,8 @@ TEST(ThreadFusion, MatmulSiluMulChainIsOneGroup) {
 TEST(ThreadFusion, ASharedValueStartsNoChain) {
   BlockGraph bg({1, 1, 1}, 1);
   const int x = bg.new_input({8, 16}, DType::kF32, {-1, -1, -1}, -1);
-  const int e = bg.unary(OpKind::kExp, x);   // own group: x is an input tile
-  const int a = bg.unary(OpKind::kNeg, e);   // e has two consumers: a new group
+  const int e = bg.unary(OpKind::kExp, x);  // own group: x is an input tile
+  const int a = bg.unary(OpKind::kNeg, e);  // e has two consumers: a new group
   const int b = bg.unary(OpKind::kRelu, e);
   const int c = bg.binary(OpKind::kAdd, a, b);  // joins a's group, its first operand
   bg.new_output(c, {-1, -1, -1}, DType::kF32);
@@ -46,10 +46,10 @@ TEST(ThreadFusion, PhaseAndBroadcastBoundaries) {
   BlockGraph bg({1, 1, 1}, 4);
   const int x = bg.new_input({8, 16}, DType::kF32, {-1, -1, -1}, 1);
   const int sq = bg.unary(OpKind::kSquare, x);
-  const int acc = bg.accum(OpKind::kAccumSum, sq);      // epilogue: not fused into the body
-  const int ms = bg.accum(OpKind::kAccumMeanLast, x);   // [8, 1]
-  const int r = bg.unary(OpKind::kRsqrt, ms);            // joins ms
-  const int y = bg.binary(OpKind::kMul, acc, r);         // joins acc (same shape), not r
+  const int acc = bg.accum(OpKind::kAccumSum, sq);     // epilogue: not fused into the body
+  const int ms = bg.accum(OpKind::kAccumMeanLast, x);  // [8, 1]
+  const int r = bg.unary(OpKind::kRsqrt, ms);          // joins ms
+  const int y = bg.binary(OpKind::kMul, acc, r);       // joins acc (same shape), not r
   bg.new_output(y, {-1, -1, -1}, DType::kF32);
   const std::vector<int> groups = thread_fusion_groups(bg);
   EXPECT_EQ(groups[op_of(bg, sq)], op_of(bg, sq));

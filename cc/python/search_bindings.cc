@@ -22,12 +22,12 @@ namespace mj::python {
 
 using cost::Target;
 using ir::KernelGraph;
+using search::kMaxKeyInputs;
+using search::search;
 using search::SearchConfig;
 using search::SearchProgress;
 using search::SearchResult;
 using search::SearchStats;
-using search::kMaxKeyInputs;
-using search::search;
 
 namespace {
 
@@ -101,8 +101,7 @@ void bind_records(nb::module_& m) {
 // stops the search). An exception from the hook, or a signal whose handler raises (Ctrl-C),
 // stops the search; it is raised again once the search has returned, because it cannot
 // cross the C++ search's threads.
-SearchResult run_search(const KernelGraph& target, const SearchConfig& config,
-                        nb::object hook) {
+SearchResult run_search(const KernelGraph& target, const SearchConfig& config, nb::object hook) {
   std::optional<nb::python_error> pending;  // destroyed under the GIL, after the search
   auto on_progress = [&](const SearchProgress& p) -> bool {
     nb::gil_scoped_acquire acquire;

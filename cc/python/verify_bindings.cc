@@ -17,9 +17,9 @@ namespace mj::python {
 
 using ir::IrError;
 using ir::KernelGraph;
+using verify::verify_equivalent;
 using verify::VerifyOptions;
 using verify::VerifyResult;
-using verify::verify_equivalent;
 
 namespace {
 

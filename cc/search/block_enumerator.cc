@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
+#include "cc/absexpr/derive.h"
 #include "cc/ir/error.h"
 #include "cc/ir/hash.h"
-#include "cc/absexpr/derive.h"
 #include "cc/search/block_op_rules.h"
 #include "cc/search/loose_ends.h"
 #include "cc/search/op_admission.h"
@@ -15,6 +15,7 @@
 namespace mj::search {
 
 using absexpr::ExprId;
+using ir::block_graph_hash;
 using ir::BlockGraph;
 using ir::Dim3;
 using ir::IrError;
@@ -22,7 +23,6 @@ using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::Tensor;
-using ir::block_graph_hash;
 
 namespace {
 
@@ -83,8 +83,7 @@ void BlockSearch::expand(const BlockState& s) {
     if (s.last_key && !(*s.last_key < key)) return;
     const auto phase = result_phase(g, op);
     if (!phase) return;
-    auto admitted =
-        admit_op(g, op, s.facts, s.table, exprs, layout.forloop_range, shared, worker);
+    auto admitted = admit_op(g, op, s.facts, s.table, exprs, layout.forloop_range, shared, worker);
     if (!admitted) return;
     const std::vector<DimClasses>& in_classes = admitted->in_classes;
     if (!accumulates_loop_index_only(op, in_classes[0], layout.loop_class)) return;

@@ -1,5 +1,5 @@
 #pragma once
-// Block level of the enumeration (DESIGN.md §4): a block graph is opened on chosen kernel
+// Block level of the enumeration (search.h): a block graph is opened on chosen kernel
 // tensors with a layout (partitions.h), then grows one block op or accumulator at a time in
 // canonical order, each new tensor checked for shape, phase, index classes and abstract
 // expression, and is closed by storing exactly its dangling tensors. Each closed graph

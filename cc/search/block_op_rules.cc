@@ -3,10 +3,10 @@
 namespace mj::search {
 
 using ir::BlockGraph;
+using ir::is_accumulator;
 using ir::Op;
 using ir::OpKind;
 using ir::Phase;
-using ir::is_accumulator;
 
 std::optional<Phase> result_phase(const BlockGraph& g, const Op& op) {
   bool body = false, epilogue = false;

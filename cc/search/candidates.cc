@@ -10,12 +10,12 @@
 
 namespace mj::search {
 
+using ir::graph_hash;
 using ir::KernelGraph;
 using ir::OpKind;
-using ir::graph_hash;
+using verify::verify_equivalent;
 using verify::VerifyOptions;
 using verify::VerifyResult;
-using verify::verify_equivalent;
 
 namespace {
 
@@ -56,9 +56,8 @@ bool verify_candidate(std::shared_ptr<const KernelGraph> candidate, std::string 
 namespace {
 
 // Tries every assignment of the dangling tensors to the target's outputs.
-void assign_outputs(const KernelState& s, const std::vector<int>& dangling,
-                    std::vector<int>& order, std::vector<bool>& used, SearchShared& shared,
-                    Worker& worker) {
+void assign_outputs(const KernelState& s, const std::vector<int>& dangling, std::vector<int>& order,
+                    std::vector<bool>& used, SearchShared& shared, Worker& worker) {
   const size_t i = order.size();
   if (i == dangling.size()) {
     KernelGraph candidate = s.graph;

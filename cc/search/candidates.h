@@ -1,5 +1,5 @@
 #pragma once
-// Complete candidates (DESIGN.md §4): a kernel state whose loose ends have the target's
+// Complete candidates (search.h): a kernel state whose loose ends have the target's
 // output shapes (and, with pruning, the target outputs' abstract expressions) is marked with
 // those outputs in every matching order, deduplicated by canonical hash, and proved
 // equivalent with the finite-field verifier (cc/verify) before it is kept. Abstract

@@ -14,10 +14,10 @@
 
 namespace mj::search {
 
-using ir::KernelGraph;
 using ir::graph_hash;
-using verify::VerifyOptions;
+using ir::KernelGraph;
 using verify::verify_equivalent;
+using verify::VerifyOptions;
 
 namespace {
 
@@ -52,7 +52,7 @@ TEST(DeferredVerification, TheBestNAreThoseOfTheFullSearch) {
 }
 
 TEST(DeferredVerification, ReturnedCandidatesAreEquivalentAndTheOrderIgnoresThreads) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 64, 32);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 64, 32});
   SearchConfig c = config();
   c.max_verified = 4;
   c.threads = 1;

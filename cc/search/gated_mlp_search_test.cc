@@ -17,8 +17,8 @@ using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::to_string;
-using verify::VerifyOptions;
 using verify::verify_equivalent;
+using verify::VerifyOptions;
 
 namespace {
 

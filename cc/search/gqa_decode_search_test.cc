@@ -1,5 +1,5 @@
-// gqa_decode at the paper's shapes (DESIGN.md §9) under the benchmark's "attention" limits:
-// Q[8, 8, 4, 128], K[8, 8, 128, 4096], V[8, 8, 4096, 128]. The search has to finish inside
+// gqa_decode at the paper's shapes (benchmarks/programs.py) under the benchmark's "attention"
+// limits: Q[8, 8, 4, 128], K[8, 8, 128, 4096], V[8, 8, 4096, 128]. The search has to finish inside
 // its budget and rank first the single-kernel online-softmax candidate with a grid over both
 // batch and heads: the one whose K tiles are walked in long runs (measured fastest here,
 // 1.4-1.6x XLA; a (2,1,1) grid walks 4096 rows 8 keys at a time and runs 4x slower than XLA).

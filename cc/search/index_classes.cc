@@ -6,13 +6,13 @@
 namespace mj::search {
 
 using ir::Graph;
+using ir::is_binary_elementwise;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
 using ir::Tensor;
-using ir::is_binary_elementwise;
 
 int ClassTable::fresh(int64_t size) {
   sizes_.push_back(size);
@@ -88,8 +88,7 @@ TargetClasses target_classes(const KernelGraph& target) {
     const int out = op.outputs[0];
     const int rank = int(target.tensor(out).shape.size());
     switch (op.kind) {
-      case OpKind::kInput:
-        break;
+      case OpKind::kInput: break;
       case OpKind::kMatmul: {
         const int a = op.inputs[0], b = op.inputs[1];
         const int ra = int(target.tensor(a).shape.size());
@@ -220,16 +219,12 @@ std::optional<DimClasses> propagate_classes(const Op& op, const std::vector<DimC
       out[op.dim] = table->concat_of(in[0][op.dim], in[1][op.dim]);
       return out;
     }
-    case OpKind::kAccumSumLast:
-    case OpKind::kAccumMeanLast:
-    case OpKind::kAccumRmsLast:
-    case OpKind::kAccumMaxLast:
-    case OpKind::kAccumExpSumLast:
-      out = in[0];
-      out.back() = kUnitClass;
-      return out;
-    default:
-      break;
+    default: break;
+  }
+  if (ir::op_info(op.kind).cls == ir::OpClass::kAccumLast) {
+    out = in[0];
+    out.back() = kUnitClass;
+    return out;
   }
   if (in.size() == 2) return broadcast(in[0], in[1], rank, 0);
   return in.at(0);

@@ -47,7 +47,7 @@ class ClassTable {
   std::map<std::pair<int, int>, int> concat_;
   std::map<std::tuple<int, int, int>, int> stacked_;
   std::map<std::pair<int, int>, int> chunks_;  // (axis, parts) -> chunk class
-  std::map<int, Stacking> stackings_;           // stacked class -> its two indices
+  std::map<int, Stacking> stackings_;          // stacked class -> its two indices
 };
 
 // The classes of the target's tensors: its inputs' classes start every search graph.
@@ -70,8 +70,8 @@ TargetClasses target_classes(const ir::KernelGraph& target);
 // when the op would tie two different classes (an elementwise op on unrelated indices, a
 // matmul whose k dims differ): no equivalent program does that unless the target did, and
 // then the target tied them. `out_shape` is the op's result shape. Accumulators over the
-// last dim make it a unit; kInput/kOutput/kCustomized are handled by the enumerators. `table` may be null
-// except for concat, whose result dim is a new class.
+// last dim make it a unit; kInput/kOutput/kCustomized are handled by the enumerators. `table` may
+// be null except for concat, whose result dim is a new class.
 std::optional<DimClasses> propagate_classes(const ir::Op& op, const std::vector<DimClasses>& in,
                                             const ir::Shape& out_shape, ClassTable* table);
 

@@ -12,7 +12,7 @@ using ir::OpKind;
 namespace {
 
 TEST(IndexClasses, RmsNormLinearTiesKAcrossXScaleAndW) {
-  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 256, 64}));
   ASSERT_EQ(c.inputs.size(), 3u);
   const int m = c.inputs[0][0], k = c.inputs[0][1], n = c.inputs[2][1];
   EXPECT_EQ(c.inputs[1][0], k);  // the scale broadcasts along X's last dim

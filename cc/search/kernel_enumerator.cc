@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <functional>
 
+#include "cc/absexpr/derive.h"
 #include "cc/ir/error.h"
 #include "cc/search/block_enumerator.h"
 #include "cc/search/candidates.h"
-#include "cc/absexpr/derive.h"
 #include "cc/search/loose_ends.h"
 #include "cc/search/op_admission.h"
 #include "cc/search/op_proposals.h"

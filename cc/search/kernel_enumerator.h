@@ -1,5 +1,5 @@
 #pragma once
-// Kernel level of the enumeration (DESIGN.md §4): from the target's inputs, append a
+// Kernel level of the enumeration (search.h): from the target's inputs, append a
 // predefined op or open a block graph (block_enumerator.h), depth-first, in canonical order
 // (op_key.h). Whenever the dangling tensors have the target's output shapes (and, with
 // pruning, its outputs' abstract expressions), the graph is a candidate: it is verified
@@ -18,7 +18,7 @@ KernelState initial_kernel_state(const SearchShared& shared, Worker& worker);
 // work: each is a task that builds its subtree.
 struct KernelMove {
   bool opens_block_graph = false;
-  ir::Op op;                    // a predefined op (when !opens_block_graph)
+  ir::Op op;                // a predefined op (when !opens_block_graph)
   std::vector<int> inputs;  // the block graph's kernel inputs, ascending
   BlockLayout layout;
 };

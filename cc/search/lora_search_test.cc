@@ -16,8 +16,8 @@ using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
 using ir::to_string;
-using verify::VerifyOptions;
 using verify::verify_equivalent;
+using verify::VerifyOptions;
 
 namespace {
 
@@ -72,8 +72,8 @@ TEST(LoraSearch, FindsTheConcatMatmulKernelAtThePapersShapes) {
   c.max_block_ops = 4;
   c.time_budget_s = 40;
   const SearchResult r = search(target, c);
-  std::printf("lora [16,256]x[256,4096] rank 16: %s; %zu candidates\n",
-              r.stats.to_string().c_str(), r.candidates.size());
+  std::printf("lora [16,256]x[256,4096] rank 16: %s; %zu candidates\n", r.stats.to_string().c_str(),
+              r.candidates.size());
   EXPECT_EQ(r.reason, "");
   const KernelGraph* fused = nullptr;
   for (const auto& cand : r.candidates) {

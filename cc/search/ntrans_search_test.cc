@@ -36,7 +36,8 @@ TEST(NTransSearch, FindsTheSingleKernelOverWholeRows) {
   std::printf("%s\n", to_string(*fused).c_str());
   const BlockGraph& bg = *single_block_graph(*fused);
   EXPECT_EQ(bg.forloop_range(), 1);
-  for (int i = 0; i < bg.num_inputs(); ++i) EXPECT_EQ(bg.tensor(bg.input_ids()[i]).shape.back(), 256);
+  for (int i = 0; i < bg.num_inputs(); ++i)
+    EXPECT_EQ(bg.tensor(bg.input_ids()[i]).shape.back(), 256);
   EXPECT_LT(search_test::float_mismatch(target, *fused), 1e-9);
 }
 

@@ -7,8 +7,8 @@
 
 namespace mj::search {
 
-using absexpr::ExprId;
 using absexpr::abstract_expression_of_op;
+using absexpr::ExprId;
 using ir::Graph;
 using ir::Op;
 using ir::OpKind;
@@ -18,6 +18,7 @@ std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
                                    const std::vector<ExprId>& exprs, int forloop_range,
                                    SearchShared& shared, Worker& worker) {
   if (!reads_stabilizers_only_to_subtract(op, facts, worker.pruner)) return std::nullopt;
+  if (!exp_is_stabilized(op, facts, shared.target_has_unbounded_exp)) return std::nullopt;
   if (op.kind == OpKind::kConcat &&
       g.tensor(op.inputs[0]).shape.size() != g.tensor(op.inputs[1]).shape.size()) {
     return std::nullopt;
@@ -35,9 +36,8 @@ std::optional<AdmittedOp> admit_op(const Graph& g, const Op& op,
   for (int t : op.inputs) admitted.in_classes.push_back(facts[t].classes);
   // Only concat adds classes, so only concat pays for a copy of the table.
   if (op.kind == OpKind::kConcat) admitted.concat_table = table;
-  auto classes = propagate_classes(
-      op, admitted.in_classes, *shape,
-      admitted.concat_table ? &*admitted.concat_table : nullptr);
+  auto classes = propagate_classes(op, admitted.in_classes, *shape,
+                                   admitted.concat_table ? &*admitted.concat_table : nullptr);
   if (!classes) return std::nullopt;
   if (!max_over_stabilized_index(op, admitted.in_classes[0], shared.classes.max_reduced)) {
     return std::nullopt;

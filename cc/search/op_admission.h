@@ -14,10 +14,10 @@
 namespace mj::search {
 
 struct AdmittedOp {
-  absexpr::ExprId expr = 0;                        // 0 when pruning is off
-  std::vector<DimClasses> in_classes;     // per input
-  DimClasses classes;                     // of the result
-  std::optional<ClassTable> concat_table; // the grown table, for a concat only
+  absexpr::ExprId expr = 0;                // 0 when pruning is off
+  std::vector<DimClasses> in_classes;      // per input
+  DimClasses classes;                      // of the result
+  std::optional<ClassTable> concat_table;  // the grown table, for a concat only
 };
 
 // `exprs` are the abstract expressions of g's tensors (empty when pruning is off);

@@ -1,5 +1,5 @@
 #pragma once
-// The canonical order that makes each DAG come out of the enumeration once (DESIGN.md §4).
+// The canonical order that makes each DAG come out of the enumeration once.
 // An op's key is its inputs sorted newest first, then its kind and attributes, then its
 // inputs in operand order. Ops are appended only in strictly increasing key order: an op
 // that is ready (its inputs exist) and has a smaller key than the last op appended can never
@@ -22,7 +22,7 @@ struct OpKey {
   int dim = -1;
   int reduce = 0;
   double scalar = 0;
-  std::string extra;  // a customized op's block-graph hash
+  std::string extra;                          // a customized op's block-graph hash
   std::array<int, kMaxKeyInputs> operands{};  // in operand order (a - b and b - a differ)
 
   // Throws std::invalid_argument for an op with more than kMaxKeyInputs inputs.

@@ -61,11 +61,10 @@ TEST(OpKey, EveryDagHasExactlyOneAdmissibleOrder) {
                                  {OpKind::kAdd, {2, 3}}};
   EXPECT_EQ(admissible_orders(dag), 1);
   // Independent chains: a = exp(x0), b = exp(a), c = sqrt(x1), d = sqrt(c)
-  EXPECT_EQ(admissible_orders({{OpKind::kExp, {-1}},
-                               {OpKind::kExp, {0}},
-                               {OpKind::kSqrt, {-2}},
-                               {OpKind::kSqrt, {2}}}),
-            1);
+  EXPECT_EQ(
+      admissible_orders(
+          {{OpKind::kExp, {-1}}, {OpKind::kExp, {0}}, {OpKind::kSqrt, {-2}}, {OpKind::kSqrt, {2}}}),
+      1);
 }
 
 TEST(OpKey, ARecomputationIsNeverAdmissible) {

@@ -1,23 +1,19 @@
 #include "cc/search/op_proposals.h"
 
 #include <algorithm>
-#include <stdexcept>
-#include <string>
 
+#include "cc/ir/append_op.h"
 #include "cc/ir/shape_rules.h"
 
 namespace mj::search {
 
-using ir::BlockGraph;
 using ir::Graph;
+using ir::is_unary_elementwise;
+using ir::kMaxRank;
 using ir::Op;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
-using ir::is_binary_elementwise;
-using ir::is_unary_elementwise;
-using ir::kMaxRank;
-using ir::op_kind_name;
 
 namespace {
 
@@ -31,10 +27,17 @@ Op& make(Op& op, OpKind kind, std::initializer_list<int> inputs) {
   return op;
 }
 
-constexpr OpKind kPlainUnary[] = {OpKind::kExp,  OpKind::kSquare,  OpKind::kSqrt,
-                                  OpKind::kRsqrt, OpKind::kSilu,   OpKind::kGelu,
-                                  OpKind::kRelu, OpKind::kSigmoid, OpKind::kNeg,
-                                  OpKind::kRecip};
+// The unary ops without a constant, in op table order (cc/ir/ops.def).
+const std::vector<OpKind>& plain_unary_ops() {
+  static const std::vector<OpKind> kinds = [] {
+    std::vector<OpKind> out;
+    for (int k = 0; k < ir::kNumOpKinds; ++k) {
+      if (is_unary_elementwise(OpKind(k)) && !ir::has_scalar(OpKind(k))) out.push_back(OpKind(k));
+    }
+    return out;
+  }();
+  return kinds;
+}
 constexpr OpKind kOrdered[] = {OpKind::kSub, OpKind::kDiv, OpKind::kMatmul};
 
 // Whether t came out of a concat along `dim` (or along any dim when dim < 0).
@@ -92,7 +95,7 @@ void for_each_proposal(const Graph& g, const ProposalOptions& o,
       }
     }
     if (!t_new) continue;
-    for (OpKind k : kPlainUnary) f(make(op, k, {t}));
+    for (OpKind k : plain_unary_ops()) f(make(op, k, {t}));
     for (double c : o.scalars) {
       for (OpKind k : {OpKind::kMulScalar, OpKind::kAddScalar, OpKind::kRmsNorm}) {
         make(op, k, {t}).scalar = c;
@@ -144,20 +147,9 @@ std::optional<Shape> proposal_shape(const Graph& g, const Op& op) {
   const Shape& a = g.tensor(op.inputs[0]).shape;
   if (op.inputs.size() == 1) {
     Shape s = a;
-    switch (op.kind) {
-      case OpKind::kReduce:
-        s[op.dim] = 1;
-        break;
-      case OpKind::kAccumSumLast:
-      case OpKind::kAccumMeanLast:
-      case OpKind::kAccumRmsLast:
-      case OpKind::kAccumMaxLast:
-      case OpKind::kAccumExpSumLast:
-        s.back() = 1;
-        break;
-      default:
-        break;
-    }
+    const ir::OpClass cls = ir::op_info(op.kind).cls;
+    if (cls == ir::OpClass::kReduce) s[op.dim] = 1;
+    if (cls == ir::OpClass::kAccumLast) s.back() = 1;
     return s;
   }
   const Shape& b = g.tensor(op.inputs[1]).shape;
@@ -181,25 +173,10 @@ std::optional<Shape> proposal_shape(const Graph& g, const Op& op) {
       s[op.dim] += b[op.dim];
       return s;
     }
-    default:
-      return broadcast(a, b);
+    default: return broadcast(a, b);
   }
 }
 
-int append_op(Graph& g, const Op& op) {
-  if (is_unary_elementwise(op.kind)) return g.unary(op.kind, op.inputs[0], op.scalar);
-  if (is_binary_elementwise(op.kind)) return g.binary(op.kind, op.inputs[0], op.inputs[1]);
-  switch (op.kind) {
-    case OpKind::kMatmul: return g.matmul(op.inputs[0], op.inputs[1]);
-    case OpKind::kReduce: return g.reduce(op.inputs[0], op.dim, op.reduce);
-    case OpKind::kRmsNorm: return g.rms_norm(op.inputs[0], op.scalar);
-    case OpKind::kConcat: return g.concat(op.inputs[0], op.inputs[1], op.dim);
-    default: break;
-  }
-  auto* bg = dynamic_cast<BlockGraph*>(&g);
-  if (bg && op.kind == OpKind::kAccumExpMatmul) return bg->accum_exp_matmul(op.inputs[0], op.inputs[1]);
-  if (bg && is_accumulator(op.kind)) return bg->accum(op.kind, op.inputs[0], op.scalar);
-  throw std::logic_error("append_op: cannot append " + std::string(op_kind_name(op.kind)));
-}
+int append_op(Graph& g, const Op& op) { return ir::append_op(g, op, op.inputs); }
 
 }  // namespace mj::search

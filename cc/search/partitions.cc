@@ -127,7 +127,8 @@ std::vector<std::vector<GridChoice>> grids_per_split(const std::vector<int>& eli
   std::function<void(int)> subsets = [&](int from) {
     if (!chosen.empty()) {
       std::vector<std::vector<int>> counts;
-      for (int c : chosen) counts.push_back(split_counts(table.size(c), config.grid_sizes_override));
+      for (int c : chosen)
+        counts.push_back(split_counts(table.size(c), config.grid_sizes_override));
       std::vector<GridChoice> group;
       for_each_combination(counts, [&](const std::vector<int>& pick) {
         GridChoice g;
@@ -197,8 +198,7 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
     // a time across 4096 rows); the most blocks give each a slice it can walk in long runs.
     // With two or more slots, the last goes to the grid with the most blocks, and the cost
     // model (runs_loaded, paged_loads) decides between them.
-    const bool most_blocks_slot = config.target.kind == TargetKind::kCpu &&
-                                  config.max_grids >= 2 &&
+    const bool most_blocks_slot = config.target.kind == TargetKind::kCpu && config.max_grids >= 2 &&
                                   int(group.size()) > config.max_grids &&
                                   config.grid_sizes_override.empty();
     // The best-filling grids have the fewest blocks and so the largest tiles, which may fit
@@ -209,7 +209,8 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
       const size_t fewest = std::min(group.size(), size_t(std::max(config.max_grids, 0))) -
                             (most_blocks_slot ? 1 : 0);
       bool fewest_fit = false;
-      for (size_t i = 0; i < fewest; ++i) fewest_fit |= fits_without_loop(inputs, group[i], table, budget);
+      for (size_t i = 0; i < fewest; ++i)
+        fewest_fit |= fits_without_loop(inputs, group[i], table, budget);
       if (!fewest_fit) {
         for (size_t i = fewest; i < group.size() && !loopless; ++i) {
           if (fits_without_loop(inputs, group[i], table, budget)) loopless = group[i];
@@ -217,10 +218,9 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
       }
     }
     if (most_blocks_slot) {
-      const auto most = std::max_element(group.begin(), group.end(), [](const GridChoice& a,
-                                                                        const GridChoice& b) {
-        return blocks_of(a) < blocks_of(b);
-      });
+      const auto most = std::max_element(
+          group.begin(), group.end(),
+          [](const GridChoice& a, const GridChoice& b) { return blocks_of(a) < blocks_of(b); });
       const auto slot = group.begin() + config.max_grids - 1;
       if (most > slot) std::rotate(slot, most, most + 1);
       if (loopless && blocks_of(*loopless) == blocks_of(*slot) &&

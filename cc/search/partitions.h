@@ -1,6 +1,6 @@
 #pragma once
 // Candidate grids, imaps, fmaps, for-loop ranges and omaps, derived from the shapes of a
-// block graph's inputs and the machine (DESIGN.md §4), never from a list of answers:
+// block graph's inputs and the machine, never from a list of answers:
 //  * a grid axis splits one index class (index_classes.h) into a divisor of its size, in
 //    every input that has that index; the grid's total block count should fill the target's
 //    parallel units (cores or SMs) in few, full waves;
@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "cc/ir/graph.h"
+#include "cc/search/config.h"
 #include "cc/search/index_classes.h"
-#include "cc/search/search.h"
 
 namespace mj::search {
 
@@ -35,7 +35,7 @@ struct BlockLayout {
   int forloop_range = 1;
   int loop_class = kNoClass;
   std::vector<ir::Dim3> imaps;  // per input
-  std::vector<int> fmaps;   // per input
+  std::vector<int> fmaps;       // per input
 };
 
 // Whether the preset lets grids split an index that the target's outputs do not have.
@@ -61,6 +61,6 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
 // The omaps that store a tile with these classes (empty: it cannot be stored). A foreign
 // dim (partial results) is allowed only when allow_partials.
 std::vector<ir::Dim3> output_omaps(const BlockLayout& layout, const DimClasses& tile_classes,
-                               bool allow_partials);
+                                   bool allow_partials);
 
 }  // namespace mj::search

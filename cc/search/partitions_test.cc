@@ -10,15 +10,15 @@ namespace mj::search {
 
 using cost::Target;
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Shape;
 
 namespace {
 
 std::vector<BlockInputSpec> rmsnorm_linear_inputs(const TargetClasses& c) {
-  const KernelGraph g = search_test::rmsnorm_linear(8, 256, 64);
+  const KernelGraph g = testing::rmsnorm_linear_reference({8, 256, 64});
   std::vector<BlockInputSpec> specs;
   for (size_t i = 0; i < 3; ++i) {
     specs.push_back({g.tensor(g.input_ids()[i]).shape, DType::kF32, c.inputs[i]});
@@ -33,7 +33,7 @@ std::vector<int> output_classes(const TargetClasses& c) {
 }
 
 TEST(Partitions, EveryLayoutSplitsEachIndexConsistentlyAndDivides) {
-  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 256, 64}));
   const auto inputs = rmsnorm_linear_inputs(c);
   const SearchConfig config;
   const auto layouts = block_layouts(inputs, output_classes(c), c.table, config, false);
@@ -62,9 +62,9 @@ TEST(Partitions, EveryLayoutSplitsEachIndexConsistentlyAndDivides) {
 }
 
 TEST(Partitions, GridsFillTheTargetsParallelUnits) {
-  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 4096, 6144));
+  const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 4096, 6144}));
   std::vector<BlockInputSpec> inputs;
-  const KernelGraph g = search_test::rmsnorm_linear(8, 4096, 6144);
+  const KernelGraph g = testing::rmsnorm_linear_reference({8, 4096, 6144});
   for (size_t i = 0; i < 3; ++i) {
     inputs.push_back({g.tensor(g.input_ids()[i]).shape, DType::kF32, c.inputs[i]});
   }
@@ -85,7 +85,7 @@ TEST(Partitions, GridsFillTheTargetsParallelUnits) {
 TEST(Partitions, OnACpuTheLastGridSlotGoesToTheMostBlocks) {
   // Two indices a grid may split, X's 8 rows and W's 64 columns: 2, 4, ... blocks all fill
   // 2 cores evenly.
-  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 256, 64}));
   SearchConfig config;
   config.max_grid_axes = 1;
   config.max_grids = 2;
@@ -106,11 +106,12 @@ TEST(Partitions, OnACpuTheLastGridSlotGoesToTheMostBlocks) {
 }
 
 TEST(Partitions, OverridesReplaceTheDerivedSizes) {
-  const TargetClasses c = target_classes(search_test::rmsnorm_linear(8, 256, 64));
+  const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 256, 64}));
   SearchConfig config;
   config.grid_sizes_override = {4};
   config.forloop_ranges_override = {8};
-  for (const BlockLayout& l : block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
+  for (const BlockLayout& l :
+       block_layouts(rmsnorm_linear_inputs(c), output_classes(c), c.table, config, false)) {
     for (int a = 0; a < 3; ++a) EXPECT_TRUE(l.grid[a] == 1 || l.grid[a] == 4);
     EXPECT_TRUE(l.forloop_range == 1 || l.forloop_range == 8);
   }

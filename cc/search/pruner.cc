@@ -4,12 +4,12 @@
 
 namespace mj::search {
 
+using absexpr::abstract_expressions;
 using absexpr::EGraph;
 using absexpr::ExprId;
 using absexpr::Placement;
-using absexpr::SaturationLimits;
-using absexpr::abstract_expressions;
 using absexpr::saturate_target;
+using absexpr::SaturationLimits;
 using ir::KernelGraph;
 
 std::unique_ptr<PruningTarget> make_pruning_target(const KernelGraph& target,

@@ -1,7 +1,7 @@
 #pragma once
-// Abstract-expression pruning for one search thread (DESIGN.md §4). The target's e-graph is
-// saturated once and shared read-only; each thread derives its candidates' expressions into
-// its own pool and asks a memoizing SubexpressionOracle, so a new tensor costs one hash-cons
+// Abstract-expression pruning for one search thread (cc/absexpr/subexpression.h). The target's
+// e-graph is saturated once and shared read-only; each thread derives its candidates' expressions
+// into its own pool and asks a memoizing SubexpressionOracle, so a new tensor costs one hash-cons
 // lookup. With pruning off nothing is derived and everything is admitted (the ablation).
 // Expressions come from cc/absexpr/derive.h (abstract_expression_of_op), one op at a time.
 #include <memory>

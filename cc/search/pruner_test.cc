@@ -7,9 +7,9 @@
 
 namespace mj::search {
 
+using absexpr::abstract_expressions;
 using absexpr::ExprId;
 using absexpr::ExprOp;
-using absexpr::abstract_expressions;
 using ir::BlockGraph;
 using ir::DType;
 using ir::OpKind;
@@ -19,7 +19,7 @@ namespace {
 // The tensors of the paper's fused RMSNorm + Linear block graph are all subexpressions of
 // the target and its result is the target's output; a wrong op or a foreign constant is not.
 TEST(Pruner, AdmitsTheFusedRmsNormLinearAndRejectsWrongOps) {
-  const auto pt = make_pruning_target(search_test::rmsnorm_linear(8, 256, 64), {});
+  const auto pt = make_pruning_target(testing::rmsnorm_linear_reference({8, 256, 64}), {});
   Pruner pruner(pt.get());
   BlockGraph bg({2, 1, 1}, 4);
   const int x = bg.new_input({8, 256}, DType::kF32, {-1, -1, -1}, 1);
@@ -32,8 +32,8 @@ TEST(Pruner, AdmitsTheFusedRmsNormLinearAndRejectsWrongOps) {
   const int y = bg.binary(OpKind::kDiv, acc, rms);
   const int wrong = bg.unary(OpKind::kExp, x);
   const int wrong_eps = bg.accum(OpKind::kAccumRmsLast, x, 1e-5);
-  const auto e = abstract_expressions(bg, {pruner.input(0), pruner.input(1), pruner.input(2)},
-                                      pruner.pool());
+  const auto e =
+      abstract_expressions(bg, {pruner.input(0), pruner.input(1), pruner.input(2)}, pruner.pool());
   for (int t : {xs, xw, acc, rms, y}) {
     EXPECT_TRUE(pruner.admits(e[t])) << pruner.pool().to_string(e[t]);
   }

@@ -29,7 +29,8 @@ class ResultSet {
   size_t size() const;
   // The accepted graphs, costed and sorted by (cost, hash): the same order whatever the
   // thread count or the order they were found in.
-  std::vector<RankedCandidate> ranked(const std::function<double(const ir::KernelGraph&)>& cost) const;
+  std::vector<RankedCandidate> ranked(
+      const std::function<double(const ir::KernelGraph&)>& cost) const;
   // The held candidates, ordered like ranked(); the set forgets them.
   std::vector<RankedCandidate> take_held(const std::function<double(const ir::KernelGraph&)>& cost);
 

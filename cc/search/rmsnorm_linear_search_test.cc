@@ -17,8 +17,8 @@ using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::to_string;
-using verify::VerifyOptions;
 using verify::verify_equivalent;
+using verify::VerifyOptions;
 
 namespace {
 
@@ -42,10 +42,10 @@ bool divides_after_shared_loop(const BlockGraph& bg) {
 }
 
 TEST(RmsNormLinearSearch, FindsTheFusedSingleKernelUnaided) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 256, 64);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 256, 64});
   const SearchResult r = search(target, search_test::small_config());
-  std::printf("rmsnorm_linear [8,256]x[256,64]: %s; %zu candidates\n",
-              r.stats.to_string().c_str(), r.candidates.size());
+  std::printf("rmsnorm_linear [8,256]x[256,64]: %s; %zu candidates\n", r.stats.to_string().c_str(),
+              r.candidates.size());
   EXPECT_EQ(r.reason, "");
   EXPECT_GT(r.stats.states_pruned, 0);
   EXPECT_GE(r.stats.candidates_accepted, 1);
@@ -67,7 +67,7 @@ TEST(RmsNormLinearSearch, FindsTheFusedSingleKernelUnaided) {
 }
 
 TEST(RmsNormLinearSearch, EveryCandidateIsEquivalentAndTheTargetIsAmongThem) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 64, 32);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 64, 32});
   const SearchResult r = search(target, search_test::small_config());
   ASSERT_FALSE(r.candidates.empty());
   ASSERT_EQ(r.costs.size(), r.candidates.size());
@@ -86,7 +86,7 @@ TEST(RmsNormLinearSearch, EveryCandidateIsEquivalentAndTheTargetIsAmongThem) {
 // At the paper's shapes the cost model must prefer the fused kernel to the three library
 // kernels (it reads W once either way, but X and the intermediates only once fused).
 TEST(RmsNormLinearSearch, TheFusedKernelRanksFirstAtThePapersShapes) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 4096, 6144);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 4096, 6144});
   const SearchResult r = search(target, search_test::small_config());
   std::printf("rmsnorm_linear [8,4096]x[4096,6144]: %s\n", r.stats.to_string().c_str());
   ASSERT_FALSE(r.candidates.empty());

@@ -11,21 +11,22 @@
 
 #include "cc/cost/estimate.h"
 #include "cc/ir/hash.h"
-#include "cc/search/kernel_enumerator.h"
 #include "cc/search/candidates.h"
+#include "cc/search/kernel_enumerator.h"
 #include "cc/search/op_key.h"
 #include "cc/search/thread_pool.h"
+#include "cc/verify/float_safety.h"
 
 namespace mj::search {
 
 using absexpr::SaturationLimits;
 using cost::check_target;
 using cost::estimate;
+using ir::graph_hash;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
 using ir::ReduceKind;
-using ir::graph_hash;
 
 std::string SearchStats::to_string() const {
   char buf[480];
@@ -86,10 +87,7 @@ std::string bad_config(const SearchConfig& c) {
 std::vector<double> target_scalars(const KernelGraph& target) {
   std::set<double> s;
   for (const Op& op : target.ops()) {
-    if (op.kind == OpKind::kMulScalar || op.kind == OpKind::kAddScalar ||
-        op.kind == OpKind::kRmsNorm) {
-      s.insert(op.scalar);
-    }
+    if (ir::has_scalar(op.kind)) s.insert(op.scalar);  // the constants and the eps
   }
   return {s.begin(), s.end()};
 }
@@ -97,8 +95,9 @@ std::vector<double> target_scalars(const KernelGraph& target) {
 // max_verified: the held candidates, best first, are verified `threads` at a time (never
 // more at once than are still needed, so the accepted set is the first N accepted in rank
 // order whatever the thread count) until N are accepted. Returns how many were left.
-int64_t verify_best_held(SearchShared& shared, const std::function<double(const KernelGraph&)>& cost,
-                         int threads, std::string& error) {
+int64_t verify_best_held(SearchShared& shared,
+                         const std::function<double(const KernelGraph&)>& cost, int threads,
+                         std::string& error) {
   std::vector<RankedCandidate> held = shared.results.take_held(cost);
   size_t next = 0;
   int64_t accepted = 0;
@@ -109,8 +108,8 @@ int64_t verify_best_held(SearchShared& shared, const std::function<double(const 
   while (next < held.size() && accepted < shared.config.max_verified && error.empty() &&
          !stopped_by_caller()) {
     if (!std::isfinite(held[next].cost)) break;  // sorted: the rest cannot run either
-    const size_t n = std::min({held.size() - next, size_t(threads),
-                               size_t(shared.config.max_verified - accepted)});
+    const size_t n = std::min(
+        {held.size() - next, size_t(threads), size_t(shared.config.max_verified - accepted)});
     std::vector<char> kept(n, 0);
     run_tasks(
         threads, int64_t(n),
@@ -155,6 +154,7 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
     for (const Op& op : target.ops()) {
       shared.target_has_max |= op.kind == OpKind::kReduce && op.reduce == ReduceKind::kMax;
     }
+    shared.target_has_unbounded_exp = verify::has_unbounded_exp(target, config.seed);
     if (config.pruning) {
       SaturationLimits limits;
       limits.max_seconds = std::min(limits.max_seconds, config.time_budget_s / 4);
@@ -167,8 +167,8 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
   }
   result.stats.seconds_saturate = seconds_since(start);
 
-  const int threads = config.threads > 0 ? config.threads
-                                         : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads =
+      config.threads > 0 ? config.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::unique_ptr<Worker>> workers;
   for (int w = 0; w < threads; ++w) workers.push_back(std::make_unique<Worker>(shared.pruning));
 

@@ -1,5 +1,5 @@
 #pragma once
-// The μGraph search (DESIGN.md §4): given an input kernel graph, enumerate kernel graphs that
+// The μGraph search: given an input kernel graph, enumerate kernel graphs that
 // may compute the same outputs, most of them fusing work into graph-defined (block-graph)
 // operators; prune every partial graph whose tensors are not subexpressions of the target
 // (cc/absexpr); prove every complete candidate equivalent with the finite-field verifier
@@ -18,54 +18,21 @@
 #include <string>
 #include <vector>
 
-#include "cc/cost/target.h"
 #include "cc/ir/graph.h"
+#include "cc/search/config.h"
 
 namespace mj::search {
 
-struct SearchConfig {
-  // "mlp": grids split only indices that reach the outputs; "attention": grids may also
-  // split a reduced index (split-KV partial results), and the kernel ops after a block
-  // graph are spent only on combining partial results (a block graph that stores none
-  // ends the candidate); "lora": allows concat. Presets only widen or narrow the candidate
-  // sets below; they never name graphs.
-  std::string preset = "mlp";
-  double time_budget_s = 120;  // wall time; the best found so far comes back when spent
-  int threads = 0;             // 0 = std::thread::hardware_concurrency()
-  bool pruning = true;         // abstract-expression pruning (off only for ablations)
-  int max_kernel_ops = 2;      // ops appended at kernel level (a customized op counts one)
-  int max_block_ops = 6;       // block ops per block graph, accumulators included
-  int max_block_graphs = 1;    // customized ops per candidate
-  int max_block_inputs = 4;
-  int max_block_outputs = 2;
-  int max_grid_axes = 2;       // grid axes with more than one block
-  int max_grids = 3;           // grid sizes tried per choice of split indices
-  int max_forloop_ranges = 2;  // for-loop ranges tried per choice of loop index
-  // 0: every complete candidate is verified as soon as it is found. N > 0: candidates are
-  // collected unverified, ranked by the cost model, and verified best first until N are
-  // accepted; the rest are dropped unverified. Wide attention searches find hundreds of
-  // candidates that would each cost a long verification, and only the best few are used.
-  int max_verified = 0;
-  // When non-empty, these replace the sizes derived from the shapes and the target: grid
-  // sizes per split axis and for-loop ranges (each still has to divide).
-  std::vector<int> grid_sizes_override;
-  std::vector<int> forloop_ranges_override;
-  cost::Target target = cost::Target::cpu_host();
-  uint64_t seed = 0;  // verifier randomness
-  // Ranks verified candidates (lower is better). Empty: the default ranking of rank.h.
-  std::function<double(const ir::KernelGraph&)> cost;
-};
-
 struct SearchStats {
-  int64_t states_explored = 0;   // partial graphs built (kernel and block level)
-  int64_t states_pruned = 0;     // proposed ops rejected by the abstract-expression check
+  int64_t states_explored = 0;  // partial graphs built (kernel and block level)
+  int64_t states_pruned = 0;    // proposed ops rejected by the abstract-expression check
   int64_t candidates_verified = 0;
   int64_t candidates_accepted = 0;
   int64_t candidates_unverified = 0;  // found but never verified (max_verified)
-  double seconds_enumerate = 0;  // wall time of the enumeration, verification included
-  double seconds_verify = 0;     // summed over threads
+  double seconds_enumerate = 0;       // wall time of the enumeration, verification included
+  double seconds_verify = 0;          // summed over threads
   double seconds_rank = 0;
-  double seconds_saturate = 0;   // the target's e-graph, once
+  double seconds_saturate = 0;  // the target's e-graph, once
   std::string to_string() const;
 };
 

@@ -15,11 +15,11 @@
 namespace mj::search {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
+using ir::graph_hash;
 using ir::KernelGraph;
 using ir::OpKind;
-using ir::graph_hash;
 
 namespace {
 
@@ -75,7 +75,7 @@ TEST(SearchBehaviour, PrimeSizedDimsGiveOnlyEquivalentCandidatesAndTheTarget) {
 }
 
 TEST(SearchBehaviour, ASpentTimeBudgetReturnsWhatWasFoundWithTheReason) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 256, 64);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 256, 64});
   SearchConfig c = search_test::small_config();
   c.max_kernel_ops = 3;
   c.max_block_ops = 8;  // far too large to finish in the budget
@@ -85,12 +85,12 @@ TEST(SearchBehaviour, ASpentTimeBudgetReturnsWhatWasFoundWithTheReason) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.reason, "time budget spent");
-  EXPECT_LT(seconds, 10.0);  // the budget, plus saturation cut to a quarter and ranking
+  EXPECT_LT(seconds, 10.0);            // the budget, plus saturation cut to a quarter and ranking
   ASSERT_FALSE(r.candidates.empty());  // at least the target itself
 }
 
 TEST(SearchBehaviour, TheProgressCallbackIsCalledAndCanStopTheSearch) {
-  const KernelGraph target = search_test::rmsnorm_linear(8, 256, 64);
+  const KernelGraph target = testing::rmsnorm_linear_reference({8, 256, 64});
   SearchConfig c = search_test::small_config();
   c.max_kernel_ops = 3;
   c.max_block_ops = 8;

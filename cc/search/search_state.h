@@ -10,21 +10,22 @@
 
 #include "cc/absexpr/expr.h"
 #include "cc/ir/graph.h"
+#include "cc/search/config.h"
 #include "cc/search/index_classes.h"
 #include "cc/search/op_key.h"
 #include "cc/search/pruner.h"
 #include "cc/search/result_set.h"
-#include "cc/search/search.h"
 
 namespace mj::search {
 
 // What the search knows about a tensor beyond the IR.
 struct TensorFacts {
-  absexpr::ExprId expr = 0;      // abstract expression in the worker's pool (pruning on only)
-  DimClasses classes;   // index class per dim
-  int consumers = 0;    // ops reading it, so dangling results can be found
-  bool stabilizer = false;  // a max, or a tile or store of one (stabilizers.h)
-  absexpr::ExprId stabilizes = 0;    // for a stabilizer: the expression of what the max was taken of
+  absexpr::ExprId expr = 0;        // abstract expression in the worker's pool (pruning on only)
+  DimClasses classes;              // index class per dim
+  int consumers = 0;               // ops reading it, so dangling results can be found
+  bool stabilizer = false;         // a max, or a tile or store of one (stabilizers.h)
+  absexpr::ExprId stabilizes = 0;  // for a stabilizer: the expression of what the max was taken of
+  bool bounded_above = false;  // x - max(x), or a tile or store of it: exp of it cannot overflow
 };
 
 struct KernelState {
@@ -52,6 +53,9 @@ struct SearchShared {
   std::vector<int> output_classes;  // index classes the target's outputs have
   std::vector<double> scalars;      // the target's constants (eps, scales), sorted
   bool target_has_max = false;      // whether max ops may be proposed (op_proposals.h)
+  // Whether the target takes exp of anything not bounded above (cc/verify/float_safety.h);
+  // when not, a candidate may only take exp of x - max(x) (stabilizers.h).
+  bool target_has_unbounded_exp = false;
   const PruningTarget* pruning = nullptr;
   std::chrono::steady_clock::time_point deadline;
   ResultSet results;

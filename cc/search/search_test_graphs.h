@@ -1,32 +1,26 @@
 #pragma once
-// Targets and inspection helpers shared by the search tests.
+// Targets and inspection helpers shared by the search tests (RMSNorm + Linear is
+// cc/testing/rmsnorm_linear.h, shared with the other modules' tests).
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cc/interp/float_interp.h"
-#include "cc/ir/hash.h"
 #include "cc/ir/graph.h"
+#include "cc/ir/hash.h"
 #include "cc/search/search.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::search_test {
-
-inline ir::KernelGraph rmsnorm_linear(int64_t m, int64_t k, int64_t n) {
-  ir::KernelGraph g;
-  const int x = g.new_input({m, k}, ir::DType::kF32);
-  const int s = g.new_input({k}, ir::DType::kF32);
-  const int w = g.new_input({k, n}, ir::DType::kF32);
-  g.mark_output(g.matmul(g.binary(ir::OpKind::kMul, g.rms_norm(x, 1e-6), s), w));
-  return g;
-}
 
 inline ir::KernelGraph gated_mlp(int64_t m, int64_t k, int64_t n) {
   ir::KernelGraph g;
   const int x = g.new_input({m, k}, ir::DType::kF32);
   const int w1 = g.new_input({k, n}, ir::DType::kF32);
   const int w3 = g.new_input({k, n}, ir::DType::kF32);
-  g.mark_output(g.binary(ir::OpKind::kMul, g.unary(ir::OpKind::kSilu, g.matmul(x, w1)), g.matmul(x, w3)));
+  g.mark_output(
+      g.binary(ir::OpKind::kMul, g.unary(ir::OpKind::kSilu, g.matmul(x, w1)), g.matmul(x, w3)));
   return g;
 }
 
@@ -56,7 +50,8 @@ inline ir::KernelGraph ntrans(int64_t m, int64_t n) {
   const int x = g.new_input({m, n}, ir::DType::kF32);
   const int alpha = g.new_input({m, n}, ir::DType::kF32);
   const int d = g.binary(ir::OpKind::kSub, g.rms_norm(h, 1e-6), x);
-  g.mark_output(g.rms_norm(g.binary(ir::OpKind::kAdd, x, g.binary(ir::OpKind::kMul, alpha, d)), 1e-6));
+  g.mark_output(
+      g.rms_norm(g.binary(ir::OpKind::kAdd, x, g.binary(ir::OpKind::kMul, alpha, d)), 1e-6));
   return g;
 }
 
@@ -66,8 +61,10 @@ inline ir::KernelGraph ntrans(int64_t m, int64_t n) {
 // the frontend folds the query groups into rows).
 // With scale != 1 the scores are scale·(Q @ K), as jax.nn.softmax(Q @ K / sqrt(d)) gives them.
 inline ir::KernelGraph attention(int64_t q, int64_t d, int64_t kv, int64_t heads = 0,
-                             double scale = 1.0) {
-  auto shape = [&](int64_t a, int64_t b) { return heads > 0 ? ir::Shape{heads, a, b} : ir::Shape{a, b}; };
+                                 double scale = 1.0) {
+  auto shape = [&](int64_t a, int64_t b) {
+    return heads > 0 ? ir::Shape{heads, a, b} : ir::Shape{a, b};
+  };
   const int last = heads > 0 ? 2 : 1;
   ir::KernelGraph g;
   const int qt = g.new_input(shape(q, d), ir::DType::kF32);
@@ -77,7 +74,8 @@ inline ir::KernelGraph attention(int64_t q, int64_t d, int64_t kv, int64_t heads
   if (scale != 1.0) s = g.unary(ir::OpKind::kMulScalar, s, scale);
   const int mx = g.reduce(s, last, ir::ReduceKind::kMax);
   const int e = g.unary(ir::OpKind::kExp, g.binary(ir::OpKind::kSub, s, mx));
-  g.mark_output(g.matmul(g.binary(ir::OpKind::kDiv, e, g.reduce(e, last, ir::ReduceKind::kSum)), vt));
+  g.mark_output(
+      g.matmul(g.binary(ir::OpKind::kDiv, e, g.reduce(e, last, ir::ReduceKind::kSum)), vt));
   return g;
 }
 
@@ -117,7 +115,8 @@ inline int count_ops(const ir::Graph& g, ir::OpKind kind) {
 
 // Max |a - b| / (1 + |a|) over the outputs of both graphs in float64 on the same random
 // inputs: independent evidence next to the verifier's finite-field proof.
-inline double float_mismatch(const ir::KernelGraph& a, const ir::KernelGraph& b, uint32_t seed = 7) {
+inline double float_mismatch(const ir::KernelGraph& a, const ir::KernelGraph& b,
+                             uint32_t seed = 7) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
   std::vector<interp::DenseTensor<double>> in;
@@ -133,7 +132,8 @@ inline double float_mismatch(const ir::KernelGraph& a, const ir::KernelGraph& b,
   double worst = 0;
   for (size_t i = 0; i < oa.size(); ++i) {
     for (size_t j = 0; j < oa[i].data.size(); ++j) {
-      worst = std::max(worst, std::abs(oa[i].data[j] - ob[i].data[j]) / (1 + std::abs(oa[i].data[j])));
+      worst =
+          std::max(worst, std::abs(oa[i].data[j] - ob[i].data[j]) / (1 + std::abs(oa[i].data[j])));
     }
   }
   return worst;

@@ -44,7 +44,16 @@ TensorFacts new_tensor_facts(const Op& op, ExprId expr, const DimClasses& classe
     f.stabilizer = true;
     f.stabilizes = facts[op.inputs[0]].expr;
   }
+  // admit_op has checked that a stabilizer is only subtracted from what it was taken of.
+  f.bounded_above =
+      subtracts_stabilizer(op, facts) ||
+      (op.kind == OpKind::kMulScalar && op.scalar > 0 && facts[op.inputs[0]].bounded_above);
   return f;
+}
+
+bool exp_is_stabilized(const Op& op, const std::vector<TensorFacts>& facts,
+                       bool target_has_unbounded_exp) {
+  return op.kind != OpKind::kExp || target_has_unbounded_exp || facts[op.inputs[0]].bounded_above;
 }
 
 bool subtracts_stabilizer(const Op& op, const std::vector<TensorFacts>& facts) {

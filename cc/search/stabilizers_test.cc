@@ -36,5 +36,31 @@ TEST(Stabilizers, AMaxIsOnlySubtractedFromWhatItWasTakenOf) {
   EXPECT_FALSE(max_over_stabilized_index(max, facts[0].classes, {q}));
 }
 
+TEST(Stabilizers, ExpIsOnlyTakenOfAMaxSubtractedValue) {
+  const int q = 0, kv = 1;
+  Op max = op_of(OpKind::kReduce, {0});
+  max.reduce = ReduceKind::kMax;
+  max.dim = 1;
+  std::vector<TensorFacts> facts = {{/*expr=*/1, {q, kv}, 0}};
+  facts.push_back(new_tensor_facts(max, /*expr=*/2, {q, kUnitClass}, facts));
+  const Op shifted_op = op_of(OpKind::kSub, {0, 1});
+  facts.push_back(new_tensor_facts(shifted_op, /*expr=*/1, {q, kv}, facts));
+  EXPECT_FALSE(facts[0].bounded_above);
+  EXPECT_TRUE(facts[2].bounded_above);
+  Op scaled = op_of(OpKind::kMulScalar, {2});
+  scaled.scalar = 0.125;
+  facts.push_back(new_tensor_facts(scaled, /*expr=*/3, {q, kv}, facts));
+  EXPECT_TRUE(facts[3].bounded_above);
+  scaled.scalar = -1.0;  // -(x - max x) >= 0: not bounded above
+  EXPECT_FALSE(new_tensor_facts(scaled, /*expr=*/4, {q, kv}, facts).bounded_above);
+
+  const bool stabilized_target = false, target_with_plain_exp = true;
+  EXPECT_FALSE(exp_is_stabilized(op_of(OpKind::kExp, {0}), facts, stabilized_target));
+  EXPECT_TRUE(exp_is_stabilized(op_of(OpKind::kExp, {2}), facts, stabilized_target));
+  EXPECT_TRUE(exp_is_stabilized(op_of(OpKind::kExp, {3}), facts, stabilized_target));
+  EXPECT_TRUE(exp_is_stabilized(op_of(OpKind::kExp, {0}), facts, target_with_plain_exp));
+  EXPECT_TRUE(exp_is_stabilized(op_of(OpKind::kNeg, {0}), facts, stabilized_target));
+}
+
 }  // namespace
 }  // namespace mj::search

@@ -8,7 +8,8 @@
 namespace mj::verify {
 
 int DimClasses::add_slot(int64_t size) {
-  if (size < 1) throw std::invalid_argument("DimClasses: dim size " + std::to_string(size) + " < 1");
+  if (size < 1)
+    throw std::invalid_argument("DimClasses: dim size " + std::to_string(size) + " < 1");
   parent_.push_back(int(parent_.size()));
   size_.push_back(size);
   multiple_.push_back(1);

@@ -24,8 +24,8 @@ KernelGraph binary_of_inputs(OpKind kind, bool swap) {
 }
 
 TEST(FalseAcceptBound, ProductOfTwoInputsHasDegreeTwo) {
-  const DegreeBound d = degree_bound(binary_of_inputs(OpKind::kMul, false),
-                                     binary_of_inputs(OpKind::kMul, true));
+  const DegreeBound d =
+      degree_bound(binary_of_inputs(OpKind::kMul, false), binary_of_inputs(OpKind::kMul, true));
   EXPECT_EQ(d.output, 2);
   EXPECT_FALSE(d.has_exp);
   EXPECT_EQ(d.exp_args, 0);
@@ -33,8 +33,8 @@ TEST(FalseAcceptBound, ProductOfTwoInputsHasDegreeTwo) {
 
 TEST(FalseAcceptBound, QuotientsCrossMultiply) {
   // a/b - b/a = (a^2 - b^2) / (ab): numerator degree 2
-  const DegreeBound d = degree_bound(binary_of_inputs(OpKind::kDiv, false),
-                                     binary_of_inputs(OpKind::kDiv, true));
+  const DegreeBound d =
+      degree_bound(binary_of_inputs(OpKind::kDiv, false), binary_of_inputs(OpKind::kDiv, true));
   EXPECT_EQ(d.output, 2);
 }
 

@@ -30,8 +30,9 @@ Affine keyed_affine(uint64_t key, uint64_t m) {
 
 }  // namespace
 
-FFDomain::FFDomain(const FieldParams& f, uint64_t relu_key)
-    : f_(f), relu_key_(relu_key), sqrt_exp_p_((f.p + 1) / 4), sqrt_exp_q_((f.q + 1) / 4) {
+FFDomain::FFDomain(const FieldParams& f, uint64_t relu_key,
+                   const std::unordered_map<const ir::Op*, int64_t>* counts)
+    : f_(f), relu_key_(relu_key), half_p_((f.p + 1) / 2), half_q_((f.q + 1) / 2), counts_(counts) {
   // The max keys come from the same per-trial key as relu's: both graphs of a trial share
   // them, and every trial draws new ones.
   max_p_ = keyed_affine<Affine>(mix64(relu_key ^ 0x6d61785fULL), f.p);
@@ -101,18 +102,31 @@ FFValue FFDomain::exp(Value a) const {
   return r;
 }
 
+FFValue FFDomain::hashed(uint64_t key, uint64_t p) const {
+  Value r;
+  const uint64_t h = mix64(key ^ mix64(p));
+  r.p = h % f_.p;
+  r.q = mix64(h) % f_.q;
+  return r;
+}
+
 FFValue FFDomain::sqrt(Value a) const {
-  a.p = pow_mod(a.p, sqrt_exp_p_, f_.p);
-  if (a.q_known) a.q = pow_mod(a.q, sqrt_exp_q_, f_.q);
-  return a;
+  Value r = hashed(relu_key_ ^ 0x73717274ULL, a.p);
+  r.poison = a.poison;
+  return r;
 }
 
 FFValue FFDomain::relu(Value a) const {
+  // A(x) = h(x) + h(-x): even. relu = (x + A(x)) / 2, its Z_q part known where x's is.
+  const uint64_t key = relu_key_ ^ 0x72656c75ULL;
+  const Value plus = hashed(key, a.p), minus = hashed(key, neg_mod(a.p, f_.p));
   Value r;
   r.poison = a.poison;
-  const uint64_t h = mix64(relu_key_ ^ mix64(a.p));
-  r.p = h % f_.p;
-  r.q = mix64(h) % f_.q;
+  r.p = mul_mod(add_mod(a.p, add_mod(plus.p, minus.p, f_.p), f_.p), half_p_, f_.p);
+  r.q_known = a.q_known;
+  if (a.q_known) {
+    r.q = mul_mod(add_mod(a.q, add_mod(plus.q, minus.q, f_.q), f_.q), half_q_, f_.q);
+  }
   return r;
 }
 

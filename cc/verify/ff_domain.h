@@ -1,5 +1,5 @@
 #pragma once
-// The finite-field value domain of the fingerprints (DESIGN.md §4), for the templated
+// The finite-field value domain of the fingerprints (docs/ir-semantics.md), for the templated
 // interpreter (cc/interp/domain.h). A value is a pair over Z_p x Z_q (field_params.h): two
 // independent homomorphic images of the real computation. The Z_q part exists for exp only:
 // exp(x) = g^(x mod q) in Z_p, a homomorphism from (Z_q, +) to (Z_p^*, x), so
@@ -7,7 +7,9 @@
 // is marked unknown, and exp of a value whose Z_q part is unknown (a nested exp) poisons the
 // result: the verifier then reports "not verifiable" rather than guess.
 #include <cstdint>
+#include <unordered_map>
 
+#include "cc/ir/graph.h"
 #include "cc/verify/field_params.h"
 #include "cc/verify/modular.h"
 
@@ -16,15 +18,15 @@ namespace mj::verify {
 // Why a value has no meaningful fingerprint. Poison propagates through every operation.
 enum class FFPoison : uint8_t {
   kNone,
-  kNestedExp,         // exp of a value whose Z_q part is unknown (it came from an exp)
-  kDivisionByZero,    // a divisor was 0 in Z_p, or in Z_q where that part is known
-  kNonFiniteConstant, // an inf or nan constant has no exact rational value
+  kNestedExp,          // exp of a value whose Z_q part is unknown (it came from an exp)
+  kDivisionByZero,     // a divisor was 0 in Z_p, or in Z_q where that part is known
+  kNonFiniteConstant,  // an inf or nan constant has no exact rational value
 };
 const char* ff_poison_name(FFPoison p);
 
 struct FFValue {
-  uint64_t p = 0;      // residue mod p
-  uint64_t q = 0;      // residue mod q; 0 when unknown
+  uint64_t p = 0;  // residue mod p
+  uint64_t q = 0;  // residue mod q; 0 when unknown
   bool q_known = true;
   FFPoison poison = FFPoison::kNone;
 };
@@ -40,8 +42,11 @@ class FFDomain {
  public:
   using Value = FFValue;
 
-  // relu_key seeds the uninterpreted relu; both graphs of one trial must share it.
-  FFDomain(const FieldParams& f, uint64_t relu_key);
+  // relu_key seeds the uninterpreted functions (relu, sqrt, max); both graphs of one trial
+  // must share it. `counts`, when given, maps ops of a shrunk instance to the count their
+  // mean divides by at full size (shrink.h); other ops divide by what they average.
+  FFDomain(const FieldParams& f, uint64_t relu_key,
+           const std::unordered_map<const ir::Op*, int64_t>* counts = nullptr);
 
   const FieldParams& field() const { return f_; }
 
@@ -65,10 +70,14 @@ class FFDomain {
   Value div(Value a, Value b) const;
   Value recip(Value a) const { return div(constant(1.0), a); }
   Value exp(Value a) const;
-  // x^((p+1)/4): a square root of every square (p = 3 mod 4), and multiplicative, so
-  // sqrt(a b) = sqrt(a) sqrt(b) holds exactly; sqrt(x^2) is x up to sign.
+  // Uninterpreted: a keyed hash of the Z_p part (known Z_q part), so only square roots of
+  // equal values are equal. A field square root (x^((p+1)/4)) would be multiplicative, and
+  // sqrt(x y) = sqrt(x) sqrt(y) holds over the reals only where x, y >= 0: in floats the two
+  // differ in where they are NaN. rsqrt, rms_norm and accum_rms_last take their roots here.
   Value sqrt(Value a) const;
-  // Uninterpreted: a keyed hash of the Z_p part, mapped into both fields (known Z_q part).
+  // (x + A(x)) / 2 with A an uninterpreted even function (a keyed hash of x plus that of -x),
+  // which is what relu is with A = |.|: relu(x) - relu(-x) = x holds, as over the reals, and
+  // nothing that needs more of |.| than evenness.
   Value relu(Value a) const;
   // max is uninterpreted, but associative and commutative like the real one, so that every
   // grouping of the same elements (a reduce, a running max over loop iterations, a max of
@@ -80,6 +89,13 @@ class FFDomain {
   // rejected. Idempotence (max(x, x) = x) is not modeled: it can only reject.
   Value max(Value a, Value b) const;
   Value lowest() const { return max_identity_; }
+
+  // The count the mean of `op` divides by (cc/interp/tensor_ops.h, count_constant).
+  int64_t logical_count(const ir::Op& op, int64_t n) const {
+    if (!counts_) return n;
+    const auto it = counts_->find(&op);
+    return it == counts_->end() ? n : it->second;
+  }
 
  private:
   // The result of a binary operation: poison and an unknown Z_q part are inherited.
@@ -98,11 +114,15 @@ class FFDomain {
   };
   static uint64_t combine(uint64_t a, uint64_t b, const Affine& phi, uint64_t m);
 
+  // A keyed hash of a Z_p residue, as a value of both fields.
+  Value hashed(uint64_t key, uint64_t p) const;
+
   FieldParams f_;
   uint64_t relu_key_;
   Affine max_p_, max_q_;
   Value max_identity_;
-  uint64_t sqrt_exp_p_, sqrt_exp_q_;  // (p+1)/4 and (q+1)/4
+  uint64_t half_p_, half_q_;  // inverses of 2
+  const std::unordered_map<const ir::Op*, int64_t>* counts_;
 };
 
 }  // namespace mj::verify

@@ -12,8 +12,8 @@ namespace {
 
 // Cheap rejection before Miller-Rabin: most candidates have a small factor in q or in 2q + 1.
 bool free_of_small_factors(uint64_t n) {
-  static constexpr uint64_t kSmall[] = {3,  5,  7,  11, 13, 17, 19, 23, 29, 31, 37, 41, 43,
-                                        47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97};
+  static constexpr uint64_t kSmall[] = {3,  5,  7,  11, 13, 17, 19, 23, 29, 31, 37, 41,
+                                        43, 47, 53, 59, 61, 67, 71, 73, 79, 83, 89, 97};
   for (uint64_t s : kSmall) {
     if (n % s == 0) return false;
   }

@@ -1,5 +1,5 @@
 #pragma once
-// The prime fields of the fingerprints (DESIGN.md §4). Each trial uses its own triple:
+// The prime fields of the fingerprints (ff_domain.h). Each trial uses its own triple:
 //   q prime, q = 3 (mod 4), q in [2^60, 2^61);  p = 2q + 1 prime (a safe prime), so q | p - 1
 //   and p = 3 (mod 4) as well;  g = 4 = 2^2, a square other than 1, hence of order exactly q
 //   in Z_p^* (the squares form the subgroup of order (p - 1) / 2 = q, which has prime order).

@@ -20,10 +20,10 @@ TEST(Modular, MillerRabinAgreesWithTrialDivisionBelow20000) {
 
 TEST(Modular, MillerRabinOnLargeKnownNumbers) {
   EXPECT_TRUE(is_prime_u64((uint64_t(1) << 61) - 1));   // Mersenne prime M61
-  EXPECT_TRUE(is_prime_u64(18446744073709551557ULL));    // 2^64 - 59, the largest 64-bit prime
+  EXPECT_TRUE(is_prime_u64(18446744073709551557ULL));   // 2^64 - 59, the largest 64-bit prime
   EXPECT_FALSE(is_prime_u64((uint64_t(1) << 62) - 1));  // 3 * 715827883 * 2147483647
-  EXPECT_FALSE(is_prime_u64(3215031751ULL));             // strong pseudoprime to 2, 3, 5, 7
-  EXPECT_FALSE(is_prime_u64(3825123056546413051ULL));    // strong pseudoprime to 2..23
+  EXPECT_FALSE(is_prime_u64(3215031751ULL));            // strong pseudoprime to 2, 3, 5, 7
+  EXPECT_FALSE(is_prime_u64(3825123056546413051ULL));   // strong pseudoprime to 2..23
   EXPECT_FALSE(is_prime_u64(uint64_t(4294967291ULL) * 4294967279ULL));  // two 32-bit primes
 }
 

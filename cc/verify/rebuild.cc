@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cc/ir/append_op.h"
 #include "cc/ir/error.h"
 
 namespace mj::verify {
@@ -13,31 +14,18 @@ using ir::Graph;
 using ir::IrError;
 using ir::KernelGraph;
 using ir::Op;
+using ir::op_kind_name;
 using ir::OpKind;
 using ir::Shape;
-using ir::is_accumulator;
-using ir::is_binary_elementwise;
-using ir::is_unary_elementwise;
-using ir::op_kind_name;
 using ir::shape_str;
 
 namespace {
 
-// The ops both levels share; returns the new tensor id.
-int rebuild_shared_op(Graph& out, const Op& op, const std::vector<int>& id) {
-  if (is_unary_elementwise(op.kind)) return out.unary(op.kind, id.at(op.inputs[0]), op.scalar);
-  if (is_binary_elementwise(op.kind)) {
-    return out.binary(op.kind, id.at(op.inputs[0]), id.at(op.inputs[1]));
-  }
-  switch (op.kind) {
-    case OpKind::kMatmul: return out.matmul(id.at(op.inputs[0]), id.at(op.inputs[1]));
-    case OpKind::kReduce: return out.reduce(id.at(op.inputs[0]), op.dim, op.reduce);
-    case OpKind::kRmsNorm: return out.rms_norm(id.at(op.inputs[0]), op.scalar);
-    case OpKind::kConcat: return out.concat(id.at(op.inputs[0]), id.at(op.inputs[1]), op.dim);
-    default:
-      throw IrError("rebuild: " + std::string(op_kind_name(op.kind)) +
-                    " is not an op shared by both levels");
-  }
+// A computation op on the rebuilt ids of its inputs; returns the new tensor id.
+int rebuild_op(Graph& out, const Op& op, const std::vector<int>& id) {
+  std::vector<int> inputs;
+  for (int t : op.inputs) inputs.push_back(id.at(t));
+  return ir::append_op(out, op, inputs);
 }
 
 void check_shape(const Graph& out, int new_id, const Shape& want, const Op& op, int old_id,
@@ -63,12 +51,8 @@ std::shared_ptr<const BlockGraph> rebuild_block_graph(const BlockGraph& bg, int 
     } else if (op.kind == OpKind::kOutput) {
       out->new_output(id.at(op.inputs[0]), op.omap, bg.kernel_output_dtype(op.io_index));
       continue;
-    } else if (op.kind == OpKind::kAccumExpMatmul) {
-      new_id = out->accum_exp_matmul(id.at(op.inputs[0]), id.at(op.inputs[1]));
-    } else if (is_accumulator(op.kind)) {
-      new_id = out->accum(op.kind, id.at(op.inputs[0]), op.scalar);
     } else {
-      new_id = rebuild_shared_op(*out, op, id);
+      new_id = rebuild_op(*out, op, id);
     }
     const int old_id = op.outputs.at(0);
     id[old_id] = new_id;
@@ -104,7 +88,7 @@ KernelGraph rebuild_with_shapes(const KernelGraph& g, const ShapeOf& shape_of) {
       }
     } else {
       const int old_id = op.outputs.at(0);
-      id[old_id] = rebuild_shared_op(out, op, id);
+      id[old_id] = rebuild_op(out, op, id);
       check_shape(out, id[old_id], shape_of(-1, old_id), op, old_id, "kernel");
     }
   }

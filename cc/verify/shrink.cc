@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include "cc/verify/rebuild.h"
 #include "cc/verify/tied_dims.h"
@@ -13,6 +15,7 @@ using ir::Graph;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
+using ir::ReduceKind;
 using ir::Shape;
 
 namespace {
@@ -65,6 +68,48 @@ std::pair<KernelGraph, KernelGraph> shrink_pair(const KernelGraph& a, const Kern
   const TiedDims tied = tie_dims(a, b);
   const std::vector<int64_t> sizes = tied.classes.shrunk_sizes(max_tile);
   return {shrink_one(a, tied.a, sizes), shrink_one(b, tied.b, sizes)};
+}
+
+namespace {
+
+// The count op (of a graph whose block graph, if any, is bg) averages, or 0 for other ops.
+int64_t averaged_count(const Graph& g, const BlockGraph* bg, const Op& op) {
+  auto x = [&]() -> const Shape& { return g.tensor(op.inputs.at(0)).shape; };
+  switch (op.kind) {
+    case OpKind::kReduce: return op.reduce == ReduceKind::kMean ? x().at(op.dim) : 0;
+    case OpKind::kRmsNorm: return x().back();
+    case OpKind::kAccumMeanLast:
+    case OpKind::kAccumRmsLast: return int64_t(bg->forloop_range()) * x().back();
+    default: return 0;
+  }
+}
+
+void add_counts(const Graph& full, const BlockGraph* full_bg, const Graph& shrunk,
+                std::unordered_map<const Op*, int64_t>& counts) {
+  if (full.ops().size() != shrunk.ops().size()) {
+    throw std::logic_error("full_size_counts: the shrunk graph has other ops than the full one");
+  }
+  for (size_t k = 0; k < full.ops().size(); ++k) {
+    const Op& f = full.ops()[k];
+    const Op& s = shrunk.ops()[k];
+    if (f.kind != s.kind) {
+      throw std::logic_error("full_size_counts: op " + std::to_string(k) + " differs");
+    }
+    if (f.kind == OpKind::kCustomized) {
+      add_counts(*f.block_graph, f.block_graph.get(), *s.block_graph, counts);
+    } else if (const int64_t n = averaged_count(full, full_bg, f)) {
+      counts[&s] = n;
+    }
+  }
+}
+
+}  // namespace
+
+std::unordered_map<const Op*, int64_t> full_size_counts(const KernelGraph& full,
+                                                        const KernelGraph& shrunk) {
+  std::unordered_map<const Op*, int64_t> counts;
+  add_counts(full, nullptr, shrunk, counts);
+  return counts;
 }
 
 int64_t instance_size(const KernelGraph& g) {

@@ -1,5 +1,5 @@
 #pragma once
-// Shrunk instances (DESIGN.md §4): checking a 4096 x 6144 matmul in a finite field for every
+// Shrunk instances: checking a 4096 x 6144 matmul in a finite field for every
 // candidate is too slow, so both graphs are rebuilt with smaller dims that keep the same ops,
 // grids, for-loop ranges, maps and split counts, with each tile cut to a few elements.
 //
@@ -14,6 +14,7 @@
 // holds when both graphs compute the same function for every size of the same structure,
 // which is what their construction from the same grids and maps suggests.
 #include <cstdint>
+#include <unordered_map>
 #include <utility>
 
 #include "cc/ir/graph.h"
@@ -22,8 +23,16 @@ namespace mj::verify {
 
 // Both graphs rebuilt with shrunk dims. Throws (IrError or std::logic_error) naming the
 // reason when the pair cannot be shrunk consistently.
-std::pair<ir::KernelGraph, ir::KernelGraph> shrink_pair(const ir::KernelGraph& a, const ir::KernelGraph& b,
-                                                int max_tile);
+std::pair<ir::KernelGraph, ir::KernelGraph> shrink_pair(const ir::KernelGraph& a,
+                                                        const ir::KernelGraph& b, int max_tile);
+
+// The counts the means of a shrunk graph divide by at full size: for every reduce mean,
+// rms_norm, accum_mean_last and accum_rms_last of `shrunk`, the number of values the same op
+// of `full` averages. A shrunk mean that divided by its own, smaller count would tie the
+// constant 1/n to the shrunk size: mean(x) would equal sum(x) * 0.5 once n shrinks to 2, and
+// no longer equal sum(x) * (1/n). `shrunk` must come from shrink_pair(full, ...).
+std::unordered_map<const ir::Op*, int64_t> full_size_counts(const ir::KernelGraph& full,
+                                                            const ir::KernelGraph& shrunk);
 
 // About how many scalar values interpreting g computes: every kernel tensor's elements,
 // every block tile's elements per block and loop iteration, and the products of each matmul.

@@ -6,17 +6,20 @@
 
 #include <memory>
 
-#include "cc/verify/rmsnorm_linear_test_graphs.h"
+#include "cc/testing/rmsnorm_linear.h"
 
 namespace mj::verify {
 
 using ir::BlockGraph;
-using ir::DType;
 using ir::Dim3;
+using ir::DType;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
+using testing::fused_rmsnorm_linear;
+using testing::FusedRmsNormLinear;
+using testing::rmsnorm_linear_reference;
 
 namespace {
 
@@ -37,7 +40,7 @@ TEST(Shrink, IssueRmsNormLinearPair) {
   FusedRmsNormLinear s;
   s.m = 8, s.k = 4096, s.n = 6144, s.grid = {96, 1, 1}, s.forloop = 32;
   const auto [ref, fused] =
-      shrink_pair(reference_rmsnorm_linear(8, 4096, 6144), fused_rmsnorm_linear(s), 2);
+      shrink_pair(rmsnorm_linear_reference({8, 4096, 6144}), fused_rmsnorm_linear(s), 2);
   // k: split 32 ways by the loop -> 32 * 2; n: 96 blocks -> 96 * 2; m unsplit -> 2
   const std::vector<Shape> want = {{2, 64}, {64}, {64, 192}};
   EXPECT_EQ(input_shapes(ref), want);
@@ -69,7 +72,7 @@ TEST(Shrink, MaxTileSetsTheTileSize) {
   FusedRmsNormLinear s;
   s.m = 8, s.k = 4096, s.n = 6144, s.grid = {96, 1, 1}, s.forloop = 32;
   const auto [ref, fused] =
-      shrink_pair(reference_rmsnorm_linear(8, 4096, 6144), fused_rmsnorm_linear(s), 3);
+      shrink_pair(rmsnorm_linear_reference({8, 4096, 6144}), fused_rmsnorm_linear(s), 3);
   EXPECT_EQ(input_shapes(fused), (std::vector<Shape>{{3, 96}, {96}, {96, 288}}));
 }
 
@@ -114,8 +117,7 @@ TEST(Shrink, OddSplitCountsAreKept) {
   g.mark_output(g.customized({g.new_input({9, 25}, DType::kF32)}, bg).at(0));
   const auto [s, unused] = shrink_pair(g, g, 2);
   EXPECT_EQ(input_shapes(s), (std::vector<Shape>{{6, 10}}));
-  EXPECT_EQ(only_block_graph(s).tensor(only_block_graph(s).input_ids()[0]).shape,
-            (Shape{2, 2}));
+  EXPECT_EQ(only_block_graph(s).tensor(only_block_graph(s).input_ids()[0]).shape, (Shape{2, 2}));
 }
 
 TEST(Shrink, InstanceSizeCountsValuesAndMatmulProducts) {
@@ -128,7 +130,7 @@ TEST(Shrink, InstanceSizeCountsValuesAndMatmulProducts) {
   FusedRmsNormLinear s;
   s.m = 8, s.k = 4096, s.n = 6144, s.grid = {96, 1, 1}, s.forloop = 32;
   const KernelGraph full = fused_rmsnorm_linear(s);
-  const auto [ref, small] = shrink_pair(reference_rmsnorm_linear(8, 4096, 6144), full, 2);
+  const auto [ref, small] = shrink_pair(rmsnorm_linear_reference({8, 4096, 6144}), full, 2);
   // 96 blocks x 32 iterations remain, on tiles of 2 x 2
   EXPECT_GT(instance_size(full), int64_t(1) << 27);
   EXPECT_LT(instance_size(small), instance_size(full) / 1000);

@@ -2,11 +2,11 @@
 
 namespace mj::verify {
 
+using ir::dtype_name;
 using ir::KernelGraph;
 using ir::Shape;
-using ir::Tensor;
-using ir::dtype_name;
 using ir::shape_str;
+using ir::Tensor;
 
 std::string signature_mismatch(const KernelGraph& a, const KernelGraph& b) {
   const auto& ia = a.input_ids();
@@ -30,8 +30,8 @@ std::string signature_mismatch(const KernelGraph& a, const KernelGraph& b) {
   const auto& oa = a.output_ids();
   const auto& ob = b.output_ids();
   if (oa.size() != ob.size()) {
-    return "output count differs: graph a has " + std::to_string(oa.size()) +
-           " outputs, graph b " + std::to_string(ob.size());
+    return "output count differs: graph a has " + std::to_string(oa.size()) + " outputs, graph b " +
+           std::to_string(ob.size());
   }
   for (size_t i = 0; i < oa.size(); ++i) {
     const Shape& sa = a.tensor(oa[i]).shape;

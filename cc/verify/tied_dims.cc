@@ -7,14 +7,14 @@ namespace mj::verify {
 using ir::BlockGraph;
 using ir::Dim3;
 using ir::Graph;
+using ir::is_accumulator;
+using ir::is_binary_elementwise;
+using ir::is_unary_elementwise;
 using ir::KernelGraph;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
 using ir::Tensor;
-using ir::is_accumulator;
-using ir::is_binary_elementwise;
-using ir::is_unary_elementwise;
 
 namespace {
 

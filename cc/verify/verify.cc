@@ -1,4 +1,4 @@
-// verify_equivalent: finite-field fingerprints of two kernel graphs (DESIGN.md §4).
+// verify_equivalent: finite-field fingerprints of two kernel graphs (verify.h).
 //
 // THE FALSE-ACCEPT BOUND
 //
@@ -7,7 +7,8 @@
 // graphs in ff_domain.h, and accepts when every output element agrees.
 //
 // Model. Every tensor element is a rational function P / Q of the input variables and of
-// "atoms": the results of exp, sqrt and relu. degree_domain.h bounds deg P and deg Q per
+// "atoms": the results of exp and sqrt, and relu's even part (relu(x) = (x + A(x)) / 2).
+// degree_domain.h bounds deg P and deg Q per
 // element (inputs and atoms have degree 1; + and - give (max(n1 + e2, n2 + e1), e1 + e2),
 // * gives (n1 + n2, e1 + e2), / swaps, constants and max have degree 0).
 //
@@ -28,23 +29,37 @@
 // candidate (degree < 2^10) gets eps < 2^-50 and runs kMinTrials = 2 trials.
 //
 // What is heuristic (the Mirage paper's own theorem rests on similar assumptions):
-//  - exp, sqrt and relu results are treated as independent indeterminates. They are not:
-//    sqrt is x^((p+1)/4), relu a keyed hash, exp a homomorphism. The exp-collision term is
-//    charged once per trial, not once per pair of exp atoms.
+//  - exp, sqrt and relu's even part are treated as independent indeterminates. They are not:
+//    sqrt and A are keyed hashes of their argument's Z_p value (so equal arguments give equal
+//    atoms, and a collision of two different arguments' hashes is a further ~1/p event), exp
+//    a homomorphism. The exp-collision term is charged once per trial, not once per pair of
+//    exp atoms.
 //  - max is an uninterpreted associative, commutative function (ff_domain.h): a stabilizing
 //    max cancels exactly, one that does not cancel is rejected, and its degree is counted
 //    as a product's (a max over n elements has degree n times theirs). Graphs equal only by
 //    a property of max beyond associativity and commutativity (max(x, x) = x) are rejected.
 //  - A shrunk instance (shrink.h) stands in for the full one: equivalence at a small size of
-//    the same structure is evidence, not proof, of equivalence at full size.
+//    the same structure is evidence, not proof, of equivalence at full size. Its means divide
+//    by their full-size counts, so size-dependent constants keep their full-size values.
 //  - Constants map by their exact rational value, so the bound is about exact arithmetic;
 //    rounding is the float check's business.
 // A trial that divides by zero or nests exp is reported "not verifiable": a false reject,
 // never a false accept.
+//
+// NUMERICAL SAFETY (float_safety.h). Trial 0 also records, per graph, the values at which it
+// takes exp of an argument not bounded above, divides (and which dividends a divisor that may
+// be 0 divides), and takes square roots; the sets must be equal. Set membership compares Z_p
+// fingerprints. A value one graph records and the other does not is missed only if it
+// collides in Z_p with one of the N values the other recorded: probability <= N / p, below
+// 2^-35 for the largest instance interpreted (N <= 2^26, p >= 2^61). Two fingerprints of the
+// same real value always agree, so the check never rejects a pair for a collision. It
+// rejects pairs that are equal over the reals; it is not part of the bound above, which is
+// about the values.
 #include "cc/verify/verify.h"
 
 #include <exception>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -52,6 +67,7 @@
 #include "cc/verify/false_accept_bound.h"
 #include "cc/verify/ff_domain.h"
 #include "cc/verify/field_params.h"
+#include "cc/verify/float_safety.h"
 #include "cc/verify/shrink.h"
 #include "cc/verify/signature_check.h"
 #include "cc/verify/splitmix.h"
@@ -79,6 +95,8 @@ struct Instance {
   const KernelGraph* original_a = nullptr;
   const KernelGraph* original_b = nullptr;
   std::optional<std::pair<KernelGraph, KernelGraph>> shrunk;
+  // The full-size counts of the shrunk graphs' means (shrink.h), for the field domain.
+  std::unordered_map<const ir::Op*, int64_t> counts;
   std::string error;  // why there is no instance to verify
 
   const KernelGraph& a() const { return shrunk ? shrunk->first : *original_a; }
@@ -95,7 +113,11 @@ Instance choose_instance(const KernelGraph& a, const KernelGraph& b, const Verif
   if (!want) return in;
   try {
     in.shrunk = shrink_pair(a, b, opts.max_tile);
+    in.counts = full_size_counts(a, in.shrunk->first);
+    for (const auto& [op, n] : full_size_counts(b, in.shrunk->second)) in.counts[op] = n;
   } catch (const std::exception& e) {
+    in.shrunk.reset();
+    in.counts.clear();
     if (size > kMaxFullInstance) {
       in.error = std::string("cannot verify: shrinking failed (") + e.what() +
                  ") and the full instance computes " + std::to_string(size) +
@@ -144,8 +166,8 @@ std::string compare_outputs(const FFTensors& out_a, const FFTensors& out_b, int 
     for (size_t j = 0; j < da.size(); ++j) {
       for (const auto& [v, name] : {std::pair{da[j], "a"}, std::pair{db.at(j), "b"}}) {
         if (v.poison != FFPoison::kNone) {
-          return std::string("not verifiable: ") + ff_poison_name(v.poison) + " in graph " +
-                 name + ", " + where(out_a[i], i, j, trial);
+          return std::string("not verifiable: ") + ff_poison_name(v.poison) + " in graph " + name +
+                 ", " + where(out_a[i], i, j, trial);
         }
       }
       if (!ff_same(da[j], db[j])) {
@@ -197,14 +219,30 @@ VerifyResult verify_equivalent(const KernelGraph& a, const KernelGraph& b,
     for (int t = 0; t < trials; ++t) {
       const FieldParams& f = field_params(t % kNumFieldParams);
       SplitMix64 rng(mix64(opts.seed) ^ mix64(uint64_t(t) + 0x5eed));
-      const FFDomain domain(f, rng.next());
+      const FFDomain domain(f, rng.next(), in.shrunk ? &in.counts : nullptr);
       const FFTensors inputs = random_inputs(in.a(), f, rng);
-      const FFTensors out_a = interpret(in.a(), inputs, domain);
-      const FFTensors out_b = interpret(in.b(), inputs, domain);
+      FFTensors out_a, out_b;
+      PartialOps ops_a, ops_b;
+      if (t == 0) {
+        // The first trial also records where each graph evaluates exp, division and sqrt
+        // (float_safety.h): the same values, or the graphs differ in floating point.
+        const auto safe_inputs = safe_values(inputs);
+        out_a = ff_values(interpret(in.a(), safe_inputs, SafetyDomain(domain, &ops_a)));
+        out_b = ff_values(interpret(in.b(), safe_inputs, SafetyDomain(domain, &ops_b)));
+      } else {
+        out_a = interpret(in.a(), inputs, domain);
+        out_b = interpret(in.b(), inputs, domain);
+      }
       result.trials = t + 1;
       if (std::string why = compare_outputs(out_a, out_b, t); !why.empty()) {
         result.reason = std::move(why);
         return result;
+      }
+      if (t == 0) {
+        if (std::string why = partial_ops_mismatch(ops_a, ops_b); !why.empty()) {
+          result.reason = std::move(why);
+          return result;
+        }
       }
     }
   } catch (const std::exception& e) {

@@ -8,7 +8,13 @@ listing, verifying, exporting and importing (mirage_jax/cache/admin.py) work on 
 
 An entry is a directory named by its key. It is built in a temporary directory and renamed
 into place under an fcntl lock per key, so concurrent processes never see half an entry and
-never build the same key twice.
+never build the same key twice. An entry that fails its kind's check, whatever its shape (a
+file where the directory should be, a directory where a file should be, a symbolic link), is
+removed whole (remove_entry) and built again.
+
+Besides the files its kind writes, an entry may hold this machine's own records
+(LOCAL_FILES: where the entry came from, and the probe of its library): they are never
+exported, and an archive that carries one is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import contextlib
 import contextvars
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -63,14 +70,65 @@ def versions() -> dict[str, str]:
 
 
 def sha256_of(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    with open(path, "rb") as handle:  # in chunks: a library may be large
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def remove_entry(path: Path) -> None:
+    """Removes whatever is at `path`: a directory tree, a file, a symbolic link (not what it
+    points to). Nothing there is not an error."""
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        path.unlink(missing_ok=True)
+    elif path.exists():
+        shutil.rmtree(path)
+
+
+def ensure_directory(path: Path) -> Path:
+    """`path` as an existing directory; a file or a dangling link in its place (a damaged
+    cache) is removed first."""
+    if (path.is_symlink() or path.exists()) and not path.is_dir():
+        path.unlink()
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def write_json(path: Path, doc: dict) -> None:
+    """Writes `doc` to `path` in one step (a temporary file renamed over it)."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+# This machine's records in an entry: never exported, refused in an archive.
+ORIGIN = "origin.json"  # where the entry came from (record_origin)
+PROBE = "probe.json"  # the library's probe (mirage_jax/runtime/library_probe.py)
+LOCAL_FILES = frozenset({ORIGIN, PROBE})
+
+
+def record_origin(entry: Path, **origin: str | None) -> None:
+    """Records where `entry` came from ("compiled here", an archive and its signer, ...)."""
+    write_json(entry / ORIGIN, origin)
+
+
+def origin_of(entry: Path) -> dict:
+    """What record_origin recorded, else {} (an entry from an older version, or damaged)."""
+    try:
+        doc = json.loads((entry / ORIGIN).read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 @contextlib.contextmanager
 def locked(lock_path: Path):
     """Holds an exclusive fcntl lock on `lock_path` (created if missing): across processes,
     and across threads too, since each holder opens the file anew."""
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_directory(lock_path.parent)
     with open(lock_path, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
@@ -85,7 +143,7 @@ def staged_entry(parent: Path, key: str):
     renamed to parent/key in one step (readers see all of the entry or none of it), and when
     it raises the directory is removed. The caller holds the key's lock and has removed any
     old entry."""
-    parent.mkdir(parents=True, exist_ok=True)
+    ensure_directory(parent)
     staging = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=parent))
     try:
         yield staging
@@ -102,8 +160,20 @@ def staged_entry(parent: Path, key: str):
 class Kind:
     name: str  # "kernel", "search", ...: what `cache list` shows
     directory: str  # under cache_root()
-    # The check of one entry: None when it is sound, else what is wrong.
+    # The check of one entry's files, loading nothing: None when it is sound, else what is
+    # wrong.
     problem: Callable[[Path], str | None]
+    # The names of the files an entry consists of; None: whatever its directory holds
+    # (LOCAL_FILES aside). An archive entry with another file is refused.
+    files: frozenset[str] | None = None
+    # For entries that hold code: loads it in a separate process, after `problem` passed.
+    # (entry, fresh) -> None when it loads, else what is wrong; fresh=False may answer from
+    # the entry's record of an earlier probe of the same bytes.
+    probe: Callable[[Path, bool], str | None] | None = None
+    # What an archive's signed manifest states about an entry besides its files' hashes
+    # (a library's: the hashes of its source and of itself, its handler), read from a sound
+    # entry; an import refuses an entry whose files say otherwise.
+    binding: Callable[[Path], dict[str, str]] | None = None
 
 
 KINDS: dict[str, Kind] = {}
@@ -112,8 +182,16 @@ KINDS: dict[str, Kind] = {}
 FINGERPRINTS: dict[str, Callable[[], str]] = {}
 
 
-def register_kind(name: str, directory: str, problem: Callable[[Path], str | None]) -> Kind:
-    kind = KINDS[name] = Kind(name, directory, problem)
+def register_kind(
+    name: str,
+    directory: str,
+    problem: Callable[[Path], str | None],
+    *,
+    files: frozenset[str] | None = None,
+    probe: Callable[[Path, bool], str | None] | None = None,
+    binding: Callable[[Path], dict[str, str]] | None = None,
+) -> Kind:
+    kind = KINDS[name] = Kind(name, directory, problem, files, probe, binding)
     return kind
 
 

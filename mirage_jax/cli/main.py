@@ -2,9 +2,10 @@
 
 demo: the paper's RMSNorm+Linear μGraph end to end (mirage_jax/cli/demo.py).
 
-cache {list,verify,clear,export,import}: the on-disk caches of search results and compiled
-kernels, under $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax (see
-mirage_jax/cache/admin.py); export/import move them to another machine as one archive.
+cache {list,verify,clear,export,import,keygen}: the on-disk caches of search results and
+compiled kernels, under $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax (see
+mirage_jax/cache/admin.py); export/import move them to another machine as one signed archive
+(mirage_jax/cache/archive.py).
 
 inspect MODULE:FUNCTION: @mj.optimize the function for example arguments and print each
 region, its source lines, the μGraph chosen, how it was verified and the measured speedup
@@ -16,8 +17,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from mirage_jax.cli import cache as cache_cli
 from mirage_jax.cli import inspect as _inspect
-from mirage_jax.cli.cache import run_cache
 from mirage_jax.cli.demo import run_demo
 from mirage_jax.runtime import toolchain
 
@@ -47,30 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="skip the search/compile/timing step (about 10 s cold)",
     )
-    cache_command = commands.add_parser(
-        "cache", help="list, verify or clear the search and kernel caches"
-    )
-    actions = cache_command.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="each entry's kind (search/kernel), key, size and age")
-    actions.add_parser(
-        "verify",
-        help="check every entry's checksum and remove the corrupt "
-        "ones (exit status 1 when there were any)",
-    )
-    clear = actions.add_parser(
-        "clear",
-        help="remove every entry (only with --yes; without it, print what would be removed)",
-    )
-    clear.add_argument("--yes", action="store_true", help="really remove them")
-    export = actions.add_parser(
-        "export", help="write every sound entry to a .tar.gz archive (to deploy on another machine)"
-    )
-    export.add_argument("path", help="the archive to write")
-    import_ = actions.add_parser(
-        "import",
-        help="add the entries of an exported archive, refusing any that fail their checksums",
-    )
-    import_.add_argument("path", help="the archive to read")
+    cache_cli.add_parser(commands)
     _add_inspect(commands)
     args = parser.parse_args(argv)
     if args.cuda_arch is not None:
@@ -92,9 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed, superoptimize=not args.no_superoptimize)
     if args.command == "cache":
-        return run_cache(
-            args.action, yes=getattr(args, "yes", False), path=getattr(args, "path", None)
-        )
+        return cache_cli.run(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 

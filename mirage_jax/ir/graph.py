@@ -232,7 +232,7 @@ class KernelGraph(_Graph):
 
     @staticmethod
     def from_json(text: str | bytes) -> KernelGraph:
-        return _json.kernel_graph_from_json(text, KernelGraph, BlockGraph)
+        return _json.kernel_graph_from_json(text, KernelGraph)
 
 
 class BlockGraph(_Graph):

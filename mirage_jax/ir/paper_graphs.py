@@ -188,11 +188,11 @@ def _split_kv_partials(
     norm_eps: float | None = None,
 ) -> tuple[Tensor, ...]:
     """Kernel 1 of split-KV attention: every block owns some query rows and one KV slice and
-    walks the slice in ``steps`` iterations (K over its last dim, V over its rows). E =
-    exp(scale·Q·K) has no max stabilizer because partials from different slices combine by
-    plain sums. Each block stores its partial E·V and the partial row sums of E side by side
-    along the last dim, one slot per KV slice (omap). With ``norm_eps``, Q rows and K columns
-    are rms-normalized on the tile first (QKNorm)."""
+    walks the slice in ``steps`` iterations with the online softmax, so every exp it takes is
+    of S - m_b, m_b the row max over its slice. Each block stores its partial exp(S - m_b)·V,
+    the partial row sums of exp(S - m_b) and m_b side by side along the last dim, one slot per
+    KV slice (omap). With ``norm_eps``, Q rows and K columns are rms-normalized on the tile
+    first (QKNorm)."""
     bg = BlockGraph(grid=grid, forloop_range=steps)
     q = bg.new_input(Q, imap=q_imap, fmap=-1)
     k = bg.new_input(K, imap=k_imap, fmap=rank - 1)
@@ -200,9 +200,10 @@ def _split_kv_partials(
     if norm_eps is not None:
         q = bg.rms_norm(q, eps=norm_eps)
         k = _rms_norm_keys(bg, k, norm_eps)
-    e = bg.exp(bg.mul_scalar(bg.matmul(q, k), scale))
-    bg.new_output(bg.accum_sum(bg.matmul(e, v)), omap=omap)
-    bg.new_output(bg.accum_sum_last(e), omap=omap)
+    s = bg.mul_scalar(bg.matmul(q, k), scale)
+    bg.new_output(bg.accum_exp_matmul(s, v), omap=omap)
+    bg.new_output(bg.accum_exp_sum_last(s), omap=omap)
+    bg.new_output(bg.accum_max_last(s), omap=omap)
     return fused.customized([Q, K, V], bg)
 
 
@@ -210,6 +211,7 @@ def _combine_partials(
     fused: KernelGraph,
     partial_ev: Tensor,
     partial_sums: Tensor,
+    partial_max: Tensor,
     *,
     rank: int,
     grid: Triple,
@@ -217,13 +219,20 @@ def _combine_partials(
     imap: Triple,
     omap: Triple,
 ) -> Tensor:
-    """Kernel 2 of split-KV attention: a for-loop over the partial slots (the last dim) sums
-    the partial E·V tiles and the partial row sums, and the epilogue divides."""
+    """Kernel 2 of split-KV attention: M, the max of the slices' maxima, is a reduce at the
+    kernel level; a for-loop over the partial slots (the last dim) rescales each slot's partials
+    by exp(m_b - M) <= 1 and sums them, and the epilogue divides. The slot holding the row max
+    has weight 1 and a row sum >= 1, so the sum divided by is >= 1: no overflow, no 0 / 0."""
+    top = fused.reduce(partial_max, rank - 1, "max")
     bg = BlockGraph(grid=grid, forloop_range=splits)
     ev = bg.new_input(partial_ev, imap=imap, fmap=rank - 1)
     sums = bg.new_input(partial_sums, imap=imap, fmap=rank - 1)
-    bg.new_output(bg.div(bg.accum_sum(ev), bg.accum_sum_last(sums)), omap=omap)
-    (out,) = fused.customized([partial_ev, partial_sums], bg)
+    m = bg.new_input(partial_max, imap=imap, fmap=rank - 1)
+    mx = bg.new_input(top, imap=imap, fmap=-1)
+    w = bg.exp(bg.sub(m, mx))
+    out = bg.div(bg.accum_sum(bg.mul(w, ev)), bg.accum_sum(bg.mul(w, sums)))
+    bg.new_output(out, omap=omap)
+    (out,) = fused.customized([partial_ev, partial_sums, partial_max, top], bg)
     return out
 
 
@@ -262,7 +271,7 @@ def _gqa_prefill_pair(
     Q, K, V = _attention_inputs(fused, (heads,), q_len, kv_len, head_dim, dtype)
     # grid (heads, kv slices, query tiles), as in the paper: Q (0, -1, 1), K (0, 2, -1),
     # V (0, 1, -1), partials stored with omap (0, 2, 1).
-    partial_ev, partial_sums = _split_kv_partials(
+    partials = _split_kv_partials(
         fused,
         Q,
         K,
@@ -280,8 +289,7 @@ def _gqa_prefill_pair(
     fused.mark_output(
         _combine_partials(
             fused,
-            partial_ev,
-            partial_sums,
+            *partials,
             rank=3,
             grid=(heads, q_tiles, 1),
             splits=kv_splits,
@@ -357,7 +365,7 @@ def gqa_decode(
 
     fused = KernelGraph()
     Q, K, V = _attention_inputs(fused, (batch, kv_heads), rows, kv_len, head_dim, dtype)
-    partial_ev, partial_sums = _split_kv_partials(
+    partials = _split_kv_partials(
         fused,
         Q,
         K,
@@ -374,8 +382,7 @@ def gqa_decode(
     fused.mark_output(
         _combine_partials(
             fused,
-            partial_ev,
-            partial_sums,
+            *partials,
             rank=4,
             grid=(batch, kv_heads, 1),
             splits=kv_splits,

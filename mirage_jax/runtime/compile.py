@@ -66,7 +66,8 @@ def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> Compi
     kernels = _kernels(kg, target, options)
 
     def library(kernel: tuple[str, str]) -> Path:
-        return kernel_cache.library_for(kernel[1], target, options)
+        symbol, source = kernel
+        return kernel_cache.library_for(source, target, options, symbol=symbol)
 
     workers = max(1, min(len(kernels), target.parallel_builds))
     if workers > 1:

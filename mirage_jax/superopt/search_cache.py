@@ -18,7 +18,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import shutil
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -153,7 +152,7 @@ def cached_search(graph, config, backend: str, run_search: Callable):
                 RuntimeWarning,
                 stacklevel=2,
             )
-            shutil.rmtree(entry)
+            cache.remove_entry(entry)  # whatever its shape: a file, a link, a tree
         result = run_search()
         if result.reason not in _UNCACHED_REASONS:
             _store(searches, key, result)

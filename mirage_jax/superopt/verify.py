@@ -35,7 +35,10 @@ def verify_equivalent(
 ) -> VerifyResult:
     """Evaluates both graphs on the same random inputs over Z_p x Z_q, `trials` times with
     independent primes (None: enough trials for a false-accept bound <= 2^-40).
-    `shrink` chooses whether to check on a shrunk instance: "auto" does for large ones."""
+    `shrink` chooses whether to check on a shrunk instance: "auto" does for large ones.
+    Graphs equal over the reals are still not equivalent when one is less safe in floating
+    point: it takes exp of a value not bounded above (a softmax without its max), divides or
+    takes a square root where the other does not (docs/ir-semantics.md)."""
     for name, graph in (("a", a), ("b", b)):
         if not isinstance(graph, KernelGraph):
             raise TypeError(

@@ -1,110 +1,106 @@
 """python -m mirage_jax cache export|import PATH: sound entries travel in one archive and
-arrive byte for byte; a damaged or altered archive entry is refused, with a message naming it,
-and nothing of it is written."""
+arrive byte for byte; a damaged or altered entry is refused, with a message naming it, and
+nothing of it is written."""
 
-import io
 import json
-import os
 import subprocess
 import sys
 import tarfile
 
-import pytest
+from cache_test_support import (
+    cli_env,
+    entry_keys,
+    exported_files,
+    filled_cache,
+    keys,
+    read_members,
+    sha256,
+    tamper,
+    template_cache,
+)
 from search_test_support import CONFIG, Searches, graphs
 
-from mirage_jax.cache import admin as cache_admin
+from mirage_jax.cache import archive as cache_archive
+from mirage_jax.cache import manifest as manifest_format
+from mirage_jax.cache import store
 from mirage_jax.cli.main import main
-from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
 
-
-@pytest.fixture
-def source(monkeypatch, tmp_path):
-    """A cache with one search entry and two kernel entries (a stand-in g++ builds them)."""
-    path = tmp_path / "source"
-    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(path))
-
-    def fake_compiler(src, library):
-        library.write_bytes(b"compiled:" + src.read_bytes())
-
-    monkeypatch.setattr(toolchain, "compile_cpu_library", fake_compiler)
-    search_cache.cached_search(graphs()[0], CONFIG, "cpu", Searches())
-    kernel_cache.library_for("// kernel one")
-    kernel_cache.library_for("// kernel two")
-    return path
-
-
-def files_of(root):
-    """{relative path: bytes} of every entry file (locks and staging excluded)."""
-    return {
-        str(p.relative_to(root)): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-    }
+# the fixtures used by name below
+_ = (filled_cache, keys, template_cache)
 
 
 def cli(monkeypatch, capsys, root, *argv):
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(root))
-    status = main(["cache", *argv])
+    status = main(["cache", *map(str, argv)])
     return status, capsys.readouterr().out
 
 
-def rewrite(archive, out, *, replace=None, manifest=None, extra=None):
-    """A copy of `archive` with some members' bytes replaced, the manifest edited, or extra
-    members added: what a damaged or altered archive looks like."""
-    replace, extra = replace or {}, extra or {}
-    with tarfile.open(archive) as src, tarfile.open(out, "w:gz") as dst:
-        for member in src.getmembers():
-            data = src.extractfile(member).read()
-            if member.name == cache_admin.MANIFEST and manifest is not None:
-                doc = json.loads(data)
-                manifest(doc)
-                data = json.dumps(doc).encode()
-            data = replace.get(member.name, data)
-            info = tarfile.TarInfo(member.name)
-            info.size = len(data)
-            dst.addfile(info, io.BytesIO(data))
-        for name, data in extra.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            dst.addfile(info, io.BytesIO(data))
-    return out
+def signed_export(filled_cache, keys, archive):
+    cache_archive.export_cache(archive, filled_cache, sign_with=keys["ours"][0])
+    return archive
 
 
-def test_export_then_import_reproduces_every_entry(source, tmp_path, monkeypatch, capsys):
+def test_export_then_import_reproduces_every_entry(
+    filled_cache, keys, tmp_path, monkeypatch, capsys
+):
     archive = tmp_path / "kernels.tar.gz"
-    status, out = cli(monkeypatch, capsys, source, "export", str(archive))
+    private, public = keys["ours"]
+    status, out = cli(monkeypatch, capsys, filled_cache, "export", str(archive), "--sign", private)
     assert status == 0, out
-    assert f"exported 3 entries to {archive}" in out
+    assert f"exported 3 entries to {archive}" in out and "signed by key " in out
     assert out.count("  exported kernel ") == 2 and out.count("  exported search ") == 1
 
     target = tmp_path / "target"
-    status, out = cli(monkeypatch, capsys, target, "import", str(archive))
+    status, out = cli(monkeypatch, capsys, target, "import", str(archive), "--verify", public)
     assert status == 0, out
+    assert "signature: good, key " in out
     assert "imported 3 entries" in out and "0 refused" in out
-    assert files_of(target) == files_of(source) and len(files_of(source)) == 8
-    assert "3 entries checked, 0 corrupt" in cli(monkeypatch, capsys, target, "verify")[1]
+    assert exported_files(target) == exported_files(filled_cache)
+    assert len(exported_files(filled_cache)) == 8
+    status, out = cli(monkeypatch, capsys, target, "verify")
+    assert status == 0 and "3 entries checked, 0 bad" in out, out
+    assert out.count("imported from ") == 3 and "signed by key " in out
     # the imported search entry answers a lookup: no search runs
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(target))
     searches = Searches()
     _, hit = search_cache.cached_search(graphs()[0], CONFIG, "cpu", searches)
     assert hit and searches.calls == 0
 
-    status, out = cli(monkeypatch, capsys, target, "import", str(archive))
+    status, out = cli(monkeypatch, capsys, target, "import", str(archive), "--verify", public)
     assert status == 0 and "imported 0 entries" in out and "3 already present" in out
 
 
-def test_an_altered_file_is_refused_and_the_rest_imported(source, tmp_path, monkeypatch, capsys):
-    archive = tmp_path / "good.tar.gz"
-    cache_admin.export_cache(archive, source)
-    key = sorted(p.name for p in (source / "kernels").iterdir() if p.name != ".locks")[0]
-    bad = rewrite(
-        archive,
-        tmp_path / "bad.tar.gz",
-        replace={f"kernels/{key}/kernel.so": b"compiled:// something else"},
-    )
+def test_the_archive_holds_the_manifest_first_then_the_signature_and_no_local_records(
+    filled_cache, keys, tmp_path
+):
+    archive = signed_export(filled_cache, keys, tmp_path / "a.tar.gz")
+    members = read_members(archive)
+    names = [m.name for m, _ in members]
+    assert names[:2] == [manifest_format.NAME, manifest_format.SIGNATURE]
+    assert not [n for n in names if n.endswith(("probe.json", "origin.json"))]
+    assert all(m.isreg() and not m.pax_headers for m, _ in members)
+    doc = json.loads(members[0][1])
+    (kernel,) = [e for e in doc["entries"] if e["key"] == entry_keys(filled_cache, "kernels")[0]]
+    files = {m.name: d for m, d in members}
+    prefix = f"kernels/{kernel['key']}/"
+    # each library is bound to its source's hash and its handler; its key hashes the source
+    assert kernel["binds"]["library_sha256"] == sha256(files[prefix + "kernel.so"])
+    assert kernel["binds"]["source_sha256"] == sha256(files[prefix + "kernel.cc"])
+    assert kernel["files"]["kernel.so"]["size"] == len(files[prefix + "kernel.so"])
+
+
+def test_an_altered_file_is_refused_and_the_rest_imported(
+    filled_cache, keys, tmp_path, monkeypatch, capsys
+):
+    archive = signed_export(filled_cache, keys, tmp_path / "good.tar.gz")
+    key = entry_keys(filled_cache, "kernels")[0]
+    name = f"kernels/{key}/kernel.so"
+    original = {m.name: d for m, d in read_members(archive)}[name]
+    altered = original[:-4] + b"\x00\x00\x00\x01"  # the same size, other bytes
+    bad = tamper(archive, tmp_path / "bad.tar.gz", replace={name: altered})
     target = tmp_path / "target"
-    status, out = cli(monkeypatch, capsys, target, "import", str(bad))
+    status, out = cli(monkeypatch, capsys, target, "import", str(bad), "--verify", keys["ours"][1])
     assert status == 1
     assert (
         f"REFUSED  kernel  {key}: kernel.so does not match its checksum (the archive is "
@@ -112,115 +108,136 @@ def test_an_altered_file_is_refused_and_the_rest_imported(source, tmp_path, monk
     ) in out
     assert "imported 2 entries" in out and "1 refused" in out
     assert not (target / "kernels" / key).exists()
-    assert len([p for p in (target / "kernels").iterdir() if not p.name.startswith(".")]) == 1
+    assert len(entry_keys(target, "kernels")) == 1
+    assert not (target / ".importing").exists()
 
 
-def test_a_consistent_but_wrong_entry_fails_its_own_check(source, tmp_path, monkeypatch, capsys):
-    """A library replaced together with the manifest's checksum still contradicts the
-    entry's own meta.json: the cache's check refuses it before it is published."""
-    archive = tmp_path / "good.tar.gz"
-    cache_admin.export_cache(archive, source)
-    key = sorted(p.name for p in (source / "kernels").iterdir() if p.name != ".locks")[0]
-    evil = b"not the library that was compiled"
+def test_a_consistent_but_wrong_entry_fails_its_own_check(
+    filled_cache, tmp_path, monkeypatch, capsys
+):
+    """A source replaced together with every checksum that covers it (the manifest's and
+    the entry's meta.json): the key no longer hashes the source, so the entry is refused
+    before it is published."""
+    archive = cache_archive.export_cache(tmp_path / "good.tar.gz", filled_cache).archive
+    key = entry_keys(filled_cache, "kernels")[0]
+    prefix = f"kernels/{key}/"
+    files = {m.name: d for m, d in read_members(archive)}
+    source = b'extern "C" int something_else(void) { return 2; }\n'
+    meta = json.loads(files[prefix + "meta.json"])
+    meta["source_sha256"] = sha256(source)
+    meta_bytes = json.dumps(meta).encode()
 
     def fix_manifest(doc):
-        import hashlib
-
         for e in doc["entries"]:
             if e["key"] == key:
-                e["files"]["kernel.so"] = hashlib.sha256(evil).hexdigest()
+                e["files"]["kernel.cc"] = {"sha256": sha256(source), "size": len(source)}
+                e["files"]["meta.json"] = {"sha256": sha256(meta_bytes), "size": len(meta_bytes)}
+                e["binds"]["source_sha256"] = sha256(source)
 
-    bad = rewrite(
+    bad = tamper(
         archive,
         tmp_path / "bad.tar.gz",
         manifest=fix_manifest,
-        replace={f"kernels/{key}/kernel.so": evil},
+        replace={prefix + "kernel.cc": source, prefix + "meta.json": meta_bytes},
     )
     target = tmp_path / "target"
-    status, out = cli(monkeypatch, capsys, target, "import", str(bad))
+    status, out = cli(monkeypatch, capsys, target, "import", str(bad), "--trust-unsigned")
     assert status == 1
     assert (
-        f"REFUSED  kernel  {key}: the entry fails its cache's check: its library does "
-        f"not match the recorded checksum" in out
-    )
+        f"REFUSED  kernel  {key}: the entry fails its cache's check: its key is not the hash "
+        f"of its source, compiler, flags and versions" in out
+    ), out
     assert not (target / "kernels" / key).exists()
     assert not [p for p in (target / "kernels").iterdir() if p.name.startswith(f".{key}")]
 
 
-def test_unlisted_files_and_unsafe_names_are_refused(source, tmp_path, monkeypatch, capsys):
-    archive = tmp_path / "good.tar.gz"
-    cache_admin.export_cache(archive, source)
-    (search_key,) = [p.name for p in (source / "searches").iterdir() if p.name != ".locks"]
+def test_a_binding_that_contradicts_the_files_is_refused(
+    filled_cache, tmp_path, monkeypatch, capsys
+):
+    archive = cache_archive.export_cache(tmp_path / "good.tar.gz", filled_cache).archive
+    key = entry_keys(filled_cache, "kernels")[0]
 
-    def unsafe(doc):
+    def rebind(doc):
         for e in doc["entries"]:
-            if e["kind"] == "search":
-                e["files"]["../../escape"] = "0" * 64
+            if e["key"] == key:
+                e["binds"]["symbol"] = "mj_some_other_handler"
 
-    bad = rewrite(
-        archive,
-        tmp_path / "bad.tar.gz",
-        manifest=unsafe,
-        extra={f"searches/{search_key}/../../escape": b"x"},
+    bad = tamper(archive, tmp_path / "bad.tar.gz", manifest=rebind)
+    status, out = cli(
+        monkeypatch, capsys, tmp_path / "target", "import", str(bad), "--trust-unsigned"
     )
+    assert status == 1
+    assert f"REFUSED  kernel  {key}: the entry fails its cache's check: its files state" in out
+    assert "'symbol': 'mj_some_other_handler'" in out
+
+
+def test_unlisted_members_and_unsafe_names_refuse_the_archive(
+    filled_cache, tmp_path, monkeypatch, capsys
+):
+    archive = cache_archive.export_cache(tmp_path / "good.tar.gz", filled_cache).archive
+    (search_key,) = entry_keys(filled_cache, "searches")
     target = tmp_path / "target"
-    status, out = cli(monkeypatch, capsys, target, "import", str(bad))
-    assert status == 1
-    assert f"REFUSED  search  {search_key}: unsafe file name '../../escape'" in out
-    assert not (tmp_path / "escape").exists() and not (target / "escape").exists()
+    cases = {
+        f"searches/{search_key}/payload.sh": "is not listed in the manifest",
+        f"searches/{search_key}/../../escape": "has an absolute or parent-relative path",
+        "/tmp/absolute": "has an absolute or parent-relative path",
+        f"searches/{search_key}/result.json": "appears twice",
+    }
+    for name, why in cases.items():
+        bad = tamper(archive, tmp_path / "bad.tar.gz", extra=[(name, b"echo hi")])
+        status, out = cli(monkeypatch, capsys, target, "import", str(bad), "--trust-unsigned")
+        assert status == 1, out
+        assert out.strip() == f"cache import: {bad}: refusing it: member {name!r} {why}", out
+        assert not (target / "searches").exists() or entry_keys(target, "searches") == []
+        assert not (tmp_path / "escape").exists()
+    assert not (target / ".importing").exists()
 
-    extra = rewrite(
-        archive, tmp_path / "extra.tar.gz", extra={f"searches/{search_key}/payload.sh": b"echo hi"}
-    )
-    status, out = cli(monkeypatch, capsys, tmp_path / "target2", "import", str(extra))
-    assert status == 1
-    assert (
-        f"REFUSED  search  {search_key}: files differ from the manifest; unlisted payload.sh" in out
-    )
 
-
-def test_export_leaves_out_corrupt_entries(source, tmp_path, monkeypatch, capsys):
-    key = sorted(p.name for p in (source / "kernels").iterdir() if p.name != ".locks")[0]
-    (source / "kernels" / key / "kernel.so").write_bytes(b"tampered")
+def test_export_leaves_out_bad_entries(filled_cache, tmp_path, monkeypatch, capsys):
+    key = entry_keys(filled_cache, "kernels")[0]
+    (filled_cache / "kernels" / key / "kernel.so").write_bytes(b"tampered")
     archive = tmp_path / "kernels.tar.gz"
-    status, out = cli(monkeypatch, capsys, source, "export", str(archive))
+    status, out = cli(monkeypatch, capsys, filled_cache, "export", str(archive))
     assert status == 0
-    assert f"skipped  kernel  {key}: corrupt (its library does not match" in out
-    assert "exported 2 entries" in out and "1 corrupt entries left out" in out
+    assert f"skipped  kernel  {key}: bad (its library does not match" in out
+    assert "exported 2 entries" in out and "1 bad entries left out" in out
+    assert "unsigned" in out and "--trust-unsigned" in out
     with tarfile.open(archive) as tar:
         assert not [n for n in tar.getnames() if key in n]
 
 
-def test_a_local_corrupt_entry_is_replaced_by_the_archives(source, tmp_path, monkeypatch, capsys):
-    archive = tmp_path / "kernels.tar.gz"
-    cache_admin.export_cache(archive, source)
+def test_a_local_bad_entry_is_replaced_by_the_archives(filled_cache, tmp_path, monkeypatch, capsys):
+    archive = cache_archive.export_cache(tmp_path / "kernels.tar.gz", filled_cache).archive
     target = tmp_path / "target"
-    cache_admin.import_cache(archive, target)
-    key = sorted(p.name for p in (target / "kernels").iterdir() if p.name != ".locks")[0]
-    (target / "kernels" / key / "kernel.so").write_bytes(b"tampered")
-    status, out = cli(monkeypatch, capsys, target, "import", str(archive))
-    assert status == 0 and f"imported kernel  {key}" in out and "2 already present" in out
-    assert files_of(target) == files_of(source)
+    cache_archive.import_cache(archive, target, trust_unsigned=True)
+    first, second = entry_keys(target, "kernels")
+    (target / "kernels" / first / "kernel.so").write_bytes(b"tampered")
+    store.remove_entry(target / "kernels" / second)
+    (target / "kernels" / second).write_text("a file where the entry's directory should be")
+    status, out = cli(monkeypatch, capsys, target, "import", str(archive), "--trust-unsigned")
+    assert status == 0, out
+    assert f"imported kernel  {first}" in out and f"imported kernel  {second}" in out
+    assert "1 already present" in out
+    assert exported_files(target) == exported_files(filled_cache)
 
 
 def test_what_is_not_an_archive_is_refused_with_a_reason(tmp_path, monkeypatch, capsys):
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"this is not a tar file")
     target = tmp_path / "target"
-    status, out = cli(monkeypatch, capsys, target, "import", str(junk))
+    status, out = cli(monkeypatch, capsys, target, "import", str(junk), "--trust-unsigned")
     assert status == 1 and f"cache import: {junk} is not a readable cache archive" in out
 
     plain = tmp_path / "plain.tar.gz"
     with tarfile.open(plain, "w:gz") as tar:
-        info = tarfile.TarInfo("kernels/readme.txt")
-        info.size = 2
-        tar.addfile(info, io.BytesIO(b"hi"))
-    status, out = cli(monkeypatch, capsys, target, "import", str(plain))
+        tar.addfile(tarfile.TarInfo("kernels/readme.txt"))
+    status, out = cli(monkeypatch, capsys, target, "import", str(plain), "--trust-unsigned")
     assert status == 1 and "is not a mirage_jax cache archive" in out
 
-    status, out = cli(monkeypatch, capsys, target, "import", str(tmp_path / "missing.tgz"))
-    assert status == 1 and "missing.tgz" in out
-    assert not target.exists() or files_of(target) == {}
+    missing = tmp_path / "missing.tgz"
+    status, out = cli(monkeypatch, capsys, target, "import", str(missing), "--trust-unsigned")
+    assert status == 1 and out.strip() == f"cache import: {missing} does not exist or is not a file"
+    assert not target.exists() or exported_files(target) == {}
 
 
 def test_exporting_an_empty_cache_says_so(tmp_path, monkeypatch, capsys):
@@ -229,24 +246,24 @@ def test_exporting_an_empty_cache_says_so(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "a.tar.gz").exists()
 
 
-def test_the_command_line_round_trip(source, tmp_path):
+def test_the_command_line_round_trip(filled_cache, keys, tmp_path):
     archive = tmp_path / "kernels.tar.gz"
-    env = {**os.environ, "MIRAGE_JAX_CACHE": str(source)}
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "mirage_jax", "cache", "export", str(archive)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    private, public = keys["ours"]
+
+    def run(*argv, cache):
+        return subprocess.run(
+            [sys.executable, "-P", "-m", "mirage_jax", "cache", *argv],
+            env=cli_env(cache),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = run("export", str(archive), "--sign", str(private), cache=filled_cache)
     assert done.returncode == 0, done.stdout + done.stderr
     target = tmp_path / "target"
-    done = subprocess.run(
-        [sys.executable, "-P", "-m", "mirage_jax", "cache", "import", str(archive)],
-        env={**env, "MIRAGE_JAX_CACHE": str(target)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run("import", str(archive), cache=target)
+    assert done.returncode == 1 and "no public key was given" in done.stdout
+    done = run("import", str(archive), "--verify", str(public), cache=target)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert files_of(target) == files_of(source)
+    assert exported_files(target) == exported_files(filled_cache)

@@ -1,5 +1,6 @@
 """python -m mirage_jax cache {list,verify,clear}: listing both kinds of entries, finding and
-removing a corrupt one, and clearing only with --yes."""
+removing a bad one (re-checking the source against the key and probing each library, not
+only the checksums), and clearing only with --yes."""
 
 import json
 import os
@@ -8,28 +9,25 @@ import subprocess
 import sys
 
 import pytest
-from search_test_support import CONFIG, Searches, graphs
+from cache_test_support import (
+    build_library,
+    cli_env,
+    filled_cache,
+    handler_source,
+    template_cache,
+)
 
 from mirage_jax.cache import store as cache
 from mirage_jax.cli.main import main
-from mirage_jax.runtime import kernel_cache, toolchain
-from mirage_jax.superopt import search_cache
+from mirage_jax.runtime import kernel_cache
+
+_ = (filled_cache, template_cache)
 
 
 @pytest.fixture
-def root(monkeypatch, tmp_path):
-    """A cache holding one search entry and two kernel entries, built by a stand-in g++."""
-    path = tmp_path / "cache"
-    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(path))
-
-    def fake_compiler(source, library):
-        library.write_bytes(b"compiled:" + source.read_bytes())
-
-    monkeypatch.setattr(toolchain, "compile_cpu_library", fake_compiler)
-    search_cache.cached_search(graphs()[0], CONFIG, "cpu", Searches())
-    kernel_cache.library_for("// kernel one")
-    kernel_cache.library_for("// kernel two")
-    return path
+def root(filled_cache):
+    """A cache holding one search entry and two kernel entries (real, tiny libraries)."""
+    return filled_cache
 
 
 def keys(root, directory):
@@ -37,7 +35,7 @@ def keys(root, directory):
 
 
 def run(capsys, *argv):
-    status = main(["cache", *argv])
+    status = main(["cache", *map(str, argv)])
     return status, capsys.readouterr().out
 
 
@@ -59,17 +57,17 @@ def test_list_shows_each_entry_with_kind_key_size_and_age(root, capsys):
     assert re.search(r"\d+(\.\d)? (B|KiB) +\d+s$", line), line
 
 
-def test_verify_removes_a_corrupt_entry_and_keeps_the_rest(root, capsys):
+def test_verify_removes_a_bad_entry_and_keeps_the_rest(root, capsys):
     status, out = run(capsys, "verify")
-    assert status == 0 and "3 entries checked, 0 corrupt" in out
+    assert status == 0 and "3 entries checked, 0 bad" in out
+    assert out.count("(compiled here)") == 2 and "(origin not recorded)" in out
+    assert "Not checked: what a library's code does" in out
     bad = keys(root, "kernels")[0]
     (root / "kernels" / bad / "kernel.so").write_bytes(b"tampered")
     status, out = run(capsys, "verify")
     assert status == 1
-    assert (
-        f"CORRUPT  kernel  {bad}: its library does not match the recorded checksum; removed" in out
-    )
-    assert "3 entries checked, 1 corrupt" in out
+    assert f"BAD  kernel  {bad}: its library does not match the recorded checksum; removed" in out
+    assert "3 entries checked, 1 bad" in out
     assert bad not in keys(root, "kernels") and len(keys(root, "kernels")) == 1
     assert len(keys(root, "searches")) == 1
     assert run(capsys, "verify")[0] == 0
@@ -79,7 +77,7 @@ def test_verify_catches_a_search_entry_without_metadata(root, capsys):
     (key,) = keys(root, "searches")
     (root / "searches" / key / "meta.json").unlink()
     status, out = run(capsys, "verify")
-    assert status == 1 and re.search(f"CORRUPT  search  {key}: unreadable", out)
+    assert status == 1 and re.search(f"BAD  search  {key}: unreadable", out)
     assert keys(root, "searches") == []
 
 
@@ -93,7 +91,62 @@ def test_verify_catches_a_search_entry_whose_graphs_do_not_load(root, capsys):
     meta["sha256"] = cache.sha256_of(entry / "result.json")  # a matching checksum
     (entry / "meta.json").write_text(json.dumps(meta))
     status, out = run(capsys, "verify")
-    assert status == 1 and f"CORRUPT  search  {key}: its result does not load" in out
+    assert status == 1 and f"BAD  search  {key}: its result does not load" in out
+
+
+def kernel_entry(root, symbol):
+    return next(
+        root / "kernels" / k
+        for k in keys(root, "kernels")
+        if json.loads((root / "kernels" / k / "meta.json").read_text())["symbol"] == symbol
+    )
+
+
+def test_verify_probes_each_library_whatever_its_checksum_says(root, capsys, tmp_path):
+    """Garbage with a matching checksum, and a library that lost its handler: `verify` used
+    to say ok to both."""
+    garbage, other = (
+        kernel_entry(root, "mj_test_kernel_one"),
+        kernel_entry(root, "mj_test_kernel_two"),
+    )
+    (garbage / "kernel.so").write_bytes(b"\x7fELF garbage" * 50)
+    (other / "kernel.so").write_bytes(
+        build_library(handler_source("mj_renamed"), tmp_path / "o.so").read_bytes()
+    )
+    for entry in (garbage, other):
+        meta = json.loads((entry / "meta.json").read_text())
+        meta["library_sha256"] = cache.sha256_of(entry / "kernel.so")
+        (entry / "meta.json").write_text(json.dumps(meta))
+    status, out = run(capsys, "verify")
+    assert status == 1 and "3 entries checked, 2 bad" in out, out
+    assert re.search(f"BAD  kernel  {garbage.name}: it does not load \\(", out), out
+    assert (
+        f"BAD  kernel  {other.name}: it does not export the FFI handler 'mj_test_kernel_two'" in out
+    )
+    assert keys(root, "kernels") == []
+
+
+def test_verify_checks_each_source_against_its_key(root, capsys):
+    entry = kernel_entry(root, "mj_test_kernel_one")
+    (entry / "kernel.cc").write_text(handler_source("mj_test_kernel_one", "// edited"))
+    meta = json.loads((entry / "meta.json").read_text())
+    meta["source_sha256"] = cache.sha256_of(entry / "kernel.cc")
+    (entry / "meta.json").write_text(json.dumps(meta))
+    status, out = run(capsys, "verify")
+    assert status == 1
+    assert (
+        f"BAD  kernel  {entry.name}: its key is not the hash of its source, compiler, flags "
+        f"and versions; removed" in out
+    )
+
+
+def test_verify_reports_and_removes_an_entry_of_the_wrong_shape(root, capsys):
+    entry = kernel_entry(root, "mj_test_kernel_one")
+    cache.remove_entry(entry)
+    entry.write_text("a file where the entry's directory should be")
+    status, out = run(capsys, "verify")
+    assert status == 1 and f"BAD  kernel  {entry.name}: it is not a directory; removed" in out
+    assert not entry.exists()
 
 
 def test_clear_without_yes_only_says_what_it_would_remove(root, capsys):
@@ -114,10 +167,9 @@ def test_clear_with_yes_removes_everything_it_owns(root, capsys):
 
 
 def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_path):
-    env = {**os.environ, "MIRAGE_JAX_CACHE": str(root)}
     done = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
-        env=env,
+        env=cli_env(root),
         capture_output=True,
         text=True,
         timeout=120,
@@ -126,7 +178,7 @@ def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_pa
     assert len(listed(done.stdout)) == 3
     empty = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
-        env={**env, "MIRAGE_JAX_CACHE": str(tmp_path / "none")},
+        env=cli_env(tmp_path / "none"),
         capture_output=True,
         text=True,
         timeout=120,
@@ -134,22 +186,25 @@ def test_the_command_line_reads_the_cache_root_from_the_environment(root, tmp_pa
     assert empty.stdout.startswith(f"cache {tmp_path / 'none'}: 0 entries")
 
 
-def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch):
+def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch, tmp_path):
     from mirage_jax.runtime import backends, toolchain
 
+    # a stand-in for nvcc's library: the probe only loads it and finds its handler
+    stand_in = build_library(handler_source("mj_cuda_stand_in"), tmp_path / "cuda.so")
+
     def fake_nvcc(source, library, archs):
-        library.write_bytes(b"cubin:" + source.read_bytes())
+        library.write_bytes(stand_in.read_bytes())
 
     monkeypatch.setattr(toolchain, "compile_cuda_library", fake_nvcc)
     monkeypatch.setenv(toolchain.ARCH_ENV, "80")
-    library = kernel_cache.library_for("// cuda kernel", backends.CUDA)
+    library = kernel_cache.library_for("// cuda kernel", backends.CUDA, symbol="mj_cuda_stand_in")
     (key,) = keys(root, "cuda_kernels")
     status, out = run(capsys, "list")
     assert status == 0 and out.startswith(f"cache {root}: 4 entries, ")
     assert re.search(rf"^  cuda_kernel\s+{key}\s", out, re.MULTILINE), out
     library.write_bytes(b"tampered")
     status, out = run(capsys, "verify")
-    assert "4 entries checked, 1 corrupt" in out, out
+    assert "4 entries checked, 1 bad" in out, out
     assert keys(root, "cuda_kernels") == []
 
 

@@ -58,7 +58,7 @@ struct WarpFragments {
 struct Block {
   std::unique_ptr<std::barrier<>> all;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::vector<float> exchange;  // one slot per thread, for shuffles
+  std::vector<float> exchange;           // one slot per thread, for shuffles
   std::vector<WarpFragments> fragments;  // one per warp, for mma
 };
 inline Block* block = nullptr;
@@ -93,8 +93,8 @@ float element(uint32_t reg, int half) {
 
 // mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}: D += A B for the calling warp.
 template <class T>
-void mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, uint32_t a0, uint32_t a1,
-                  uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+void mma_m16n8k16(float& d0, float& d1, float& d2, float& d3, uint32_t a0, uint32_t a1, uint32_t a2,
+                  uint32_t a3, uint32_t b0, uint32_t b1) {
   const unsigned lane = thread_index.x % 32;
   WarpFragments& f = block->fragments[thread_index.x / 32];
   f.a[lane][0] = a0, f.a[lane][1] = a1, f.a[lane][2] = a2, f.a[lane][3] = a3;

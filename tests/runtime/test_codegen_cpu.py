@@ -39,9 +39,15 @@ def test_paper_program_matches_interpreter_and_xla_f32(name):
     ref, fused = program.build(**program.small)
     inputs = random_inputs(fused)
     got = check_against_interpreter(fused, inputs, name)
+    # Both float32 results are held to the float64 truth of the original program, not to each
+    # other: a difference of two float32 results carries both their errors, and on gqa_decode
+    # XLA's own error (≈1e-5, it rounds after every op) is six times the kernel's. XLA is held
+    # normwise for that reason; the kernel element by element.
+    truth = ref.evaluate(inputs)
     xla = jax.jit(mj.compile(ref))(*inputs)
-    for i, (g, x) in enumerate(zip(got, xla)):
-        assert_close(g, x, storage_rtol("float32"), f"{name}: output {i} vs XLA")
+    for i, (g, x, t) in enumerate(zip(got, xla, truth)):
+        assert_close(g, t, storage_rtol("float32"), f"{name}: output {i} vs the original")
+        assert_close(x, t, storage_rtol("float32"), f"{name}: XLA's output {i}", floor=1)
 
 
 # A bf16 reference lowered to XLA rounds after every op; the kernel rounds once. Softmax and

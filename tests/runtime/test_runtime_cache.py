@@ -1,5 +1,6 @@
 """The kernel library cache (mirage_jax.runtime): hits skip g++, corrupt entries are rebuilt
-with a warning, concurrent builders compile a key once, and a missing g++ is named."""
+with a warning, concurrent builders compile a key once, and a missing g++ is named. (Entries
+of every other bad shape: test_kernel_heal.py.)"""
 
 import json
 import threading
@@ -7,6 +8,7 @@ import time
 
 import jax
 import pytest
+from cache_test_support import build_library, handler_source, kernels_of
 from kernel_test_support import assert_close, random_inputs, storage_rtol
 
 import mirage_jax as mj
@@ -38,15 +40,16 @@ def compiler_calls(monkeypatch):
 
 
 @pytest.fixture
-def fake_compiler(monkeypatch):
-    """Replaces g++ with a writer of a fixed 'library', slow enough to overlap threads;
-    returns the list of its calls."""
+def fake_compiler(monkeypatch, tmp_path):
+    """Replaces g++ with a copier of one prebuilt library exporting the handler 'mj_b',
+    slow enough to overlap threads; returns the list of its calls."""
     calls = []
+    prebuilt = build_library(handler_source("mj_b"), tmp_path / "prebuilt.so")
 
     def fake(source, library):
         calls.append(source)
         time.sleep(0.2)
-        library.write_bytes(b"compiled:" + source.read_bytes())
+        library.write_bytes(prebuilt.read_bytes())
 
     monkeypatch.setattr(toolchain, "compile_cpu_library", fake)
     return calls
@@ -79,20 +82,24 @@ def test_second_compile_of_a_graph_reuses_the_cached_library(fresh_cache, compil
     assert_close(second[0], first[0], 0.0, "cached kernel")
     (entry,) = [p for p in (fresh_cache / "kernels").iterdir() if p.name != ".locks"]
     meta = json.loads((entry / "meta.json").read_text())
-    assert meta["flags"] == list(toolchain.GXX_FLAGS)
+    assert meta["built_with"]["flags"] == list(toolchain.GXX_FLAGS)
     assert (entry / "kernel.cc").read_text() == mj.generate_code(fused)
+    assert meta["source_sha256"] == cache.sha256_of(entry / "kernel.cc")
+    assert meta["library_sha256"] == cache.sha256_of(entry / "kernel.so")
+    assert meta["symbol"] in mj.generate_code(fused)
 
 
 def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
     # A graph no other test compiles, so its library is not loaded in this process yet
     # (overwriting a loaded library in place would pull the code from under it).
     _, fused = ntrans(batch=6, hidden=4, row_tile=3)
-    library = kernel_cache.library_for(mj.generate_code(fused))
+    ((symbol, source),) = kernels_of(fused)
+    library = kernel_cache.library_for(source, symbol=symbol)
     assert len(compiler_calls) == 1
     with open(library, "r+b") as handle:
         handle.seek(100)
         handle.write(b"\xde\xad\xbe\xef" * 16)
-    with pytest.warns(RuntimeWarning, match="is corrupt .*does not match the recorded checksum"):
+    with pytest.warns(RuntimeWarning, match="was bad .*does not match the recorded checksum"):
         f = mj.compile(fused)
     assert len(compiler_calls) == 2
     inputs = random_inputs(fused, seed=3)
@@ -102,19 +109,21 @@ def test_corrupt_library_is_rebuilt_with_a_warning(fresh_cache, compiler_calls):
 
 
 def test_entry_without_metadata_is_rebuilt(fresh_cache, fake_compiler):
-    library = kernel_cache.library_for("// source A")
+    library = kernel_cache.library_for("// source A", symbol="mj_b")
     (library.parent / "meta.json").unlink()
-    with pytest.warns(RuntimeWarning, match="is corrupt .*unreadable"):
-        again = kernel_cache.library_for("// source A")
+    with pytest.warns(RuntimeWarning, match="was bad .*meta.json is missing"):
+        again = kernel_cache.library_for("// source A", symbol="mj_b")
     assert again == library
     assert len(fake_compiler) == 2
-    assert library.read_bytes() == b"compiled:// source A"
+    assert kernel_cache.entry_problem(library.parent) is None
 
 
 def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
     results = []
     threads = [
-        threading.Thread(target=lambda: results.append(kernel_cache.library_for("// B")))
+        threading.Thread(
+            target=lambda: results.append(kernel_cache.library_for("// B", symbol="mj_b"))
+        )
         for _ in range(4)
     ]
     for t in threads:
@@ -133,7 +142,7 @@ def test_concurrent_builders_compile_a_key_once(fresh_cache, fake_compiler):
 
 def test_compiler_errors_carry_the_diagnostics_and_leave_no_entry(fresh_cache):
     with pytest.raises(KernelCompileError, match=r"g\+\+ failed .*\n.*error"):
-        kernel_cache.library_for("this is not C++;\n")
+        kernel_cache.library_for("this is not C++;\n", symbol="mj_none")
     assert [p.name for p in (fresh_cache / "kernels").iterdir()] == [".locks"]
 
 

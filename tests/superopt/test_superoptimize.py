@@ -34,6 +34,7 @@ from mirage_jax.runtime import toolchain
 from mirage_jax.runtime.toolchain import KernelCompileError
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import search_cache
+from mirage_jax.superopt.superoptimize import CONFIRM_BUDGET_S
 
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
 TOP_K = 2
@@ -167,7 +168,7 @@ def test_a_narrow_winner_is_timed_again_and_dropped_when_it_loses(ranked, monkey
     with pytest.warns(RuntimeWarning, match="slower than XLA when timed again"):
         f = superoptimize(top_k=1)
     assert f.graph.hash() == reference().hash() and f.source == ""
-    assert rounds[1] == (sorted(["xla", best]), mj._superoptimize.CONFIRM_BUDGET_S)
+    assert rounds[1] == (sorted(["xla", best]), CONFIRM_BUDGET_S)
     assert "1.05x in the first timing, 0.95x over 7 more rounds" in f.report()
 
 

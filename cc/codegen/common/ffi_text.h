@@ -8,7 +8,7 @@
 
 namespace mj::codegen::common {
 
-std::string ffi_dtype(ir::DType d);  // "xla::ffi::DataType::F32", ...
+std::string ffi_dtype(ir::DType d);         // "xla::ffi::DataType::F32", ...
 std::string dims_list(const ir::Shape& s);  // "8, 4096"
 
 }  // namespace mj::codegen::common

@@ -3,13 +3,47 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cc/ir/elementwise.h"
 #include "cc/ir/error.h"
 
 namespace mj::codegen::common {
 
 using ir::IrError;
 using ir::OpKind;
-using ir::op_kind_name;
+
+namespace {
+
+// The elementwise formulas of cc/ir/ops.def over expression text: each value is a C++
+// expression, parenthesized where it is an operand. The activations call the prelude's
+// functions instead of being expanded.
+struct TextDomain {
+  using Value = std::string;
+  const ScalarFunctions& f;
+
+  std::string call(const char* fn, const std::string& x) const {
+    return std::string(fn) + "(" + x + ")";
+  }
+  std::string infix(const std::string& a, const char* op, const std::string& b) const {
+    return "(" + a + ")" + op + "(" + b + ")";
+  }
+  std::string constant(double c) const { return float_literal(c, f.generator); }
+  std::string add(const std::string& a, const std::string& b) const { return infix(a, " + ", b); }
+  std::string sub(const std::string& a, const std::string& b) const { return infix(a, " - ", b); }
+  std::string mul(const std::string& a, const std::string& b) const { return infix(a, " * ", b); }
+  std::string div(const std::string& a, const std::string& b) const { return infix(a, " / ", b); }
+  std::string neg(const std::string& x) const { return "-(" + x + ")"; }
+  std::string recip(const std::string& x) const { return "1.0f / (" + x + ")"; }
+  std::string exp(const std::string& x) const { return call(f.exp, x); }
+  std::string sqrt(const std::string& x) const { return call(f.sqrt, x); }
+  std::string relu(const std::string& x) const { return call(f.relu, x); }
+};
+
+std::string square(const TextDomain& d, const std::string& x) { return d.call(d.f.square, x); }
+std::string sigmoid(const TextDomain& d, const std::string& x) { return d.call(d.f.sigmoid, x); }
+std::string silu(const TextDomain& d, const std::string& x) { return d.call(d.f.silu, x); }
+std::string gelu(const TextDomain& d, const std::string& x) { return d.call(d.f.gelu_tanh, x); }
+
+}  // namespace
 
 std::string float_literal(double value, const char* generator) {
   const float f = float(value);
@@ -22,41 +56,13 @@ std::string float_literal(double value, const char* generator) {
   return text;
 }
 
-std::string unary_expr(const ScalarFunctions& f, OpKind kind, double scalar,
-                       const std::string& x) {
-  auto call = [&](const char* fn) { return std::string(fn) + "(" + x + ")"; };
-  switch (kind) {
-    case OpKind::kExp: return call(f.exp);
-    case OpKind::kSquare: return call(f.square);
-    case OpKind::kSqrt: return call(f.sqrt);
-    case OpKind::kRsqrt: return "1.0f / " + call(f.sqrt);
-    case OpKind::kSilu: return call(f.silu);
-    case OpKind::kGelu: return call(f.gelu_tanh);
-    case OpKind::kRelu: return call(f.relu);
-    case OpKind::kSigmoid: return call(f.sigmoid);
-    case OpKind::kNeg: return "-(" + x + ")";
-    case OpKind::kRecip: return "1.0f / (" + x + ")";
-    case OpKind::kMulScalar: return "(" + x + ") * " + float_literal(scalar, f.generator);
-    case OpKind::kAddScalar: return "(" + x + ") + " + float_literal(scalar, f.generator);
-    default:
-      throw IrError(std::string(f.generator) + ": " + std::string(op_kind_name(kind)) +
-                    " is not a unary elementwise op");
-  }
+std::string unary_expr(const ScalarFunctions& f, OpKind kind, double scalar, const std::string& x) {
+  return ir::apply_unary(TextDomain{f}, kind, scalar, x, f.generator);
 }
 
-std::string binary_expr(const char* generator, OpKind kind, const std::string& a,
+std::string binary_expr(const ScalarFunctions& f, OpKind kind, const std::string& a,
                         const std::string& b) {
-  const char* op = nullptr;
-  switch (kind) {
-    case OpKind::kAdd: op = " + "; break;
-    case OpKind::kSub: op = " - "; break;
-    case OpKind::kMul: op = " * "; break;
-    case OpKind::kDiv: op = " / "; break;
-    default:
-      throw IrError(std::string(generator) + ": " + std::string(op_kind_name(kind)) +
-                    " is not a binary elementwise op");
-  }
-  return "(" + a + ")" + op + "(" + b + ")";
+  return ir::apply_binary(TextDomain{f}, kind, a, b, f.generator);
 }
 
 }  // namespace mj::codegen::common

@@ -1,8 +1,8 @@
 #pragma once
 // Expression text for one float32 value, shared by the CPU and CUDA generators: exact
 // literals, and the elementwise ops applied to operand expressions with the formulas of
-// cc/interp/domain.h (the reference semantics). Each backend names the functions its prelude
-// defines for them.
+// cc/ir/ops.def (the reference semantics, cc/ir/elementwise.h). Each backend names the
+// functions its prelude defines for them.
 #include <string>
 
 #include "cc/ir/op_kind.h"
@@ -27,7 +27,7 @@ std::string float_literal(double value, const char* generator);
 
 std::string unary_expr(const ScalarFunctions& f, ir::OpKind kind, double scalar,
                        const std::string& x);
-std::string binary_expr(const char* generator, ir::OpKind kind, const std::string& a,
+std::string binary_expr(const ScalarFunctions& f, ir::OpKind kind, const std::string& a,
                         const std::string& b);
 
 }  // namespace mj::codegen::common

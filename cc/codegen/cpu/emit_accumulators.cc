@@ -9,11 +9,12 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::BlockGraph;
+using ir::is_accumulator;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
-using ir::is_accumulator;
 
 namespace {
 
@@ -30,8 +31,7 @@ bool fed_in_place(const BlockGraph& bg, const KernelPlan& plan, const Op& acc) {
   return plan.matmul_adds_into_accum.at(producer);
 }
 
-void emit_sum_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
-                     const Op& acc) {
+void emit_sum_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, const Op& acc) {
   const int x = acc.inputs.at(0);
   const std::string in = buffer_name(plan, x), out = buffer_name(plan, acc.outputs.at(0));
   const Shape& shape = bg.tensor(x).shape;
@@ -44,8 +44,7 @@ void emit_sum_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
   const std::string sum = acc.kind == OpKind::kAccumRmsLast ? "row_sum_squares" : "row_sum";
   // This iteration's row total (vectorized partial sums), then onto the running value.
   w.open("for (int64_t r = 0; r < " + str(element_count(shape) / len) + "; ++r)");
-  w.line(out + "[r] += mj_cpu::" + sum + "(" + in + " + r * " + str(len) + ", " + str(len) +
-         ");");
+  w.line(out + "[r] += mj_cpu::" + sum + "(" + in + " + r * " + str(len) + ", " + str(len) + ");");
   w.close();
 }
 

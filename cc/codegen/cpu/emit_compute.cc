@@ -7,16 +7,17 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::BlockGraph;
 using ir::IrError;
-using ir::Op;
-using ir::OpKind;
-using ir::ReduceKind;
-using ir::Shape;
 using ir::is_accumulator;
 using ir::is_elementwise;
 using ir::is_unary_elementwise;
+using ir::Op;
 using ir::op_kind_name;
+using ir::OpKind;
+using ir::ReduceKind;
+using ir::Shape;
 
 namespace {
 
@@ -85,8 +86,8 @@ void emit_rms_norm(CodeWriter& w, const Shape& x_shape, const std::string& x, do
   w.close();
 }
 
-void emit_concat(CodeWriter& w, const Shape& a_shape, const std::string& a,
-                 const Shape& b_shape, const std::string& b, int dim, const std::string& out) {
+void emit_concat(CodeWriter& w, const Shape& a_shape, const std::string& a, const Shape& b_shape,
+                 const std::string& b, int dim, const std::string& out) {
   int64_t outer = 1, run_a = 1, run_b = 1;
   for (int d = 0; d < dim; ++d) outer *= a_shape[d];
   for (size_t d = dim; d < a_shape.size(); ++d) {
@@ -110,10 +111,10 @@ void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size
   switch (op.kind) {
     case OpKind::kMatmul: {
       const Shape& c_shape = bg.tensor(op.outputs[0]).shape;
-      emit_batched_matmul(
-          w, {buf(0), shape(0), plan.row_stride[op.inputs[0]]},
-          {buf(1), shape(1), plan.row_stride[op.inputs[1]]}, {out, c_shape, c_shape.back()},
-          plan.matmul_adds_into_accum[op_index], plan.next_tile_offset[op.inputs[1]]);
+      emit_batched_matmul(w, {buf(0), shape(0), plan.row_stride[op.inputs[0]]},
+                          {buf(1), shape(1), plan.row_stride[op.inputs[1]]},
+                          {out, c_shape, c_shape.back()}, plan.matmul_adds_into_accum[op_index],
+                          plan.next_tile_offset[op.inputs[1]]);
       return;
     }
     case OpKind::kReduce: emit_reduce(w, shape(0), buf(0), op, out); return;
@@ -131,12 +132,12 @@ void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOper
   const int rank = int(c.shape.size());
   const int64_t m = c.shape[rank - 2], n = c.shape[rank - 1], k = a.shape.back();
   IndexLoops batches(w, batch_of(c.shape), {batch_of(a.shape), batch_of(b.shape)}, "mb");
-  w.line("mj_cpu::matmul<" + str(m) + ", " + str(k) + ", " + str(n) + ", " +
-         str(a.row_stride) + ", " + str(b.row_stride) + ", " + str(c.row_stride) + ", " +
-         str(b_ahead) + ", " + (accumulate ? "true" : "false") + ">(" + a.buffer + " + (" +
-         batches.operand_offset(0) + ") * " + str(m * a.row_stride) + ", " + b.buffer +
-         " + (" + batches.operand_offset(1) + ") * " + str(k * b.row_stride) + ", " +
-         c.buffer + " + (" + batches.result_offset() + ") * " + str(m * c.row_stride) + ");");
+  w.line("mj_cpu::matmul<" + str(m) + ", " + str(k) + ", " + str(n) + ", " + str(a.row_stride) +
+         ", " + str(b.row_stride) + ", " + str(c.row_stride) + ", " + str(b_ahead) + ", " +
+         (accumulate ? "true" : "false") + ">(" + a.buffer + " + (" + batches.operand_offset(0) +
+         ") * " + str(m * a.row_stride) + ", " + b.buffer + " + (" + batches.operand_offset(1) +
+         ") * " + str(k * b.row_stride) + ", " + c.buffer + " + (" + batches.result_offset() +
+         ") * " + str(m * c.row_stride) + ");");
 }
 
 void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,

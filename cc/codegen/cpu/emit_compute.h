@@ -4,14 +4,14 @@
 #include <string>
 #include <vector>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/graph.h"
 
 namespace mj::codegen::cpu {
 
 // Emits one fused pass: `pass` lists op indices (plan.pass_ending_at), head first.
-void emit_pass(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
+void emit_pass(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                const std::vector<int>& pass);
 
 // One matmul operand or result: a buffer expression, its shape, and the floats between its
@@ -24,7 +24,7 @@ struct MatmulOperand {
 
 // C[...] (+)= A[...] @ B[...] with batch dims broadcast like numpy. `b_ahead`: floats from
 // B's tile to the next iteration's tile, for prefetching; 0 when there is none to prefetch.
-void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
+void emit_batched_matmul(common::CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
                          const MatmulOperand& c, bool accumulate, int64_t b_ahead = 0);
 
 }  // namespace mj::codegen::cpu

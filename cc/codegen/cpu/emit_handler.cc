@@ -8,6 +8,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using common::dims_list;
 using common::ffi_dtype;
 using ir::BlockGraph;
@@ -50,8 +51,8 @@ void emit_handler_impl(CodeWriter& w, const BlockGraph& bg, const KernelPlan& pl
                        const std::string& symbol) {
   std::string params = "xla::ffi::ThreadPool pool";
   for (int i = 0; i < bg.num_inputs(); ++i) {
-    params += ", xla::ffi::Buffer<" + ffi_dtype(bg.kernel_input_dtype(i)) + "> in" +
-              std::to_string(i);
+    params +=
+        ", xla::ffi::Buffer<" + ffi_dtype(bg.kernel_input_dtype(i)) + "> in" + std::to_string(i);
   }
   for (int i = 0; i < bg.num_outputs(); ++i) {
     params += ", xla::ffi::ResultBuffer<" + ffi_dtype(bg.kernel_output_dtype(i)) + "> out" +
@@ -63,16 +64,15 @@ void emit_handler_impl(CodeWriter& w, const BlockGraph& bg, const KernelPlan& pl
     const std::string name = "in" + std::to_string(i);
     emit_shape_check(w, name + ".dimensions()", bg.kernel_input_shape(i),
                      symbol + ": input " + std::to_string(i));
-    fields.push_back("static_cast<const " +
-                     std::string(storage_type(bg.kernel_input_dtype(i))) + "*>(" + name +
-                     ".untyped_data())");
+    fields.push_back("static_cast<const " + std::string(storage_type(bg.kernel_input_dtype(i))) +
+                     "*>(" + name + ".untyped_data())");
   }
   for (int i = 0; i < bg.num_outputs(); ++i) {
     const std::string name = "out" + std::to_string(i);
     emit_shape_check(w, name + "->dimensions()", bg.kernel_output_shape(i),
                      symbol + ": output " + std::to_string(i));
-    fields.push_back("static_cast<" + std::string(storage_type(bg.kernel_output_dtype(i))) +
-                     "*>(" + name + "->untyped_data())");
+    fields.push_back("static_cast<" + std::string(storage_type(bg.kernel_output_dtype(i))) + "*>(" +
+                     name + "->untyped_data())");
   }
   std::string init;
   for (size_t i = 0; i < fields.size(); ++i) init += (i ? ", " : "") + fields[i];
@@ -88,8 +88,7 @@ void emit_handler_symbol(CodeWriter& w, const BlockGraph& bg, const std::string&
                          const std::string& kernel_namespace) {
   w.line("extern \"C\" __attribute__((visibility(\"default\"))) XLA_FFI_Error* " + symbol +
          "(XLA_FFI_CallFrame* call_frame);");
-  w.line("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ", " + kernel_namespace +
-         "::handler_impl,");
+  w.line("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ", " + kernel_namespace + "::handler_impl,");
   std::string bind = "    xla::ffi::Ffi::Bind().Ctx<xla::ffi::ThreadPool>()";
   for (int i = 0; i < bg.num_inputs(); ++i) {
     bind += "\n        .Arg<xla::ffi::Buffer<" + ffi_dtype(bg.kernel_input_dtype(i)) + ">>()";

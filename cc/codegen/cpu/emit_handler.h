@@ -5,22 +5,22 @@
 // library can be built with -fvisibility=hidden and still be looked up by name.
 #include <string>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/graph.h"
 
 namespace mj::codegen::cpu {
 
 // `struct Io { const float* in0; ...; float* out0; ... };`
-void emit_io_struct(CodeWriter& w, const ir::BlockGraph& bg);
+void emit_io_struct(common::CodeWriter& w, const ir::BlockGraph& bg);
 
 // The handler body function `handler_impl`, to be placed in the kernel's namespace next to
 // `run_block`.
-void emit_handler_impl(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
+void emit_handler_impl(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                        const std::string& symbol);
 
 // At global scope: the exported symbol, bound to `kernel_namespace::handler_impl`.
-void emit_handler_symbol(CodeWriter& w, const ir::BlockGraph& bg, const std::string& symbol,
+void emit_handler_symbol(common::CodeWriter& w, const ir::BlockGraph& bg, const std::string& symbol,
                          const std::string& kernel_namespace);
 
 }  // namespace mj::codegen::cpu

@@ -7,6 +7,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::BlockGraph;
 using ir::DType;
 using ir::Op;
@@ -53,8 +54,7 @@ void emit_box_copy(CodeWriter& w, const Shape& box, const std::string& src,
   for (int d = 0; d + 1 < rank; ++d) {
     if (box[d] == 1) continue;
     const std::string v = "r" + std::to_string(d);
-    w.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(box[d]) + "; ++" + v +
-           ")");
+    w.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(box[d]) + "; ++" + v + ")");
     ++opened;
     src_terms.emplace_back(v, src_strides[d]);
     dst_terms.emplace_back(v, dst_strides[d]);
@@ -71,8 +71,7 @@ void emit_box_copy(CodeWriter& w, const Shape& box, const std::string& src,
 
 const char* storage_type(DType d) { return d == DType::kF32 ? "float" : "uint16_t"; }
 
-void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
-                     const Op& input) {
+void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, const Op& input) {
   const int t = input.outputs.at(0);
   const Shape& tile = bg.tensor(t).shape;
   const Shape& whole = bg.kernel_input_shape(input.io_index);
@@ -85,8 +84,7 @@ void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
     }
   }
   if (input.fmap >= 0) origin.emplace_back("it", tile[input.fmap] * strides[input.fmap]);
-  const std::string base = "io.in" + std::to_string(input.io_index) + " + " +
-                           linear_expr(origin);
+  const std::string base = "io.in" + std::to_string(input.io_index) + " + " + linear_expr(origin);
   const std::string name = "t" + std::to_string(t);
   if (plan.read_in_place.at(t)) {
     w.line(name + " = " + base + ";");

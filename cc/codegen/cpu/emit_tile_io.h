@@ -4,7 +4,7 @@
 // and storing an output tile at its omap origin, converting back.
 #include <string>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/ir/graph.h"
 
@@ -14,11 +14,11 @@ namespace mj::codegen::cpu {
 const char* storage_type(ir::DType d);
 
 // Emits the load of block input op `input` (its loop iteration is in variable `it`).
-void emit_input_load(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
+void emit_input_load(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                      const ir::Op& input);
 
 // Emits the store of block output op `output` into the kernel output.
-void emit_output_store(CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
+void emit_output_store(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                        const ir::Op& output);
 
 }  // namespace mj::codegen::cpu

@@ -1,8 +1,8 @@
 #pragma once
 // Block graph with concrete shapes -> one self-contained C++17 translation unit: a kernel that
 // runs every block of the grid (as tasks on XLA's intra-op thread pool) exactly as the
-// reference interpreter defines it, behind an XLA FFI handler exported as `symbol`
-// (DESIGN.md §6). Compile it with g++ -O3 -march=native -shared -fPIC against
+// reference interpreter defines it, behind an XLA FFI handler exported as `symbol`.
+// Compile it with g++ -O3 -march=native -shared -fPIC against
 // jax.ffi.include_dir(). Several generated units may be concatenated into one.
 #include <string>
 

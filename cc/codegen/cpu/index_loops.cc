@@ -4,6 +4,7 @@
 
 namespace mj::codegen::cpu {
 
+using common::CodeWriter;
 using ir::Shape;
 
 std::string linear_expr(const std::vector<std::pair<std::string, int64_t>>& terms) {
@@ -30,8 +31,7 @@ IndexLoops::IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Sha
   if (all_equal) {
     // Broadcasting only stretches size-1 dims, so equal element counts mean equal layouts.
     const std::string v = var + "0";
-    w_.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(total) + "; ++" + v +
-            ")");
+    w_.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(total) + "; ++" + v + ")");
     depth_ = 1;
     result_offset_ = v;
     operand_offsets_.assign(operands.size(), v);
@@ -45,8 +45,8 @@ IndexLoops::IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Sha
     const std::string v = var + std::to_string(d);
     result_stride /= result[d];
     if (result[d] == 1) continue;
-    w_.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(result[d]) + "; ++" +
-            v + ")");
+    w_.open("for (int64_t " + v + " = 0; " + v + " < " + std::to_string(result[d]) + "; ++" + v +
+            ")");
     ++depth_;
     result_terms.emplace_back(v, result_stride);
     for (size_t i = 0; i < operands.size(); ++i) {

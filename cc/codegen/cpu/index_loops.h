@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
 #include "cc/ir/graph.h"
 
 namespace mj::codegen::cpu {
@@ -13,7 +13,7 @@ namespace mj::codegen::cpu {
 class IndexLoops {
  public:
   // `var` prefixes the loop variables ("i" gives i0, i1, ...); distinct for nested uses.
-  IndexLoops(CodeWriter& w, const ir::Shape& result, const std::vector<ir::Shape>& operands,
+  IndexLoops(common::CodeWriter& w, const ir::Shape& result, const std::vector<ir::Shape>& operands,
              const std::string& var);
   ~IndexLoops();
   IndexLoops(const IndexLoops&) = delete;
@@ -23,7 +23,7 @@ class IndexLoops {
   const std::string& operand_offset(size_t i) const { return operand_offsets_.at(i); }
 
  private:
-  CodeWriter& w_;
+  common::CodeWriter& w_;
   int depth_ = 0;
   std::string result_offset_;
   std::vector<std::string> operand_offsets_;

@@ -11,12 +11,12 @@ namespace mj::codegen::cpu {
 using ir::BlockGraph;
 using ir::DType;
 using ir::IrError;
+using ir::is_elementwise;
 using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::Shape;
 using ir::Tensor;
-using ir::is_elementwise;
 using ir::thread_fusion_groups;
 
 namespace {

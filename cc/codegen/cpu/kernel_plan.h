@@ -16,11 +16,11 @@ namespace mj::codegen::cpu {
 // The online-softmax accumulators over one score tensor `s` share its running max, the
 // per-row rescale factor and the tile of exp(s - max) (all in the arena).
 struct SoftmaxGroup {
-  int s = -1;                   // score tensor id
-  std::vector<int> accum_ops;   // op indices, in op order
-  int64_t max_offset = 0;       // running max, one per row of s
-  int64_t scale_offset = 0;     // exp(old max - new max), one per row
-  int64_t probs_offset = 0;     // exp(s - new max), s's shape
+  int s = -1;                  // score tensor id
+  std::vector<int> accum_ops;  // op indices, in op order
+  int64_t max_offset = 0;      // running max, one per row of s
+  int64_t scale_offset = 0;    // exp(old max - new max), one per row
+  int64_t probs_offset = 0;    // exp(s - new max), s's shape
 };
 
 struct KernelPlan {

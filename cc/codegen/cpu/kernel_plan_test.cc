@@ -92,8 +92,8 @@ TEST(KernelPlan, BlocksWithShortRunsOfAStreamedInputRunInGroups) {
   const KernelPlan plan = plan_kernel(bg);
   EXPECT_EQ(plan.block_group, 4);  // 16 blocks, at least 4 tasks
   EXPECT_TRUE(plan.group_matmul[op_of(bg, mm)]);
-  EXPECT_EQ(plan.next_tile_offset[w], 4);                // the next block's tile
-  EXPECT_EQ(plan.next_iteration_offset[w], 8 * 64);      // the next iteration's
+  EXPECT_EQ(plan.next_tile_offset[w], 4);            // the next block's tile
+  EXPECT_EQ(plan.next_iteration_offset[w], 8 * 64);  // the next iteration's
 }
 
 TEST(KernelPlan, AMatmulWhoseLeftOperandDependsOnTheBlockRunsPerBlock) {
@@ -119,8 +119,7 @@ TEST(KernelPlan, OnlineSoftmaxAccumulatorsOverOneScoreShareARunningMax) {
   const KernelPlan plan = plan_kernel(bg);
   ASSERT_EQ(plan.softmax_groups.size(), 2u);
   EXPECT_EQ(plan.softmax_groups[0].s, s);
-  EXPECT_EQ(plan.softmax_groups[0].accum_ops,
-            (std::vector<int>{op_of(bg, o), op_of(bg, l)}));
+  EXPECT_EQ(plan.softmax_groups[0].accum_ops, (std::vector<int>{op_of(bg, o), op_of(bg, l)}));
   EXPECT_EQ(plan.softmax_groups[1].s, other);
   EXPECT_EQ(plan.softmax_group_of[op_of(bg, m)], 1);
 }

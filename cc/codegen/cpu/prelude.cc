@@ -79,7 +79,7 @@ inline uint16_t to_f16(float f) {
   return uint16_t(sign | (magnitude >> 13));
 }
 
-// ---- activations: the functions of the reference interpreter (cc/interp/domain.h) --------
+// ---- activations: the functions of the reference interpreter (cc/ir/elementwise.h) --------
 
 // exp(x) in float32 without a libm call or a branch, so that GCC vectorizes the fused passes
 // that use it (attention's exp runs once per score). x = n·ln2 + r with |r| <= ln2/2 (ln2 in
@@ -109,7 +109,8 @@ inline float exp_f32(float x) {
 
 inline float sigmoid(float x) { return 1.0f / (1.0f + exp_f32(-x)); }
 inline float silu(float x) { return x * sigmoid(x); }
-inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+// NaN propagates through relu and max, as in XLA (docs/ir-semantics.md, "NaN"); relu(-0) = +0.
+inline float relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
 // 0.5 x (1 + tanh(u)) written as x / (1 + exp(-2u)), the same function: the first form
 // cancels in float32 for negative x (1 + tanh(u) -> 0), the second keeps full precision.
 inline float gelu_tanh(float x) {
@@ -117,7 +118,7 @@ inline float gelu_tanh(float x) {
   return x / (1.0f + exp_f32(-(u + u)));
 }
 inline float square(float x) { return x * x; }
-inline float max_of(float a, float b) { return a > b ? a : b; }
+inline float max_of(float a, float b) { return (a > b || a != a) ? a : b; }
 
 // ---- matmul: C[M,N] (+)= A[M,K] @ B[K,N], rows lda / ldb / ldc floats apart -------------
 // Memory-bound shapes (few rows of A, a weight tile as B) set the design: B is streamed once,
@@ -178,7 +179,7 @@ inline float row_sum_squares(const float* __restrict x, int64_t n) {
   return row_sum_impl<true>(x, n);
 }
 
-// max(init, x[0], ..., x[n-1]) with max_of's rule (a NaN operand on the right wins).
+// max(init, x[0], ..., x[n-1]) with max_of's rule: NaN if any of them is NaN.
 inline float row_max(const float* __restrict x, int64_t n, float init) {
   Vec acc[kRowLanes];
   for (int l = 0; l < kRowLanes; ++l) acc[l] = Vec{} + init;
@@ -187,12 +188,12 @@ inline float row_max(const float* __restrict x, int64_t n, float init) {
 #pragma GCC unroll 4
     for (int l = 0; l < kRowLanes; ++l) {
       const Vec v = load_vec(x + j + l * kVecFloats);
-      acc[l] = acc[l] > v ? acc[l] : v;
+      acc[l] = (acc[l] > v) | (acc[l] != acc[l]) ? acc[l] : v;
     }
   }
   for (; j + kVecFloats <= n; j += kVecFloats) {
     const Vec v = load_vec(x + j);
-    acc[0] = acc[0] > v ? acc[0] : v;
+    acc[0] = (acc[0] > v) | (acc[0] != acc[0]) ? acc[0] : v;
   }
   float m = init;
   for (int l = 0; l < kRowLanes; ++l) {

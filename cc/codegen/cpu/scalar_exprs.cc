@@ -9,9 +9,9 @@ using ir::OpKind;
 namespace {
 
 // The functions of prelude.cc.
-constexpr common::ScalarFunctions kCpu{"cpu codegen",      "mj_cpu::exp_f32", "mj_cpu::square",
-                                       "std::sqrt",        "mj_cpu::silu",    "mj_cpu::gelu_tanh",
-                                       "mj_cpu::relu",     "mj_cpu::sigmoid"};
+constexpr common::ScalarFunctions kCpu{"cpu codegen",  "mj_cpu::exp_f32", "mj_cpu::square",
+                                       "std::sqrt",    "mj_cpu::silu",    "mj_cpu::gelu_tanh",
+                                       "mj_cpu::relu", "mj_cpu::sigmoid"};
 
 }  // namespace
 
@@ -22,7 +22,7 @@ std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
 }
 
 std::string binary_expr(OpKind kind, const std::string& a, const std::string& b) {
-  return common::binary_expr(kCpu.generator, kind, a, b);
+  return common::binary_expr(kCpu, kind, a, b);
 }
 
 }  // namespace mj::codegen::cpu

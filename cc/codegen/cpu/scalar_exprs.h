@@ -1,6 +1,6 @@
 #pragma once
 // C++ expression text for one float32 value: literals, and the elementwise ops applied to
-// operand expressions, with the formulas of cc/interp/domain.h (the reference semantics).
+// operand expressions, with the formulas of cc/ir/elementwise.h (the reference semantics).
 #include <string>
 
 #include "cc/ir/op_kind.h"

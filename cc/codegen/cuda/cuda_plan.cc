@@ -13,12 +13,12 @@ namespace mj::codegen::cuda {
 
 using ir::BlockGraph;
 using ir::IrError;
+using ir::is_elementwise;
 using ir::Op;
 using ir::OpKind;
 using ir::Phase;
 using ir::Shape;
 using ir::Tensor;
-using ir::is_elementwise;
 using ir::thread_fusion_groups;
 
 namespace {
@@ -205,8 +205,8 @@ CudaPlan plan_cuda_kernel(const BlockGraph& bg, int64_t smem_limit) {
       const int t = op.outputs.at(0);
       const TilePlan& tile = plan.tiles[t];
       if (tile.storage != Storage::kShared) continue;
-      if (victim < 0 || tile.bytes * tile.stages >
-                            plan.tiles[victim].bytes * plan.tiles[victim].stages) {
+      if (victim < 0 ||
+          tile.bytes * tile.stages > plan.tiles[victim].bytes * plan.tiles[victim].stages) {
         victim = t;
       }
     }

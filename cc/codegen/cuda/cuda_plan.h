@@ -1,5 +1,5 @@
 #pragma once
-// What the CUDA generator decides about a block graph before it writes code (DESIGN.md §6):
+// What the CUDA generator decides about a block graph before it writes code:
 // the fused elementwise passes (cc/ir/thread_fusion.h), where every tile lives (shared
 // memory, read in place from the kernel tensor, or a view of other tiles), the online-softmax
 // groups, the threads per block, and the dynamic shared-memory layout, which is checked
@@ -36,7 +36,7 @@ struct TilePlan {
 // rescale factor and the tile of exp(s - max), all in shared memory.
 struct SoftmaxGroup {
   int s = -1;
-  std::vector<int> accum_ops;  // op indices, in op order
+  std::vector<int> accum_ops;                                  // op indices, in op order
   int64_t max_offset = 0, scale_offset = 0, probs_offset = 0;  // bytes
 };
 

@@ -5,17 +5,17 @@
 
 namespace mj::codegen::cuda {
 
-using ir::Op;
-using ir::OpKind;
 using ir::is_elementwise;
 using ir::is_unary_elementwise;
+using ir::Op;
+using ir::OpKind;
 
 namespace {
 
 // The functions of prelude.cc: CUDA's own exp and sqrt (IEEE sqrt, exp within 2 ulp).
-constexpr common::ScalarFunctions kCuda{"cuda codegen", "expf",           "mj_cuda::square",
-                                        "sqrtf",        "mj_cuda::silu",  "mj_cuda::gelu_tanh",
-                                        "mj_cuda::relu", "mj_cuda::sigmoid"};
+constexpr common::ScalarFunctions kCuda{
+    "cuda codegen",       "expf",          "mj_cuda::square", "sqrtf", "mj_cuda::silu",
+    "mj_cuda::gelu_tanh", "mj_cuda::relu", "mj_cuda::sigmoid"};
 
 }  // namespace
 
@@ -26,7 +26,7 @@ std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
 }
 
 std::string binary_expr(OpKind kind, const std::string& a, const std::string& b) {
-  return common::binary_expr(kCuda.generator, kind, a, b);
+  return common::binary_expr(kCuda, kind, a, b);
 }
 
 namespace {
@@ -39,9 +39,8 @@ void emit_chain_ops(const Emit& e, const std::vector<int>& pass, size_t first, i
     const Op& op = ops[pass[i]];
     std::vector<std::string> args;
     for (int t : op.inputs) {
-      args.push_back(t == chained
-                         ? "v"
-                         : read_element(e, t, broadcast_index(e.bg.tensor(t).shape, idx)));
+      args.push_back(t == chained ? "v"
+                                  : read_element(e, t, broadcast_index(e.bg.tensor(t).shape, idx)));
     }
     e.w.line("v = " +
              (is_unary_elementwise(op.kind) ? unary_expr(op.kind, op.scalar, args.at(0))

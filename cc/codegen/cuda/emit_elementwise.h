@@ -1,7 +1,7 @@
 #pragma once
-// Fused elementwise passes (DESIGN.md §3.3): one loop over the pass's result, each thread
+// Fused elementwise passes (cc/ir/thread_fusion.h): one loop over the pass's result, each thread
 // computing its elements through the whole chain in registers and storing only the end.
-// The scalar formulas are those of cc/interp/domain.h, the reference semantics.
+// The scalar formulas are those of cc/ir/elementwise.h, the reference semantics.
 #include <string>
 #include <vector>
 

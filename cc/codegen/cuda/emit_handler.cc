@@ -45,8 +45,8 @@ int required_alignment(const Emit& e, int input) {
 void emit_io_struct(const Emit& e) {
   e.w.open("struct Io");
   for (int i = 0; i < e.bg.num_inputs(); ++i) {
-    e.w.line("const " + std::string(element_type(e.bg.kernel_input_dtype(i))) + "* in" +
-             str(i) + ";");
+    e.w.line("const " + std::string(element_type(e.bg.kernel_input_dtype(i))) + "* in" + str(i) +
+             ";");
   }
   for (int i = 0; i < e.bg.num_outputs(); ++i) {
     e.w.line(std::string(element_type(e.bg.kernel_output_dtype(i))) + "* out" + str(i) + ";");
@@ -61,8 +61,7 @@ void emit_handler_impl(const Emit& e, const std::string& symbol) {
     params += ", xla::ffi::Buffer<" + ffi_dtype(bg.kernel_input_dtype(i)) + "> in" + str(i);
   }
   for (int i = 0; i < bg.num_outputs(); ++i) {
-    params += ", xla::ffi::ResultBuffer<" + ffi_dtype(bg.kernel_output_dtype(i)) + "> out" +
-              str(i);
+    params += ", xla::ffi::ResultBuffer<" + ffi_dtype(bg.kernel_output_dtype(i)) + "> out" + str(i);
   }
   e.w.open("xla::ffi::Error handler_impl(" + params + ")");
   std::vector<std::string> fields;
@@ -77,8 +76,8 @@ void emit_handler_impl(const Emit& e, const std::string& symbol) {
     const std::string name = "out" + str(i);
     emit_shape_check(e, name + "->dimensions()", bg.kernel_output_shape(i),
                      symbol + ": output " + str(i));
-    fields.push_back("static_cast<" + std::string(element_type(bg.kernel_output_dtype(i))) +
-                     "*>(" + name + "->untyped_data())");
+    fields.push_back("static_cast<" + std::string(element_type(bg.kernel_output_dtype(i))) + "*>(" +
+                     name + "->untyped_data())");
   }
   std::string init;
   for (size_t i = 0; i < fields.size(); ++i) init += (i ? ", " : "") + fields[i];
@@ -94,10 +93,12 @@ void emit_handler_impl(const Emit& e, const std::string& symbol) {
   e.w.line("constexpr int kSmemBytes = " + str(e.plan.smem_bytes) + ";");
   // Above 48 KiB a kernel must opt in to dynamic shared memory, per device and function.
   e.w.open("if (kSmemBytes > 48 * 1024)");
-  e.w.line("const cudaError_t err = cudaFuncSetAttribute(kernel, "
-           "cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);");
+  e.w.line(
+      "const cudaError_t err = cudaFuncSetAttribute(kernel, "
+      "cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);");
   e.w.open("if (err != cudaSuccess)");
-  e.w.line("return xla::ffi::Error::Internal(std::string(\"" + symbol + ": cannot give the "
+  e.w.line("return xla::ffi::Error::Internal(std::string(\"" + symbol +
+           ": cannot give the "
            "kernel \") + std::to_string(kSmemBytes) + \" bytes of shared memory: \" + "
            "cudaGetErrorString(err));");
   e.w.close();
@@ -117,10 +118,8 @@ void emit_handler_symbol(const Emit& e, const std::string& symbol,
                          const std::string& kernel_namespace) {
   e.w.line("extern \"C\" __attribute__((visibility(\"default\"))) XLA_FFI_Error* " + symbol +
            "(XLA_FFI_CallFrame* call_frame);");
-  e.w.line("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ", " + kernel_namespace +
-           "::handler_impl,");
-  std::string bind =
-      "    xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()";
+  e.w.line("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ", " + kernel_namespace + "::handler_impl,");
+  std::string bind = "    xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()";
   for (int i = 0; i < e.bg.num_inputs(); ++i) {
     bind += "\n        .Arg<xla::ffi::Buffer<" + ffi_dtype(e.bg.kernel_input_dtype(i)) + ">>()";
   }

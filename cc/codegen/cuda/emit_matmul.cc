@@ -42,8 +42,8 @@ void emit_fma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
   while (split < 32 && cells * split * 2 <= e.plan.threads && split * 2 <= k) split *= 2;
   const int64_t slots = (cells * split + e.plan.threads - 1) / e.plan.threads * e.plan.threads;
   // Every thread runs the same number of rounds, so whole warps meet at the shuffles.
-  e.w.open("for (int slot = threadIdx.x; slot < " + str(slots) + "; slot += " +
-           str(e.plan.threads) + ")");
+  e.w.open("for (int slot = threadIdx.x; slot < " + str(slots) +
+           "; slot += " + str(e.plan.threads) + ")");
   e.w.line("const int part = slot % " + str(split) + ";");
   e.w.line("const bool live = slot < " + str(cells * split) + ";");
   e.w.line("const int cell = live ? slot / " + str(split) + " : 0;");
@@ -145,10 +145,10 @@ void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b, con
   for (int x = 0; x < 4; ++x) {
     const std::string& r = cells[x][0];
     const std::string& col = cells[x][1];
-    e.w.line("float d" + std::to_string(x) + " = " +
-             (accumulate ? guard(both(row_ok(r), col_ok(col)), c + "[" + c_at(r, col) + "]")
-                         : "0.0f") +
-             ";");
+    e.w.line(
+        "float d" + std::to_string(x) + " = " +
+        (accumulate ? guard(both(row_ok(r), col_ok(col)), c + "[" + c_at(r, col) + "]") : "0.0f") +
+        ";");
   }
   e.w.open("for (int k0 = 0; k0 < " + str(k) + "; k0 += 16)");
   e.w.line("const int ka = k0 + 2 * q, kb = ka + 8;");
@@ -192,13 +192,12 @@ MatmulOperand tensor_operand(const Emit& e, int t) {
 void emit_matmul(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
                  const std::string& c, const Shape& c_shape, bool accumulate,
                  const StoreFn& store_or_null) {
-  const StoreFn store = store_or_null
-                            ? store_or_null
-                            : StoreFn([&e, c](const std::string& value,
-                                              const std::vector<std::string>&,
-                                              const std::string& flat) {
-                                e.w.line(c + "[" + flat + "] = " + value + ";");
-                              });
+  const StoreFn store =
+      store_or_null ? store_or_null
+                    : StoreFn([&e, c](const std::string& value, const std::vector<std::string>&,
+                                      const std::string& flat) {
+                        e.w.line(c + "[" + flat + "] = " + value + ";");
+                      });
   e.w.open("");
   if (is_16bit(a.dtype) && a.dtype == b.dtype) {
     // Tensor cores on sm_80+: operands rounded to their 16-bit dtype (exact for input tiles),

@@ -5,11 +5,11 @@
 
 namespace mj::codegen::cuda {
 
+using ir::is_accumulator;
 using ir::Op;
 using ir::OpKind;
 using ir::ReduceKind;
 using ir::Shape;
-using ir::is_accumulator;
 
 namespace {
 
@@ -25,8 +25,8 @@ std::string smem_floats(int64_t offset) {
 std::vector<std::string> open_warp_rows(const Emit& e, const Shape& shape) {
   const Shape rows_shape(shape.begin(), shape.end() - 1);
   const int64_t rows = element_count(rows_shape);
-  e.w.open("for (int row = threadIdx.x >> 5; row < " + str(rows) + "; row += " +
-           str(e.plan.threads / 32) + ")");
+  e.w.open("for (int row = threadIdx.x >> 5; row < " + str(rows) +
+           "; row += " + str(e.plan.threads / 32) + ")");
   e.w.line("[[maybe_unused]] const int lane = threadIdx.x & 31;");
   const std::vector<int64_t> strides = dense_strides(rows_shape);
   std::vector<std::string> idx;
@@ -44,9 +44,7 @@ std::vector<std::string> open_warp_rows(const Emit& e, const Shape& shape) {
   return idx;
 }
 
-std::string lane_loop(int64_t len) {
-  return "for (int j = lane; j < " + str(len) + "; j += 32)";
-}
+std::string lane_loop(int64_t len) { return "for (int j = lane; j < " + str(len) + "; j += 32)"; }
 
 bool is_softmax(OpKind k) {
   return k == OpKind::kAccumMaxLast || k == OpKind::kAccumExpSumLast ||
@@ -122,11 +120,10 @@ void emit_softmax_update(const Emit& e, const SoftmaxGroup& g) {
       const std::string p = "probs" + std::to_string(o);
       e.w.open("");
       e.w.line("const float* const " + p + " = " + probs + ";");
-      const MatmulOperand a{s_shape, e.bg.tensor(g.s).dtype,
-                            [s_shape, p](const std::vector<std::string>& i) {
-                              return p + "[" + linear_index(i, dense_strides(s_shape), s_shape) +
-                                     "]";
-                            }};
+      const MatmulOperand a{
+          s_shape, e.bg.tensor(g.s).dtype, [s_shape, p](const std::vector<std::string>& i) {
+            return p + "[" + linear_index(i, dense_strides(s_shape), s_shape) + "]";
+          }};
       emit_matmul(e, a, tensor_operand(e, acc.inputs.at(1)), out, c_shape, /*accumulate=*/true);
       e.w.close();
       e.w.line(kSync);
@@ -217,8 +214,8 @@ bool emit_accumulator_finish(const Emit& e, size_t op_index) {
   const int t = op.outputs.at(0);
   const std::string out = tile_name(t);
   const int64_t rows = element_count(e.bg.tensor(t).shape);
-  const std::string loop = "for (int r = threadIdx.x; r < " + str(rows) + "; r += " +
-                           str(e.plan.threads) + ") ";
+  const std::string loop =
+      "for (int r = threadIdx.x; r < " + str(rows) + "; r += " + str(e.plan.threads) + ") ";
   if (op.kind == OpKind::kAccumMeanLast || op.kind == OpKind::kAccumRmsLast) {
     const int64_t count = int64_t(e.bg.forloop_range()) * e.bg.tensor(op.inputs[0]).shape.back();
     const std::string mean = out + "[r] / " + float_literal(double(count));

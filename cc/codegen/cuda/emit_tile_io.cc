@@ -2,10 +2,10 @@
 
 namespace mj::codegen::cuda {
 
+using ir::dtype_bytes;
 using ir::Op;
 using ir::OpKind;
 using ir::Shape;
-using ir::dtype_bytes;
 
 namespace {
 
@@ -40,15 +40,15 @@ void emit_tile_load(const Emit& e, const Op& input, const std::string& iteration
   // One chunk of `per` elements per step; chunks of a row are adjacent in both memories.
   const int64_t per = tile.copy_bytes ? tile.copy_bytes / dtype_bytes(tile.element) : 1;
   const int64_t chunks_per_row = last / per;
-  e.w.open("for (int c = threadIdx.x; c < " + str(rows * chunks_per_row) + "; c += " +
-           str(e.plan.threads) + ")");
+  e.w.open("for (int c = threadIdx.x; c < " + str(rows * chunks_per_row) +
+           "; c += " + str(e.plan.threads) + ")");
   e.w.line("const int row = c / " + str(chunks_per_row) + ", col = c % " + str(chunks_per_row) +
            " * " + str(per) + ";");
   std::vector<std::string> idx;
   int64_t below = 1;  // rows per step of dim d
   for (int d = int(shape.size()) - 2; d >= 0; --d) {
-    idx.insert(idx.begin(), shape[d] == 1 ? "0"
-                                          : "(row / " + str(below) + " % " + str(shape[d]) + ")");
+    idx.insert(idx.begin(),
+               shape[d] == 1 ? "0" : "(row / " + str(below) + " % " + str(shape[d]) + ")");
     below *= shape[d];
   }
   idx.push_back("col");

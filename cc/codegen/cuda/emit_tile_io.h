@@ -12,8 +12,8 @@ namespace mj::codegen::cuda {
 
 // Which staged input tiles a load covers.
 enum class Staged : uint8_t {
-  kInvariant,   // fmap = -1: loaded once, before the loop
-  kPipelined,   // body tiles with two stages: iteration it + 1 loads while it computes
+  kInvariant,     // fmap = -1: loaded once, before the loop
+  kPipelined,     // body tiles with two stages: iteration it + 1 loads while it computes
   kPerIteration,  // body tiles with one stage: loaded at the start of each iteration
 };
 

@@ -1,5 +1,5 @@
 #pragma once
-// Block graph with concrete shapes -> one self-contained CUDA translation unit (DESIGN.md §6):
+// Block graph with concrete shapes -> one self-contained CUDA translation unit:
 // one __global__ kernel whose grid is the block graph's grid, computing exactly what the
 // reference interpreter defines, behind an XLA FFI handler exported as `symbol` that launches
 // it on XLA's stream. Compile it with nvcc -shared against jax.ffi.include_dir(). Several

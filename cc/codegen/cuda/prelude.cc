@@ -41,13 +41,15 @@ template <> __device__ __forceinline__ __half from_f32<__half>(float x) {
   return __float2half_rn(x);
 }
 
-// The interpreter's formulas (cc/interp/domain.h), with IEEE division and square root
+// The interpreter's formulas (cc/ir/elementwise.h), with IEEE division and square root
 // (nvcc's defaults without --use_fast_math).
-__device__ __forceinline__ float max_of(float a, float b) { return a > b ? a : b; }
+// NaN propagates through max and relu, as in XLA (docs/ir-semantics.md, "NaN"); fmaxf would
+// drop it. relu(-0) = +0.
+__device__ __forceinline__ float max_of(float a, float b) { return (a > b || a != a) ? a : b; }
 __device__ __forceinline__ float square(float x) { return x * x; }
 __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
-__device__ __forceinline__ float relu(float x) { return x > 0.0f ? x : 0.0f; }
+__device__ __forceinline__ float relu(float x) { return x > 0.0f ? x : (x != x ? x : 0.0f); }
 // 0.5 x (1 + tanh(u)) with tanh(u) = 1 - 2 / (exp(2u) + 1) is x / (1 + exp(-2u)).
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float u = 0.7978845608028654f * (x + 0.044715f * (x * (x * x)));

@@ -1,6 +1,6 @@
 #pragma once
 // The fixed device helpers every generated CUDA unit starts with: dtype conversions, the
-// scalar formulas of cc/interp/domain.h, warp reductions, cp.async and mma.sync wrappers.
+// scalar formulas of cc/ir/elementwise.h, warp reductions, cp.async and mma.sync wrappers.
 // Guarded by a macro, so several generated units can be concatenated into one file.
 #include <string>
 

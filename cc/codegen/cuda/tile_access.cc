@@ -87,8 +87,8 @@ std::vector<std::string> broadcast_index(const Shape& operand,
   return idx;
 }
 
-std::vector<std::string> open_thread_loop(const Emit& e, const Shape& shape,
-                                          const std::string& var, const std::string& flat) {
+std::vector<std::string> open_thread_loop(const Emit& e, const Shape& shape, const std::string& var,
+                                          const std::string& flat) {
   const int64_t n = element_count(shape);
   e.w.open("for (int " + flat + " = threadIdx.x; " + flat + " < " + str(n) + "; " + flat +
            " += " + str(e.plan.threads) + ")");

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cc/codegen/cpu/code_writer.h"
+#include "cc/codegen/common/code_writer.h"
 #include "cc/codegen/cuda/cuda_plan.h"
 #include "cc/ir/graph.h"
 
@@ -14,14 +14,14 @@ namespace mj::codegen::cuda {
 
 // What every emitter needs.
 struct Emit {
-  cpu::CodeWriter& w;
+  common::CodeWriter& w;
   const ir::BlockGraph& bg;
   const CudaPlan& plan;
 };
 
 std::string str(int64_t v);
-std::string tile_name(int t);                // "t12"
-const char* element_type(ir::DType d);           // float, __nv_bfloat16, __half
+std::string tile_name(int t);           // "t12"
+const char* element_type(ir::DType d);  // float, __nv_bfloat16, __half
 std::vector<int64_t> dense_strides(const ir::Shape& s);
 // "i0 * 64 + i1" from index expressions and strides (terms of extent-1 dims dropped).
 std::string linear_index(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
@@ -47,6 +47,7 @@ void declare_tile_pointer(const Emit& e, int t, const std::string& stage,
                           const std::string& iteration);
 
 // The element offset of input tile `input`'s origin in its kernel tensor, for `iteration`.
-std::string input_origin(const ir::BlockGraph& bg, const ir::Op& input, const std::string& iteration);
+std::string input_origin(const ir::BlockGraph& bg, const ir::Op& input,
+                         const std::string& iteration);
 
 }  // namespace mj::codegen::cuda

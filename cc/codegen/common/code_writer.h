@@ -1,8 +1,8 @@
 #pragma once
-// Indented C++ source text, built line by line by the CPU code generator.
+// Indented C++ source text, built line by line by the CPU and CUDA code generators.
 #include <string>
 
-namespace mj::codegen::cpu {
+namespace mj::codegen::common {
 
 class CodeWriter {
  public:
@@ -28,4 +28,4 @@ class CodeWriter {
   int indent_ = 0;
 };
 
-}  // namespace mj::codegen::cpu
+}  // namespace mj::codegen::common

@@ -1,0 +1,34 @@
+#pragma once
+// Cutting a program the search cannot fuse whole into a prefix and a tail, and splicing a
+// replacement for the tail back behind the prefix.
+//
+// The search's limits (kernel ops, block ops) are sized for one fused kernel; a program such
+// as qknorm_gqa (two norms, then attention) needs more ops than that in one kernel. The cut is
+// made before the first matmul that reads a computed value (not a program input): the ops
+// before it stay as they are, and the tail becomes a program of its own whose inputs are the
+// values that cross the cut. A tail candidate spliced back gives a graph over the original
+// inputs, to be verified against the original like any other candidate.
+#include <optional>
+#include <vector>
+
+#include "cc/ir/graph.h"
+
+namespace mj::ir {
+
+struct GraphSplit {
+  KernelGraph prefix;         // the original's ops before the cut, with the original's ids
+  KernelGraph tail;           // the ops from the cut on, over the values that cross the cut
+  int cut_tensor = -1;        // the first matmul's output (original id), for reports
+  std::vector<int> boundary;  // original ids of the tail's inputs, in order
+};
+
+// The split of g, or nullopt when it has no matmul of a computed value, nothing but inputs
+// before it, or an output made before the cut (then the tail would not produce every output).
+std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& g);
+
+// The original program with its tail replaced by `tail_candidate`, a graph over the tail's
+// inputs in order (such as a search result for split.tail). IrError when the candidate's
+// inputs do not match the tail's.
+KernelGraph splice(const GraphSplit& split, const KernelGraph& tail_candidate);
+
+}  // namespace mj::ir

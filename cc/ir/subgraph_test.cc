@@ -1,0 +1,94 @@
+// Cut before the first matmul of computed values, and splice a tail back: the tail's inputs
+// are exactly the values that cross the cut, and splicing the tail itself gives back the
+// original program.
+#include "cc/ir/subgraph.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "cc/ir/hash.h"
+#include "cc/ir/ir_error_matchers_for_test.h"
+#include "cc/ir/print.h"
+
+namespace mj::ir {
+namespace {
+
+// exp(rms_norm(x) @ w) * rms_norm(x) + v: the cut is at the matmul; rms_norm(x), w and v
+// cross it (in the order the tail first reads them).
+KernelGraph normed_linear() {
+  KernelGraph g;
+  const int x = g.new_input({4, 8}, DType::kF32);
+  const int w = g.new_input({8, 8}, DType::kBF16);
+  const int v = g.new_input({4, 8}, DType::kF32);
+  const int n = g.rms_norm(x, 1e-6);
+  const int y = g.unary(OpKind::kExp, g.matmul(n, w));
+  g.mark_output(g.binary(OpKind::kAdd, g.binary(OpKind::kMul, y, n), v));
+  return g;
+}
+
+TEST(Subgraph, SplitsBeforeTheFirstMatmulOfComputedValues) {
+  const KernelGraph g = normed_linear();
+  const auto split = split_before_first_computed_matmul(g);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->cut_tensor, 4);
+  EXPECT_EQ(split->boundary, (std::vector<int>{3, 1, 2}));
+  ASSERT_EQ(split->tail.input_ids().size(), 3u);
+  EXPECT_EQ(split->tail.tensor(split->tail.input_ids()[1]).dtype, DType::kBF16);
+  EXPECT_EQ(split->prefix.ops().size(), 4u);  // three inputs and the norm
+  EXPECT_EQ(split->tail.output_ids().size(), 1u);
+  // The tail spliced back is the original program, op for op.
+  const KernelGraph again = splice(*split, split->tail);
+  EXPECT_EQ(graph_hash(again), graph_hash(g));
+  EXPECT_EQ(to_string(again), to_string(g));
+}
+
+TEST(Subgraph, SpliceTakesAnotherTail) {
+  const KernelGraph g = normed_linear();
+  const auto split = split_before_first_computed_matmul(g);
+  ASSERT_TRUE(split.has_value());
+  // A tail that computes something else over the same inputs: the splice does not judge it
+  // (the verifier does), it only puts it behind the prefix.
+  KernelGraph other;
+  const int n = other.new_input({4, 8}, DType::kF32);
+  const int w = other.new_input({8, 8}, DType::kBF16);
+  const int v = other.new_input({4, 8}, DType::kF32);
+  other.mark_output(other.binary(OpKind::kSub, other.matmul(n, w), v));
+  const KernelGraph spliced = splice(*split, other);
+  EXPECT_EQ(spliced.input_ids().size(), 3u);
+  EXPECT_EQ(spliced.ops()[spliced.tensor(spliced.output_ids()[0]).producer].kind, OpKind::kSub);
+  EXPECT_EQ(spliced.ops()[3].kind, OpKind::kRmsNorm);
+  KernelGraph two_inputs;
+  two_inputs.mark_output(two_inputs.new_input({4, 8}, DType::kF32));
+  two_inputs.new_input({4, 8}, DType::kF32);
+  EXPECT_IR_ERROR(splice(*split, two_inputs), "splice", "2 inputs", "the tail 3");
+}
+
+TEST(Subgraph, NothingToSplit) {
+  KernelGraph plain;  // the matmul reads inputs only
+  const int x = plain.new_input({2, 8}, DType::kF32);
+  const int w = plain.new_input({8, 4}, DType::kF32);
+  plain.mark_output(plain.unary(OpKind::kExp, plain.matmul(x, w)));
+  EXPECT_FALSE(split_before_first_computed_matmul(plain).has_value());
+
+  KernelGraph early;  // an output made before the cut
+  const int a = early.new_input({2, 8}, DType::kF32);
+  const int b = early.new_input({8, 8}, DType::kF32);
+  const int e = early.unary(OpKind::kExp, a);
+  early.mark_output(e);
+  early.mark_output(early.matmul(e, b));
+  EXPECT_FALSE(split_before_first_computed_matmul(early).has_value());
+
+  KernelGraph passed;  // an output passed through from before the cut
+  const int p = passed.new_input({2, 8}, DType::kF32);
+  const int q = passed.new_input({8, 8}, DType::kF32);
+  const int r = passed.unary(OpKind::kExp, p);
+  passed.mark_output(passed.matmul(r, q));
+  passed.mark_output(r);
+  EXPECT_FALSE(split_before_first_computed_matmul(passed).has_value());
+
+  EXPECT_FALSE(split_before_first_computed_matmul(KernelGraph()).has_value());
+}
+
+}  // namespace
+}  // namespace mj::ir

@@ -331,10 +331,18 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
         call_args, call_kwargs = sig.rebuild(list(arrays))
         return jax.tree_util.tree_leaves(opt._plain(*call_args, **call_kwargs))
 
-    # The user's own errors come from here, as jax.jit raises them.
-    # From the type: jax.jit copies a wrapped class's __dict__ (numpy.generic has a `trace`).
+    # The user's own errors come from jax.jit's trace, word for word (from the type: jax.jit
+    # copies a wrapped class's __dict__, and numpy.generic has a `trace`).
     traced = type(opt._plain).trace(opt._plain, *sig.args, **sig.kwargs)
-    closed, out_shapes = traced.jaxpr, traced.out_info
+    out_shapes = traced.out_info
+
+    def flat_fun(*arrays: Any) -> Any:
+        call_args, call_kwargs = sig.rebuild(list(arrays))
+        return opt._fun(*call_args, **call_kwargs)
+
+    # A fresh trace for the frontend: jax.jit may hand back a jaxpr cached from an earlier
+    # trace of the function, whose source locations are not this call's (explain names them).
+    closed = jax.make_jaxpr(flat_fun)(*sig.avals)
     out_tree = jax.tree_util.tree_structure(out_shapes)
     settings = opt.settings()
     if settings.backend == "xla":

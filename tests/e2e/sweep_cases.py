@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax.experimental import io_callback
 
 _RNG = np.random.default_rng(0)
 
@@ -41,6 +42,7 @@ POS_INT = jnp.asarray(_RNG.integers(1, 6, (3, 4)), jnp.int32)
 U = jnp.asarray(_RNG.integers(0, 200, (3, 4)), jnp.uint8)
 B = jnp.asarray(_RNG.integers(0, 2, (3, 4)), bool)
 KEY = jax.random.key(0)
+_DEVICE = jax.devices()[0]
 RAW_KEY = jax.random.PRNGKey(1)
 
 
@@ -336,6 +338,24 @@ def _written() -> list[Case]:
                 lambda v: np.asarray(v) * 2,
                 jax.ShapeDtypeStruct((3,), jnp.float32),
                 jnp.sum(a @ w, -1),
+            ),
+            (X, W),
+        ),
+        (
+            "jax.experimental.io_callback[ordered,region]",
+            lambda a, w: io_callback(
+                lambda v: np.asarray(v) + 1,
+                jax.ShapeDtypeStruct((3,), jnp.float32),
+                jnp.sum(a @ w, -1),
+                ordered=True,
+            ),
+            (X, W),
+        ),
+        (
+            "jax.lax.with_sharding_constraint[region]",
+            lambda a, w: jnp.sum(
+                lax.with_sharding_constraint(a @ w, jax.sharding.SingleDeviceSharding(_DEVICE)),
+                -1,
             ),
             (X, W),
         ),

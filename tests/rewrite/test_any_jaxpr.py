@@ -115,3 +115,19 @@ def test_callables_without_a_signature_fail_as_under_jax_jit(bad):
     want = outcome(jax.jit(bad))
     assert want is not None
     assert outcome(mj.optimize(bad)) == want
+
+
+def test_static_and_keyword_arguments_and_none_leaves(tmp_path):
+    def f(x, w, *, n, extra=None, pair=(None, 2.0)):
+        y = jax.nn.softmax(x @ w, -1) * pair[1]
+        return {"y": y[:, :n], "none": extra, "sum": jnp.sum(y, -1)}
+
+    opt = mj.optimize(f, config=CONFIG, cache_dir=tmp_path, static_argnames="n")
+    want = jax.jit(f, static_argnames="n")
+    for n in (3, 5):
+        got = opt(X, W, n=n, pair=(None, jnp.float32(3.0)))
+        ref = want(X, W, n=n, pair=(None, jnp.float32(3.0)))
+        assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(ref)
+        assert got["none"] is None and got["y"].shape == (4, n)
+        np.testing.assert_allclose(got["y"], ref["y"], rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(got["sum"], ref["sum"], rtol=2e-5, atol=1e-6)

@@ -199,9 +199,9 @@ def _mask_inputs(kg: KernelGraph) -> list[int]:
         if op.kind in ("add", "sub") and op.outputs[0].id in upstream:
             for side, other in ((0, 1), (1, 0)):
                 tid = op.inputs[side].id
-                if tid in source and op.inputs[other].id not in source:
-                    if source[tid] not in masks:
-                        masks.append(source[tid])
+                mask = source.get(tid)
+                if mask is not None and op.inputs[other].id not in source and mask not in masks:
+                    masks.append(mask)
     return masks
 
 

@@ -163,7 +163,7 @@ def test_each_finite_mask_value_alone_catches_a_mask_added_after_the_max(value):
     suite = suite_for(ref)
     suite.patterns = [p for p in suite.patterns if p.name.startswith(f"additive mask {value} ")]
     assert len(suite.patterns) == 1 and "on input 3" in suite.patterns[0].name
-    verdict, name = suite.check(run(wrong))
+    verdict, _ = suite.check(run(wrong))
     assert not verdict and "non-finite where XLA differs" in verdict.detail, verdict
 
 

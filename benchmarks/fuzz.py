@@ -71,6 +71,9 @@ def _write(out: Path, outcomes: list, seeds: list[int], seconds: float) -> dict:
         "seconds": round(seconds, 1),
         "first_seed": seeds[0] if seeds else None,
         "requested": len(seeds),
+        "per_program": [
+            [o.seed, o.status, o.used_kernels, round(o.seconds, 2)] for o in outcomes
+        ],  # seed, status, used kernels, seconds
         "failures": [
             {"seed": o.seed, "status": o.status, "detail": o.detail, "source": o.source}
             for o in outcomes

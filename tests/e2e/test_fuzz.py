@@ -45,8 +45,10 @@ def test_at_least_half_of_the_programs_ran_generated_kernels(outcomes):
 
 def test_the_generator_is_deterministic_and_varied():
     assert generate(12).source == generate(12).source
-    sources = {generate(s).source for s in range(N_PROGRAMS)}
-    assert len(sources) > 90
+    programs = [generate(s) for s in range(N_PROGRAMS)]
+    # Few shapes on purpose (cache hits); the same source recurs with other dtypes or shapes.
+    distinct = {(p.source, p.dtype, tuple(a.shape for a in p.args)) for p in programs}
+    assert len(distinct) > 70
     kinds = {generate(s).kind for s in range(N_PROGRAMS)}
     assert kinds == {"mlp", "norm_linear", "chain_reduce", "attention"}
     dtypes = {generate(s).dtype for s in range(N_PROGRAMS)}

@@ -48,6 +48,7 @@ candidate run); the suite records the seconds it took.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -287,6 +288,10 @@ def _padding_mask(value: float, variant: int) -> Callable[[np.ndarray], np.ndarr
     return make
 
 
+def _scaled(x: np.ndarray, c: float) -> np.ndarray:
+    return x * np.float32(c)
+
+
 def _zero_rows(x: np.ndarray) -> np.ndarray:
     z = x.copy()
     rows = _rows(z)
@@ -325,7 +330,7 @@ def patterns(kg: KernelGraph) -> list[Pattern]:
             found.append(
                 Pattern(
                     f"logits ×{growth:g} (inputs {sorted(logit_inputs)} ×{c:g})",
-                    {i: (lambda x, c=c: x * c) for i in sorted(logit_inputs)},
+                    dict.fromkeys(sorted(logit_inputs), functools.partial(_scaled, c=c)),
                     growth,
                 )
             )

@@ -48,6 +48,10 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
             f"float check at full size vs XLA's output of the original on random "
             f"data: {run.float_check}"
         )
+        lines.append(
+            f"adversarial float checks (huge logits, masks, zeros, NaN/Inf): passed "
+            f"({run.adversarial})"
+        )
     lines.append(f"timings (median of {run.rounds} alternating rounds, device arrays):")
     for name, seconds in sorted(run.timings.items(), key=lambda kv: kv[1]):
         label = "xla (the original graph)" if name == XLA else name

@@ -24,9 +24,9 @@ PADDED_NAN = (
     "padded batch: NaN where jax.jit is finite: the softmax kernel is not "
     "max-stabilized and divides 0 by 0 on fully masked query rows"
 )
+# gpt2_prefill passes in f32 and bf16 since the frontend's layouts and the merged safety work
+# (measured); the cases below were not re-measured yet.
 XFAIL = {
-    ("gpt2_prefill", "f32"): PADDED_NAN,
-    ("gpt2_prefill", "bf16"): PADDED_NAN,
     ("gpt2_decode_b4", "f32"): PADDED_NAN,
     ("bert_encode", "f32"): PADDED_NAN,
     ("bert_encode", "bf16"): PADDED_NAN,

@@ -215,30 +215,37 @@ def cuda_include():
 
 def emulation_unit(source: str) -> str:
     """A host translation unit from a generated CUDA unit: the device helpers, each kernel
-    namespace up to its FFI handler, the shared memory each kernel declares, and one
-    `extern "C" void run_<symbol>(void** io)` per kernel."""
+    namespace up to its FFI handler, the shared memory each kernel declares, and per kernel
+    `extern "C" void run_<symbol>(void** io)` (the whole grid) and
+    `run_block_<symbol>(void** io, unsigned x, unsigned y, unsigned z)` (one block)."""
     helpers = source[source.index('#include "xla/ffi/api/ffi.h"') + 1:
-                     source.index("#endif  // MJ_CUDA_PRELUDE")]
+                     source.index("// ---- host side:")]
     helpers = helpers[helpers.index("\n"):]
-    parts = [f'#include "{EMULATION_HEADER}"', helpers]
+    parts = [f'#include "{EMULATION_HEADER}"', helpers, "}  // namespace mj_cuda"]
     for match in re.finditer(r"namespace (mj_cuda_\w+)_kernel \{", source):
         symbol = match.group(1)
-        body = source[match.start():source.index("  xla::ffi::Error handler_impl(",
-                                                   match.start())]
-        launch = re.search(r"kernel<<<dim3\((\d+), (\d+), (\d+)\), (\d+), kSmemBytes",
-                           source[match.start():])
-        smem = int(re.search(r"constexpr int kSmemBytes = (\d+);",
-                             source[match.start():]).group(1))
-        gx, gy, gz, threads = launch.groups()
+        rest = source[match.start():]
+        body = rest[:rest.index("  constexpr int kSmemBytes")]
+        gx, gy, gz = re.search(r"dim3\((\d+), (\d+), (\d+)\), dim3\(kThreads\)", rest).groups()
+        threads = int(re.search(r"constexpr int kThreads = (\d+);", rest).group(1))
+        smem = int(re.search(r"constexpr int kSmemBytes = (\d+);", rest).group(1))
+        size = max(smem, 16)
+        launch = (f"  {symbol}_kernel::Io args;\n"
+                  f"  std::memcpy(&args, io, sizeof args);\n"
+                  f"  mj_emulation::smem_begin = {symbol}_kernel::smem;\n"
+                  f"  mj_emulation::smem_end = {symbol}_kernel::smem + {size};\n")
         parts += [
             body + "}",
             f"namespace {symbol}_kernel {{ __attribute__((aligned(16))) unsigned char "
-            f"smem[{max(smem, 16)}]; }}",
-            f'extern "C" void run_{symbol}(void** io) {{\n'
-            f"  {symbol}_kernel::Io args;\n"
-            f"  std::memcpy(&args, io, sizeof args);\n"
+            f"smem[{size}]; }}",
+            f'extern "C" void run_{symbol}(void** io) {{\n{launch}'
             f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
             f"[&] {{ {symbol}_kernel::kernel(args); }});\n}}",
+            f'extern "C" void run_block_{symbol}(void** io, unsigned x, unsigned y, '
+            f"unsigned z) {{\n{launch}"
+            f"  const mj_emulation::Index3 only{{x, y, z}};\n"
+            f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
+            f"[&] {{ {symbol}_kernel::kernel(args); }}, &only);\n}}",
         ]
     return "\n".join(parts)
 

@@ -52,10 +52,12 @@ void emit_head(const Emit& e, const Op& op, size_t op_index) {
   switch (op.kind) {
     case OpKind::kMatmul: {
       const int into = e.plan.matmul_adds_into[op_index];
-      const int c = into >= 0 ? into : op.outputs.at(0);
-      cuda::emit_matmul(e, cuda::tensor_operand(e, op.inputs.at(0)),
-                        cuda::tensor_operand(e, op.inputs.at(1)), cuda::tile_name(c),
-                        e.bg.tensor(c).shape, /*accumulate=*/into >= 0);
+      cuda::MatmulCall call;
+      call.op = int(op_index);
+      call.c = into >= 0 ? into : op.outputs.at(0);
+      call.accumulate = into >= 0;
+      cuda::emit_matmul(e, cuda::tensor_operand(e, op.inputs.at(0), call.op, true),
+                        cuda::tensor_operand(e, op.inputs.at(1), call.op, false), call);
       return;
     }
     case OpKind::kReduce: cuda::emit_reduce(e, op); return;
@@ -73,14 +75,14 @@ void emit_pass_at(const Emit& e, size_t o) {
   const Op& head = e.bg.ops()[pass.front()];
   if (head.kind == OpKind::kMatmul && pass.size() > 1) {
     // The chain runs on each product in registers as the matmul stores it.
-    const int c = head.outputs.at(0);
-    cuda::emit_matmul(e, cuda::tensor_operand(e, head.inputs.at(0)),
-                      cuda::tensor_operand(e, head.inputs.at(1)), cuda::tile_name(c),
-                      e.bg.tensor(c).shape, /*accumulate=*/false,
-                      [&e, &pass](const std::string& value, const std::vector<std::string>& idx,
-                                  const std::string& flat) {
-                        cuda::emit_chain_store(e, pass, value, idx, flat);
-                      });
+    cuda::MatmulCall call;
+    call.op = pass.front();
+    call.c = head.outputs.at(0);
+    call.store = [&e, &pass](const std::string& value, const std::vector<std::string>& idx) {
+      cuda::emit_chain_store(e, pass, value, idx);
+    };
+    cuda::emit_matmul(e, cuda::tensor_operand(e, head.inputs.at(0), call.op, true),
+                      cuda::tensor_operand(e, head.inputs.at(1), call.op, false), call);
     e.w.line(kSync);
     return;
   }
@@ -119,14 +121,21 @@ void declare_fixed_pointers(const Emit& e, bool with_body_inputs) {
   }
 }
 
+// The loop over the for-loop iterations. Pipelined tiles (plan.pipeline_stages = S stages):
+// iterations 0 .. S-2 were issued before the loop, one commit group each; iteration it
+// issues it + S - 1 into stage (it + S - 1) % S, which iteration it - 1 last read and left
+// behind a barrier, and commits a group even when there is nothing left to load, so that
+// "all but the newest S - 1 groups complete" always means iteration it's tiles have landed.
 void emit_loop(const Emit& e) {
   using cuda::Staged;
   const int f = e.bg.forloop_range();
+  const int stages = e.plan.pipeline_stages;
   const bool pipelined = cuda::has_staged_inputs(e, Staged::kPipelined);
   const bool per_iteration = cuda::has_staged_inputs(e, Staged::kPerIteration);
+  const std::string stage_of_it = "it % " + std::to_string(stages);
   e.w.open("for (int it = 0; it < " + std::to_string(f) + "; ++it)");
   for (const Op& op : e.bg.ops()) {
-    if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), "it & 1", "it");
+    if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), stage_of_it, "it");
   }
   if (per_iteration) {
     // Single-buffered tiles: their one stage was last read in iteration it - 1, which ended
@@ -136,17 +145,16 @@ void emit_loop(const Emit& e) {
     e.w.line("mj_cuda::cp_async_commit();");
   }
   if (pipelined) {
-    // Double buffering: iteration it + 1's tiles load into the other stage while this one
-    // computes; that stage was last read in iteration it - 1, which ended with a barrier.
-    // Waiting for all but the newest group leaves only those loads in flight.
-    e.w.open("if (it + 1 < " + std::to_string(f) + ")");
-    cuda::emit_stage_loads(e, Staged::kPipelined, "it + 1", "(it + 1) & 1");
+    const std::string ahead = "it + " + std::to_string(stages - 1);
+    e.w.open("if (" + ahead + " < " + std::to_string(f) + ")");
+    cuda::emit_stage_loads(e, Staged::kPipelined, ahead,
+                           "(" + ahead + ") % " + std::to_string(stages));
+    e.w.close();
     e.w.line("mj_cuda::cp_async_commit();");
-    e.w.line("mj_cuda::cp_async_wait<1>();");
-    e.w.close();
-    e.w.open("else");
-    e.w.line("mj_cuda::cp_async_wait<0>();");
-    e.w.close();
+    // With single-buffered tiles in the group before the newest, only the newest may stay
+    // in flight (only double buffering is planned then).
+    e.w.line("mj_cuda::cp_async_wait<" + std::to_string(per_iteration ? 1 : stages - 1) +
+             ">();");
   } else if (per_iteration) {
     e.w.line("mj_cuda::cp_async_wait<0>();");
   }
@@ -154,6 +162,16 @@ void emit_loop(const Emit& e) {
   emit_phase_ops(e, Phase::kBody);
   cuda::emit_accumulators_update(e);
   e.w.close();
+}
+
+bool has_register_state(const Emit& e) {
+  for (const cuda::MatmulPlan& mm : e.plan.matmuls) {
+    if (mm.registers) return true;
+  }
+  for (const cuda::SoftmaxGroup& g : e.plan.softmax_groups) {
+    if (g.registers) return true;
+  }
+  return false;
 }
 
 void emit_kernel(const Emit& e) {
@@ -165,19 +183,27 @@ void emit_kernel(const Emit& e) {
            ") kernel(const Io io)");
   e.w.line("extern __shared__ __align__(16) unsigned char smem[];");
   e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
+  cuda::emit_alignment_flags(e);
   declare_fixed_pointers(e, /*with_body_inputs=*/!looped);
-  e.w.line("// loop-invariant tiles, and the first iteration's");
+  e.w.line("// loop-invariant tiles, and the first iterations'");
   cuda::emit_stage_loads(e, Staged::kInvariant, "0", "0");
   e.w.line("mj_cuda::cp_async_commit();");
   if (pipelined) {
-    cuda::emit_stage_loads(e, Staged::kPipelined, "0", "0");
-    e.w.line("mj_cuda::cp_async_commit();");
+    for (int i = 0; i + 1 < e.plan.pipeline_stages; ++i) {
+      const std::string it = std::to_string(i);
+      if (i < bg.forloop_range()) cuda::emit_stage_loads(e, Staged::kPipelined, it, it);
+      e.w.line("mj_cuda::cp_async_commit();");
+    }
   } else if (!looped) {
     cuda::emit_stage_loads(e, Staged::kPerIteration, "0", "0");
     e.w.line("mj_cuda::cp_async_commit();");
   }
-  e.w.line(pipelined ? "mj_cuda::cp_async_wait<1>();" : "mj_cuda::cp_async_wait<0>();");
+  // Before the loop only the invariant tiles must have landed (the loop waits for its own).
+  e.w.line(pipelined ? "mj_cuda::cp_async_wait<" + std::to_string(e.plan.pipeline_stages - 1) +
+                           ">();"
+                     : "mj_cuda::cp_async_wait<0>();");
   cuda::emit_accumulators_init(e);
+  cuda::emit_register_accumulators(e);
   e.w.line(kSync);
   emit_phase_ops(e, Phase::kInvariant);
   if (looped) {
@@ -185,6 +211,12 @@ void emit_kernel(const Emit& e) {
   } else {
     emit_phase_ops(e, Phase::kBody);
     cuda::emit_accumulators_update(e);
+  }
+  if (has_register_state(e)) {
+    e.w.line("// accumulators kept in registers, into their tiles");
+    cuda::emit_register_accumulators_spill(e);
+    cuda::emit_softmax_state_spill(e);
+    e.w.line(kSync);
   }
   e.w.line("// epilogue");
   const std::vector<Op>& ops = bg.ops();
@@ -210,8 +242,15 @@ std::string cuda_kernel_symbol(const BlockGraph& bg) { return "mj_cuda_" + block
 
 std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
                                  int64_t smem_limit_bytes) {
+  CudaOptions options;
+  options.smem_limit = smem_limit_bytes;
+  return generate_cuda_kernel(bg, symbol, options);
+}
+
+std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
+                                 const CudaOptions& options) {
   check_symbol(symbol);
-  const cuda::CudaPlan plan = cuda::plan_cuda_kernel(bg, smem_limit_bytes);
+  const cuda::CudaPlan plan = cuda::plan_cuda_kernel(bg, options);
   const std::string ns = symbol + "_kernel";
   CodeWriter w;
   const Emit e{w, bg, plan};
@@ -219,7 +258,9 @@ std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol
          ": grid (" + std::to_string(bg.grid()[0]) + ", " + std::to_string(bg.grid()[1]) + ", " +
          std::to_string(bg.grid()[2]) + "), forloop_range " +
          std::to_string(bg.forloop_range()) + ", " + std::to_string(plan.threads) +
-         " threads, " + std::to_string(plan.smem_bytes) + " bytes of shared memory.");
+         " threads, " + std::to_string(plan.smem_bytes) + " bytes of shared memory, " +
+         std::to_string(plan.pipeline_stages) + "-stage pipeline" +
+         (options.allow_tf32 ? ", TF32 allowed." : "."));
   w.raw(cuda::cuda_prelude());
   w.line("");
   w.open("namespace " + ns);

@@ -247,6 +247,8 @@ def emulation_unit(source: str) -> str:
             f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
             f"[&] {{ {symbol}_kernel::kernel(args); }}, &only);\n}}",
         ]
+    parts.append('extern "C" const char* emulation_failure() '
+                 '{ return mj_emulation::failure.load(); }')
     return "\n".join(parts)
 
 
@@ -261,12 +263,13 @@ def build_emulation(source: str, directory: Path) -> ctypes.CDLL:
     return ctypes.CDLL(str(library))
 
 
-def kernel_rtol(dtype: str) -> float:
+def kernel_rtol(dtype: str, tf32: bool = False) -> float:
     """float32 kernels round once, when they store. 16-bit kernels also round each computed
     tensor-core operand (a normalized Q, the softmax's exp(s - max)) to their dtype: a few
-    roundings in a chain, the bound test_codegen_cpu allows bf16 chains."""
+    roundings in a chain, the bound test_codegen_cpu allows bf16 chains. With TF32 allowed,
+    float32 matmuls round both operands to 10 mantissa bits (unit roundoff 2^-11) first."""
     if dtype == "float32":
-        return storage_rtol(dtype)
+        return 2.0 ** -10 if tf32 else storage_rtol(dtype)
     return 4 * float(jnp.finfo(dtype).eps)
 
 
@@ -279,6 +282,13 @@ def single_kernel(op) -> mj.KernelGraph:
     return g
 
 
+def emulation_failure(library: ctypes.CDLL) -> str | None:
+    """The first warp instruction an emulated kernel used against its contract, if any."""
+    library.emulation_failure.restype = ctypes.c_char_p
+    failure = library.emulation_failure()
+    return failure.decode() if failure else None
+
+
 def run_kernel(library: ctypes.CDLL, op, args: list) -> list:
     """Runs customized op `op` emulated on numpy arrays; returns its outputs."""
     args = [np.ascontiguousarray(a) for a in args]
@@ -286,6 +296,8 @@ def run_kernel(library: ctypes.CDLL, op, args: list) -> list:
     pointers = (ctypes.c_void_p * (len(args) + len(outs)))(
         *[a.ctypes.data for a in args], *[o.ctypes.data for o in outs])
     getattr(library, "run_" + _core.cuda_kernel_symbol(op.block_graph._core))(pointers)
+    failure = emulation_failure(library)
+    assert failure is None, f"emulated kernel broke an instruction's contract: {failure}"
     return outs
 
 
@@ -300,12 +312,12 @@ def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list
 
 
 def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
-                   smem_limit=None) -> dict[str, str]:
+                   smem_limit=None, tf32: bool = False) -> dict[str, str]:
     """Runs every customized op of `graphs` emulated on random inputs and compares with the
     interpreter (float64): a graph of customized ops only end to end (so a combine kernel
     sees the sums its partner produced), any other graph one kernel at a time. Kernels are
-    planned for `smem_limit(block graph)` bytes (default: ARCHS' limit). Returns the
-    kernels' sources by symbol."""
+    planned for `smem_limit(block graph)` bytes (default: ARCHS' limit), with TF32 allowed
+    for float32 matmuls when `tf32`. Returns the kernels' sources by symbol."""
     default = cuda_compiler.shared_memory_limit(ARCHS)
     runs = []  # (graph, label): what to run end to end
     for graph in graphs:
@@ -323,7 +335,7 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
                 if symbol not in kernels:
                     bg = op.block_graph._core
                     limit = smem_limit(bg) if smem_limit else default
-                    kernels[symbol] = _core.generate_cuda_kernel(bg, symbol, limit)
+                    kernels[symbol] = _core.generate_cuda_kernel(bg, symbol, limit, tf32)
     library = build_emulation("\n".join(kernels.values()), tmp_path)
     for graph, label in runs:
         inputs = [np.asarray(x) for x in random_inputs(graph, seed=3)]
@@ -333,7 +345,8 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
         # interpreter (threads, then a warp's shuffle tree), so elements that cancel to near
         # zero carry their operands' rounding, not their own.
         for i, (g, w, t) in enumerate(zip(got, want, graph.outputs)):
-            assert_close(g, w, kernel_rtol(t.dtype), f"{what}: {label} output {i}", floor=1.0)
+            assert_close(g, w, kernel_rtol(t.dtype, tf32), f"{what}: {label} output {i}",
+                         floor=1.0)
     return kernels
 
 
@@ -465,3 +478,105 @@ def test_search_result_kernels_compute_what_the_interpreter_does_emulated(
         cuda_include, search_results, tmp_path):
     graphs = [g for fused in search_results.values() for g in fused]
     assert len(check_emulated(graphs, tmp_path, "search results")) >= len(SEARCHES)
+
+
+def test_tf32_kernels_compute_what_the_interpreter_does_emulated(cuda_include, tmp_path):
+    """float32 matmuls on TF32 tensor cores (allowed at jax's default precision): operands
+    rounded to TF32 by cvt.rna, fragments of mma.m16n8k8, A's through ldmatrix."""
+    graphs = [PROGRAMS[name].build(**shapes, dtype="float32")[1]
+              for name, shapes in FRAGMENT_SIZED.items()]
+    kernels = check_emulated(graphs, tmp_path, "tf32", tf32=True)
+    bodies = [s[s.index("_kernel {"):] for s in kernels.values()]
+    assert sum("mj_cuda::mma_m16n8k8_tf32(" in b for b in bodies) >= len(FRAGMENT_SIZED)
+    assert any("mj_cuda::ldsm_x4(" in b for b in bodies)
+
+
+def test_fragment_kernels_use_ldmatrix_and_register_state():
+    """What the emulated checks above run through: ldmatrix for 16-bit operands, products
+    accumulated in registers across the loop, the online softmax's state in registers."""
+    bodies = []
+    for name, shapes in FRAGMENT_SIZED.items():
+        _, fused = PROGRAMS[name].build(**shapes, dtype="bfloat16")
+        bodies += [s[s.index("_kernel {"):] for s in kernels_of(fused).values()]
+    text = "\n".join(bodies)
+    for marker in ("mj_cuda::ldsm_x4(", "mj_cuda::ldsm_x2_trans(", "float smax0[",
+                   "mj_cuda::mma_m16n8k16<__nv_bfloat16>(mm"):
+        assert marker in text, marker
+
+
+def huge_graph() -> tuple[mj.KernelGraph, tuple[int, int, int]]:
+    """X [16, 2^28] bf16 (2^32 elements): blocks own 512 columns; each sums its 16 rows
+    (reduce over dim 0) and stores x², both as bf16. Row 15 of a tile lies 15 * 2^28 elements
+    into X: 32-bit index arithmetic wraps there. Returns the graph and its last block."""
+    cols = 1 << 28
+    g = mj.KernelGraph()
+    X = g.new_input((16, cols), "bfloat16")
+    bg = mj.BlockGraph(grid=(cols // 512, 1, 1), forloop_range=1)
+    x = bg.new_input(X, (1, -1, -1), -1)
+    bg.new_output(bg.reduce(x, 0, "sum"), (1, -1, -1))
+    bg.new_output(bg.square(x), (1, -1, -1), dtype="bfloat16")
+    for t in g.customized([X], bg):
+        g.mark_output(t)
+    return g, (cols // 512 - 1, 0, 0)
+
+
+def sparse_array(shape, dtype) -> np.ndarray:
+    """A zero array of any size whose pages are only allocated when touched."""
+    import mmap
+
+    dtype = np.dtype(dtype)
+    size = int(np.prod(shape)) * dtype.itemsize
+    buffer = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS |
+                       getattr(mmap, "MAP_NORESERVE", 0))
+    return np.frombuffer(buffer, dtype=dtype).reshape(shape)
+
+
+def test_tensors_of_over_2_to_31_elements_are_indexed_in_64_bits_emulated(cuda_include,
+                                                                         tmp_path):
+    graph, last = huge_graph()
+    op = next(o for o in graph.ops if o.kind == "customized")
+    symbol = _core.cuda_kernel_symbol(op.block_graph._core)
+    source = _core.generate_cuda_kernel(op.block_graph._core, symbol,
+                                        cuda_compiler.shared_memory_limit(ARCHS))
+    library = build_emulation(source, tmp_path)
+    x = sparse_array((16, 1 << 28), jnp.bfloat16)
+    sums = sparse_array((1, 1 << 28), jnp.bfloat16)
+    squares = sparse_array((16, 1 << 28), jnp.bfloat16)
+    cols = slice((1 << 28) - 512, 1 << 28)  # the last block's columns
+    rng = np.random.default_rng(0)
+    tile = rng.standard_normal((16, 512)).astype(jnp.bfloat16)
+    x[:, cols] = tile
+    pointers = (ctypes.c_void_p * 3)(x.ctypes.data, sums.ctypes.data, squares.ctypes.data)
+    getattr(library, "run_block_" + symbol)(pointers, *[ctypes.c_uint(v) for v in last])
+    assert emulation_failure(library) is None
+    want = tile.astype(np.float64)
+    assert_close(sums[:, cols], want.sum(axis=0, keepdims=True), storage_rtol("bfloat16"),
+                 "column sums of the last block", floor=1.0)
+    assert_close(squares[:, cols], want ** 2, storage_rtol("bfloat16"),
+                 "squares of the last block", floor=1.0)
+
+
+def test_misaligned_buffers_take_element_loads_emulated(cuda_include, tmp_path):
+    """A base pointer aligned less than the plan's cp.async width (XLA never passes one, a
+    caller outside XLA might) is loaded element by element: right results, and no cp.async
+    on a misaligned address (the emulation records one)."""
+    _, fused = PROGRAMS["rmsnorm_linear"].build(**FRAGMENT_SIZED["rmsnorm_linear"],
+                                                 dtype="bfloat16")
+    kernels = kernels_of(fused)
+    library = build_emulation("\n".join(kernels.values()), tmp_path)
+    op = next(o for o in fused.ops if o.kind == "customized")
+    inputs = [np.asarray(v) for v in random_inputs(fused, seed=4)]
+    shifted = []
+    for v in inputs:
+        room = np.zeros(v.size + 1, dtype=v.dtype)  # one element off any 16-byte boundary
+        view = room[1:].reshape(v.shape)
+        view[...] = v
+        assert view.ctypes.data % 4 != 0
+        shifted.append(view)
+    outs = [np.zeros(t.shape, dtype=jnp.dtype(t.dtype)) for t in op.outputs]
+    pointers = (ctypes.c_void_p * (len(shifted) + len(outs)))(
+        *[a.ctypes.data for a in shifted], *[o.ctypes.data for o in outs])
+    getattr(library, "run_" + _core.cuda_kernel_symbol(op.block_graph._core))(pointers)
+    assert emulation_failure(library) is None
+    want = fused.evaluate(inputs)
+    assert_close(outs[0], want[0], kernel_rtol("bfloat16"), "misaligned inputs", floor=1.0)

@@ -356,6 +356,10 @@ class _Run:
             shapes = ", ".join(f"grid {bg.grid} for-loop {bg.forloop_range}" for bg in kernels)
             lines.append(f"chosen: candidate {chosen.hash()}, {len(kernels)} generated "
                          f"kernel(s) ({shapes or 'kernel-level ops only'})")
+            if self.backend == "cuda":
+                from mirage_jax.runtime import cuda_roofline
+
+                lines += cuda_roofline.roofline_lines(chosen, self.config.target)
             lines.append(f"verification: {_describe(self.verification)}")
             lines.append(f"float check at full size vs XLA's output of the original on random "
                          f"data: {self.float_check}")

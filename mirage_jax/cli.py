@@ -14,6 +14,10 @@ mirage_jax/runtime/cache_admin.py); export/import move them to another machine a
 inspect MODULE:FUNCTION: @mj.optimize the function for example arguments and print each
 region, its source lines, the μGraph chosen, how it was verified and the measured speedup
 (see mirage_jax/_inspect.py for where the example arguments come from).
+
+cuda-plan [PROGRAM ...]: how the CUDA generator plans the paper's programs and each
+kernel's estimated share of an A100/H100/H200 roofline (mirage_jax/cli_cuda.py); no GPU
+needed.
 """
 
 from __future__ import annotations
@@ -72,6 +76,18 @@ def main(argv: list[str] | None = None) -> int:
                                                 "refusing any that fail their checksums")
     import_.add_argument("path", help="the archive to read")
     _add_inspect(commands)
+    plan = commands.add_parser("cuda-plan", help="the CUDA plan of the paper's programs and "
+                                                 "each kernel's estimated share of a GPU's "
+                                                 "roofline (no GPU needed)")
+    plan.add_argument("programs", nargs="*", metavar="PROGRAM",
+                      help="paper programs (default: all), e.g. rmsnorm_linear gqa_decode")
+    plan.add_argument("--target", choices=["a100", "h100", "h200"], default="h100")
+    plan.add_argument("--dtype", action="append", choices=["bfloat16", "float32", "float16"],
+                      help="repeat for several (default: bfloat16 and float32)")
+    plan.add_argument("--small", action="store_true", help="the small test shapes")
+    plan.add_argument("--no-tf32", action="store_true",
+                      help="float32 matmuls at full precision (CUDA-core FMA), as under "
+                           "jax.default_matmul_precision('highest')")
     args = parser.parse_args(argv)
     if args.cuda_arch is not None:
         from mirage_jax.runtime import cuda_compiler
@@ -87,6 +103,11 @@ def main(argv: list[str] | None = None) -> int:
         return run_inspect(args.target, specs=args.arg, args_from=args.args, seed=args.seed,
                            backend=args.backend, min_region_flops=args.min_region_flops,
                            budget=args.budget)
+    if args.command == "cuda-plan":
+        from mirage_jax.cli_cuda import run_cuda_plan
+
+        return run_cuda_plan(args.programs, args.target, args.dtype or ["bfloat16", "float32"],
+                             args.small, not args.no_tf32, args.cuda_arch)
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed,
                         superoptimize=not args.no_superoptimize)

@@ -105,9 +105,11 @@ def test_every_search_result_compiles_for_sm80_and_sm90a(nvcc, search_results):
 
 
 def test_generate_code_names_each_kernel_once():
+    from mirage_jax import _compile
+
     _, fused = PROGRAMS["gqa_decode"].build(**PROGRAMS["gqa_decode"].small)
     source = mj.generate_code(fused, backend="cuda")
-    symbols = list(kernels_of(fused))
+    symbols = [symbol for symbol, _ in _compile._cuda_kernels(fused).values()]
     assert len(symbols) == 2
     for symbol in symbols:
         assert symbol.startswith("mj_cuda_")
@@ -129,6 +131,88 @@ def test_a_bad_architecture_is_a_clear_error(nvcc, monkeypatch):
     source = next(iter(kernels_of(fused).values()))
     with pytest.raises(KernelCompileError, match=r"(?s)nvcc failed.*compute_12"):
         cuda_compiler.check_compiles([source], ("12",))
+
+
+def test_architectures_before_sm80_are_refused_by_name(monkeypatch):
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "75,80")
+    _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    with pytest.raises(KernelCompileError, match=r"need sm_80 or later.*not sm_75"):
+        mj.generate_code(fused, backend="cuda")
+
+
+def test_the_library_embeds_ptx_of_its_oldest_architecture():
+    """SASS for each architecture, and PTX that a newer GPU family's driver compiles: the
+    oldest target's, without an a/f suffix (arch-specific PTX runs nowhere else)."""
+    flags = " ".join(cuda_compiler.gencode_flags(("80", "90a")))
+    assert "arch=compute_80,code=sm_80" in flags and "arch=compute_90a,code=sm_90a" in flags
+    assert "arch=compute_80,code=compute_80" in flags
+    assert "code=compute_90" in " ".join(cuda_compiler.gencode_flags(("90a",)))
+    assert "code=compute_90a" not in " ".join(cuda_compiler.gencode_flags(("90a",)))
+
+
+def test_shared_memory_is_planned_for_the_visible_gpu_too(monkeypatch):
+    """A GPU whose per-block limit is below the architectures' (sm_86/89/120: 99 KiB) bounds
+    the plan: a kernel that fits sm_80 and sm_90a but not it is refused at generation."""
+    graph = overflowing_graph(192)  # 147456 bytes
+    monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,90a")
+    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13000, ()))
+    assert "__global__" in mj.generate_code(graph, backend="cuda")
+    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13000, (227 * 1024, 101376)))
+    with pytest.raises(ValueError, match=r"limit of 101376 bytes"):
+        mj.generate_code(graph, backend="cuda")
+
+
+def test_the_cache_key_names_the_toolkit_and_its_minimum_driver(monkeypatch):
+    from mirage_jax.runtime import cuda_cache
+
+    monkeypatch.setattr(cuda_compiler, "_toolkit", "13.0.88")
+    key = cuda_cache.library_key("source", ("80",))
+    monkeypatch.setattr(cuda_compiler, "_toolkit", "13.1.20")
+    assert cuda_cache.library_key("source", ("80",)) != key
+    assert cuda_compiler.minimum_driver("13.0.88") == 13000
+    assert cuda_compiler.minimum_driver("12.8.61") == 12000
+
+
+def test_tf32_follows_jax_matmul_precision():
+    import jax
+
+    from mirage_jax import _compile
+
+    _, fused = PROGRAMS["rmsnorm_linear"].build(**FRAGMENT_SIZED["rmsnorm_linear"])
+    assert cuda_compiler.tf32_allowed()  # jax's default: XLA uses TF32 itself
+    (symbol, source), = _compile._cuda_kernels(fused).values()
+    assert symbol.endswith("_tf32") and "mj_cuda::mma_m16n8k8_tf32(" in source
+    with jax.default_matmul_precision("highest"):
+        assert not cuda_compiler.tf32_allowed()
+        (full, full_source), = _compile._cuda_kernels(fused).values()
+    assert full != symbol and "mj_cuda::mma_m16n8k8_tf32(" not in full_source
+    assert "fmaf(" in full_source
+
+
+def test_a_kernel_that_cannot_run_here_is_refused_at_load(nvcc, tmp_path, monkeypatch):
+    """The library's exported check runs before the handler is registered: on a machine
+    without a CUDA driver it names that (on a GPU machine: a missing image, too little shared
+    memory, an old driver), and the region would fall back to XLA."""
+    from mirage_jax.runtime import KernelLoadError, ffi_targets
+
+    _, fused = PROGRAMS["ntrans"].build(**PROGRAMS["ntrans"].small)
+    op = next(o for o in fused.ops if o.kind == "customized")
+    symbol = _core.cuda_kernel_symbol(op.block_graph._core)
+    (tmp_path / "k.cu").write_text(_core.generate_cuda_kernel(op.block_graph._core, symbol,
+                                                              163 * 1024))
+    cuda_compiler.compile_shared_library(tmp_path / "k.cu", tmp_path / "k.so", ("80",))
+
+    class Device:
+        id = 0
+
+        def __str__(self):
+            return "cuda:0"
+
+    if cuda_compiler.driver_cuda_version() is not None:
+        pytest.skip("this machine has a CUDA driver: tests/gpu covers the check on a GPU")
+    with pytest.raises(KernelLoadError, match=rf"{symbol} cannot run on cuda:0: no CUDA "
+                                              r"driver found"):
+        ffi_targets.check_cuda_kernel(symbol, tmp_path / "k.so", devices=[Device()])
 
 
 def test_a_missing_nvcc_is_a_clear_error(monkeypatch):
@@ -580,3 +664,72 @@ def test_misaligned_buffers_take_element_loads_emulated(cuda_include, tmp_path):
     assert emulation_failure(library) is None
     want = fused.evaluate(inputs)
     assert_close(outs[0], want[0], kernel_rtol("bfloat16"), "misaligned inputs", floor=1.0)
+
+
+# ------------------------------------------------------------------ machine code (SASS)
+# The instructions the plan asks for must be what ptxas emits: ldmatrix (LDSM), tensor-core
+# mma (HMMA, 16-bit and TF32) and cp.async (LDGSTS). cuobjdump ships with the CUDA toolkit,
+# or as the nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels (the test extra).
+
+
+def find_cuobjdump() -> str | None:
+    import importlib.util
+    import shutil
+
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    candidates = []
+    try:
+        candidates.append(Path(cuda_compiler.find_nvcc()).resolve().parent)
+    except KernelCompileError:
+        pass
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        candidates += sorted(Path(root).glob("cu*/bin"))
+    for directory in candidates:
+        if (directory / "cuobjdump").is_file() and (directory / "nvdisasm").is_file():
+            return str(directory / "cuobjdump")
+    return None
+
+
+@pytest.fixture(scope="module")
+def sass(nvcc, tmp_path_factory) -> dict[str, str]:
+    """SASS per architecture of two paper kernels at the paper's shapes, compiled once: a
+    bf16 RMSNorm+Linear and an f32 one with TF32 allowed."""
+    cuobjdump = find_cuobjdump()
+    if cuobjdump is None:
+        pytest.skip("reading SASS needs cuobjdump and nvdisasm (CUDA toolkit, or the "
+                    "nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels)")
+    limit = cuda_compiler.shared_memory_limit(ARCHS)
+    sources = []
+    for dtype, tf32 in (("bfloat16", False), ("float32", True)):
+        _, fused = PROGRAMS["rmsnorm_linear"].build(dtype=dtype)
+        op = next(o for o in fused.ops if o.kind == "customized")
+        bg = op.block_graph._core
+        sources.append(_core.generate_cuda_kernel(bg, _core.cuda_kernel_symbol(bg), limit, tf32))
+    directory = tmp_path_factory.mktemp("sass")
+    unit = directory / "kernels.cu"
+    unit.write_text("\n".join(sources))
+    obj = directory / "kernels.o"
+    done = subprocess.run([*cuda_compiler._base_command(ARCHS), "-c", str(unit), "-o", str(obj)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    env = dict(os.environ, PATH=f"{Path(cuobjdump).parent}:{os.environ.get('PATH', '')}")
+    dump = subprocess.run([cuobjdump, "-sass", str(obj)], capture_output=True, text=True,
+                          env=env)
+    assert dump.returncode == 0, dump.stderr[-2000:]
+    per_arch = {}
+    for arch in ARCHS:
+        sections = re.split(r"\n\s*arch = ", dump.stdout)
+        per_arch[arch] = "\n".join(sec for sec in sections if sec.startswith(f"sm_{arch}"))
+        assert per_arch[arch], f"no SASS for sm_{arch} in the object"
+    return per_arch
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sass_loads_fragments_with_ldmatrix_and_multiplies_on_tensor_cores(sass, arch):
+    code = sass[arch]
+    for instruction in ("LDSM.16.M88.4", "LDSM.16.MT88", "HMMA.16816.F32.BF16",
+                        "HMMA.1688.F32.TF32", "LDGSTS.E.128"):
+        assert instruction in code, f"sm_{arch}: no {instruction} in the SASS"

@@ -1,6 +1,8 @@
 """The on-disk cache of compiled CUDA kernel libraries: the same layout, locking, staging and
 checksums as the CPU cache (cache.py), in cache_root()/cuda_kernels, keyed also by nvcc's
-flags and the target architectures."""
+flags, its version, the minimum driver it implies, and the target architectures. meta.json
+records the toolkit and the minimum driver, for `cache list` and for a machine the cache is
+exported to."""
 
 from __future__ import annotations
 
@@ -21,7 +23,10 @@ def library_key(source: str, archs: Sequence[str]) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for part in (source, cuda_compiler.COMPILER, *cuda_compiler.FLAGS, *archs,
+    toolkit = cuda_compiler.toolkit_version()
+    for part in (source, cuda_compiler.COMPILER, *cuda_compiler.FLAGS,
+                 *cuda_compiler.gencode_flags(archs), f"toolkit={toolkit}",
+                 f"min_driver={cuda_compiler.minimum_driver(toolkit)}",
                  *sorted(f"{k}={v}" for k, v in cache.versions().items())):
         h.update(part.encode())
         h.update(b"\0")
@@ -34,7 +39,10 @@ def _build_entry(kernels: Path, key: str, source: str, archs: Sequence[str]) -> 
         cuda_compiler.compile_shared_library(staging / _SOURCE, staging / _LIBRARY, archs)
         meta = {"kind": "cuda_kernel", "key": key, "sha256": cache.sha256_of(staging / _LIBRARY),
                 "compiler": cuda_compiler.COMPILER, "flags": list(cuda_compiler.FLAGS),
-                "archs": list(archs), **cache.versions()}
+                "archs": list(archs), "ptx": cuda_compiler.ptx_arch(archs),
+                "toolkit": cuda_compiler.toolkit_version(),
+                "min_driver": cuda_compiler.minimum_driver(cuda_compiler.toolkit_version()),
+                **cache.versions()}
         (staging / _META).write_text(json.dumps(meta, indent=1))
 
 

@@ -733,3 +733,50 @@ def test_sass_loads_fragments_with_ldmatrix_and_multiplies_on_tensor_cores(sass,
     for instruction in ("LDSM.16.M88.4", "LDSM.16.MT88", "HMMA.16816.F32.BF16",
                         "HMMA.1688.F32.TF32", "LDGSTS.E.128"):
         assert instruction in code, f"sm_{arch}: no {instruction} in the SASS"
+
+
+# ------------------------------------------------------------------ roofline, benchmarks
+
+
+def test_cuda_plan_prints_each_kernels_roofline_share(capsys):
+    from mirage_jax import cli
+
+    assert cli.main(["cuda-plan", "--small", "--dtype", "bfloat16", "--target", "h200",
+                     "gqa_decode"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("h200:") == 2  # the split-KV kernel and the combine kernel
+    assert re.search(r"\d+% of roofline", out) and "block(s)/SM" in out
+    assert cli.main(["cuda-plan", "no_such_program"]) == 2
+
+
+def test_explain_lines_name_every_kernel():
+    from mirage_jax.runtime import cuda_roofline
+
+    _, fused = PROGRAMS["gqa_decode"].build(**PROGRAMS["gqa_decode"].small)
+    lines = cuda_roofline.roofline_lines(fused, "NVIDIA H100 80GB HBM3")
+    assert len(lines) == 3 and all("h100:" in line for line in lines[1:])
+
+
+def test_benchmark_checks_f32_against_a_float32_reference_with_tf32_tolerance():
+    """XLA at jax's default precision runs float32 dots on TF32 on a GPU: the benchmark's
+    reference is XLA at "highest", and the tolerance is TF32's where XLA (and the kernels)
+    may use it, float32's otherwise."""
+    import importlib.util
+    import sys
+
+    import jax
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_run", path)
+        run = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(run)
+    finally:
+        sys.path.remove(str(path.parent))
+    assert run.tolerance_for("cpu") == run.TOLERANCE
+    assert run.tolerance_for("cuda") == run.TF32_TOLERANCE > 1e-3
+    with jax.default_matmul_precision("highest"):
+        assert run.tolerance_for("cuda") == run.TOLERANCE
+    source = path.read_text()
+    assert 'with jax.default_matmul_precision("highest"):\n        want = ' in source

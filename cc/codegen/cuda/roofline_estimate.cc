@@ -27,6 +27,9 @@ constexpr double kMemoryLatencyS = 700e-9;
 // mma.sync's share of Hopper's dense tensor peak (the rest needs wgmma); Ampere's mma.sync
 // is its peak.
 constexpr double kMmaSyncOnHopper = 0.5;
+// The most of the HBM bandwidth one SM can draw, in multiples of its fair share
+// (bandwidth / SMs): a grid on few SMs is bounded by them.
+constexpr double kSmBandwidthShare = 4.0;
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -77,7 +80,11 @@ CudaKernelEstimate estimate_cuda_kernel(const BlockGraph& bg, const CudaPlan& pl
                           : by_registers < by_threads ? "registers (assumed)" : "threads";
   const double slots = double(t.sms) * e.resident_blocks;
   e.waves = double(e.blocks) / slots;
-  e.wave_efficiency = e.waves / std::ceil(e.waves);
+  // Busy SMs: a grid smaller than the GPU puts one block on each of `blocks` SMs; a larger
+  // one fills ceil(waves) waves, the last partly.
+  const double busy_sms = std::min(double(t.sms), double(e.blocks));
+  e.wave_efficiency = e.blocks <= t.sms ? busy_sms / t.sms
+                                        : e.waves / std::ceil(e.waves);
   // ---- work
   const cost::KernelWork w = cost::block_graph_work(bg);
   e.dram_bytes = w.bytes_read + w.bytes_written;
@@ -104,24 +111,26 @@ CudaKernelEstimate estimate_cuda_kernel(const BlockGraph& bg, const CudaPlan& pl
   const double mma_rate = t.tensor_core_flops * (hopper ? kMmaSyncOnHopper : 1.0);
   const double compute_s = e.tensor_flops / mma_rate + tf32_flops / (mma_rate / 2) +
                            other_flops / t.peak_flops;
-  const double ideal_compute_s = (e.tensor_flops + tf32_flops) / t.tensor_core_flops +
+  const double ideal_compute_s = e.tensor_flops / t.tensor_core_flops +
+                                 tf32_flops / (t.tensor_core_flops / 2) +
                                  other_flops / t.peak_flops;
+  e.tensor_flops += tf32_flops;
   const double memory_s = e.dram_bytes / t.dram_bandwidth;
   e.roofline_s = std::max(memory_s, ideal_compute_s);
   e.bound = memory_s >= ideal_compute_s ? "memory" : "compute";
-  // ---- latency: bytes in flight per SM against what HBM needs
+  // ---- latency: the bytes the resident blocks have in flight against what HBM needs
   const auto [body, once] = staged_bytes(bg);
   const double ahead = plan.pipeline_stages > 1 ? body * (plan.pipeline_stages - 1)
                                                 : std::max(body, once);
-  const double active_sms = std::min(double(t.sms), double(e.blocks));
-  const double in_flight = ahead * std::min(double(e.resident_blocks),
-                                            double(e.blocks) / active_sms);
-  const double needed = t.dram_bandwidth * kMemoryLatencyS / t.sms;
-  e.memory_efficiency = needed > 0 ? std::min(1.0, in_flight / needed) : 1.0;
-  const double mem_s = memory_s / std::max(e.memory_efficiency, 1e-3);
-  const double body_s = plan.pipeline_stages > 1 ? std::max(mem_s, compute_s)
-                                                 : mem_s + compute_s;
-  e.estimate_s = body_s / e.wave_efficiency;
+  const double in_flight = ahead * std::min(double(e.blocks), slots);
+  e.memory_efficiency = std::min(1.0, in_flight / (t.dram_bandwidth * kMemoryLatencyS));
+  const double reachable = std::min(1.0, kSmBandwidthShare * busy_sms / t.sms);
+  const double mem_s =
+      memory_s / std::max(1e-3, std::min(e.memory_efficiency, reachable) *
+                                    (e.blocks <= t.sms ? 1.0 : e.wave_efficiency));
+  const double busy_compute_s = compute_s / e.wave_efficiency;
+  e.estimate_s = plan.pipeline_stages > 1 ? std::max(mem_s, busy_compute_s)
+                                          : mem_s + busy_compute_s;
   e.share = e.estimate_s > 0 ? e.roofline_s / e.estimate_s : 0;
   return e;
 }

@@ -5,7 +5,9 @@
 // plan loses:
 //   - occupancy: blocks resident per SM, limited by shared memory, threads and registers
 //     (registers are not known before ptxas: kAssumedRegisters a thread);
-//   - waves: B blocks over (SMs x resident) slots run in ceil(...) waves, the last partly idle;
+//   - waves: a grid smaller than the GPU leaves SMs idle (one block an SM), a larger one runs
+//     ceil(B / (SMs x resident)) waves, the last partly idle; an SM draws at most
+//     kSmBandwidthShare times its share of HBM bandwidth;
 //   - latency: HBM needs about bandwidth x latency bytes in flight; a block has in flight the
 //     tiles it loads ahead (stages - 1 iterations' worth, one iteration when unpipelined);
 //   - overlap: without a pipeline, loading and computing an iteration take turns;
@@ -31,10 +33,10 @@ struct CudaKernelEstimate {
   int resident_blocks = 0;  // per SM
   std::string occupancy_limit;  // what bounds resident_blocks
   double waves = 0;
-  double wave_efficiency = 1;
+  double wave_efficiency = 1;  // the busy share of the SMs
   double dram_bytes = 0;
   double flops = 0;
-  double tensor_flops = 0;  // of flops, on tensor cores
+  double tensor_flops = 0;  // of flops, on tensor cores (16-bit and TF32)
   std::string bound;        // "memory" or "compute"
   double roofline_s = 0;    // at the machine's peaks
   double memory_efficiency = 1;  // in-flight bytes / the bytes HBM needs in flight

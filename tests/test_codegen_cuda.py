@@ -780,3 +780,17 @@ def test_benchmark_checks_f32_against_a_float32_reference_with_tf32_tolerance():
         assert run.tolerance_for("cuda") == run.TOLERANCE
     source = path.read_text()
     assert 'with jax.default_matmul_precision("highest"):\n        want = ' in source
+
+
+def test_the_float_check_allows_tf32_only_when_asked():
+    """superoptimize on the GPU at jax's default precision compares kernels with XLA when
+    both may round float32 matmul operands to TF32: the float32 floor becomes TF32's; the
+    16-bit bounds are already wider and do not change."""
+    from mirage_jax import _float_check
+
+    assert _float_check.tolerance(["float32"]) == 2.0**-13
+    assert _float_check.tolerance(["float32"], tf32=True) == 2.0**-9
+    assert _float_check.tolerance(["float32", "bfloat16"], tf32=True) == 4 * 2.0**-7
+    got, want = [np.float32([1.0 + 1e-3, 2.0])], [np.float32([1.0, 2.0])]
+    assert not _float_check.check_outputs(got, want, ["float32"])
+    assert _float_check.check_outputs(got, want, ["float32"], tf32=True)

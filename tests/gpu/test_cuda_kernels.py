@@ -4,7 +4,9 @@ shapes) and every fused search result, in float32 and bfloat16, against the inte
 backend="cuda". Skipped where jax sees no GPU; tests/gpu/run.sh runs them on a GPU machine.
 
 XLA runs float32 dots in TF32 on Ampere and later by default; the reference runs at
-jax.default_matmul_precision("highest") so it is a float32 reference.
+jax.default_matmul_precision("highest") so it is a float32 reference. float32 kernels are
+checked both ways: compiled at jax's default precision (TF32 tensor cores, TF32's
+tolerance) and at "highest" (CUDA-core FMA, float32's).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ def cache_and_prebuild(tmp_path_factory):
     for name, size, dtype in CASES:
         _, fused = PROGRAMS[name].build(**SHAPES[size](PROGRAMS[name]), dtype=dtype)
         sources.update(source for _, source in _compile._cuda_kernels(fused).values())
+        if dtype == "float32":
+            with jax.default_matmul_precision("highest"):
+                sources.update(source for _, source in _compile._cuda_kernels(fused).values())
     archs = cuda_compiler.target_archs()
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
         list(pool.map(lambda s: cuda_library_for(s, archs), sources))
@@ -75,15 +80,25 @@ def on_gpu(arrays):
 
 def check(reference, fused, dtype, what):
     inputs = random_inputs(fused, seed=5)
-    got = jax.block_until_ready(jax.jit(mj.compile(fused, backend="cuda"))(*on_gpu(inputs)))
     want = fused.evaluate([np.asarray(x) for x in inputs])
     with jax.default_matmul_precision("highest"):
         xla = jax.jit(mj.compile(reference, backend="cuda"))(*on_gpu(inputs))
-    for i, (g, w, x, t) in enumerate(zip(got, want, xla, fused.outputs)):
-        assert g.dtype == jnp.dtype(t.dtype), f"{what}: output {i} dtype"
-        assert_close(g, w, kernel_rtol(t.dtype), f"{what}: output {i} vs interpreter", floor=1.0)
-        rtol = storage_rtol(t.dtype) if t.dtype == "float32" else BF16_VS_XLA_RTOL
-        assert_close(g, x, rtol, f"{what}: output {i} vs XLA", floor=1.0)
+    precisions = [None] + (["highest"] if dtype == "float32" else [])
+    for precision in precisions:
+        with jax.default_matmul_precision(precision):
+            tf32 = cuda_compiler.tf32_allowed()
+            kernels = jax.jit(mj.compile(fused, backend="cuda"))
+        got = jax.block_until_ready(kernels(*on_gpu(inputs)))
+        label = f"{what} ({'tf32' if tf32 else 'full precision'})"
+        for i, (g, w, x, t) in enumerate(zip(got, want, xla, fused.outputs)):
+            assert g.dtype == jnp.dtype(t.dtype), f"{label}: output {i} dtype"
+            assert_close(g, w, kernel_rtol(t.dtype, tf32), f"{label}: output {i} vs interpreter",
+                         floor=1.0)
+            if t.dtype == "float32":
+                rtol = kernel_rtol(t.dtype, tf32) if tf32 else storage_rtol(t.dtype)
+            else:
+                rtol = BF16_VS_XLA_RTOL
+            assert_close(g, x, rtol, f"{label}: output {i} vs XLA", floor=1.0)
 
 
 @pytest.mark.parametrize("name, size, dtype", CASES)
@@ -103,14 +118,19 @@ def test_search_result_kernels_on_the_gpu(name):
         check(reference, graph, "float32", f"{name} candidate {graph.hash()}")
 
 
-def test_superoptimize_times_candidates_on_the_gpu():
+@pytest.mark.parametrize("precision", [None, "highest"])
+def test_superoptimize_times_candidates_on_the_gpu(precision):
+    """At jax's default precision XLA and the kernels may use TF32 (the float check allows
+    it); at "highest" both compute float32."""
     reference = PROGRAMS["rmsnorm_linear"].build(batch=16, hidden=256, out_features=128)[0]
     config = mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2)
-    f = mj.superoptimize(reference, config, backend="cuda", top_k=2, progress=False)
+    with jax.default_matmul_precision(precision):
+        f = mj.superoptimize(reference, config, backend="cuda", top_k=2, progress=False)
+        tf32 = cuda_compiler.tf32_allowed()
     assert "xla" in f.timings and all(t > 0 for t in f.timings.values())
     inputs = random_inputs(reference, seed=9)
     got = f(*on_gpu(inputs))
     want = reference.evaluate([np.asarray(x) for x in inputs])
-    assert_close(got[0], want[0], storage_rtol("float32"), "superoptimized vs interpreter",
-                 floor=1.0)
+    assert_close(got[0], want[0], kernel_rtol("float32", tf32) if tf32 else
+                 storage_rtol("float32"), "superoptimized vs interpreter", floor=1.0)
     print(f.report())

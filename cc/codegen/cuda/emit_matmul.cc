@@ -209,7 +209,7 @@ void emit_mma(const Emit& e, const MatmulOperand& a, const MatmulOperand& b,
   e.w.line("const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;");
   const int opened = open_warp_tiles(e, mm, t, persistent);
   const std::vector<std::string> batch = declare_batch(e, c_shape);
-  e.w.line("const int ra = r0 + g, rb = ra + 8;");
+  e.w.line("[[maybe_unused]] const int ra = r0 + g, rb = ra + 8;");
   auto row_ok = [&](const std::string& r) { return m % 16 ? r + " < " + str(m) : std::string(); };
   auto col_ok = [&](const std::string& c) { return n % 8 ? c + " < " + str(n) : std::string(); };
   auto k_ok = [&](const std::string& kk) {
@@ -407,7 +407,7 @@ void emit_register_accumulators_spill(const Emit& e) {
     e.w.line("const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;");
     const int opened = open_warp_tiles(e, mm, t, /*persistent=*/true);
     const std::vector<std::string> batch = declare_batch(e, c_shape);
-    e.w.line("const int ra = r0 + g, rb = ra + 8;");
+    e.w.line("[[maybe_unused]] const int ra = r0 + g, rb = ra + 8;");
     for (int j = 0; j < t.nt; ++j) {
       for (int x = 0; x < 4; ++x) {
         const auto [r, col] = d_cell(j, x);

@@ -37,20 +37,22 @@ def _cpu_kernels(kg: KernelGraph) -> dict[int, tuple[str, str]]:
 
 def _cuda_kernels(kg: KernelGraph) -> dict[int, tuple[str, str]]:
     """op index -> (handler symbol, CUDA source) for every customized op of kg, with shared
-    memory planned for the smallest limit of the target architectures and visible GPUs, and
-    float32 matmuls on TF32 tensor cores where jax's matmul precision allows it. The symbol
-    names the plan's inputs too: a process may compile one block graph both ways."""
+    memory planned for the smallest limit of the target architectures and visible GPUs, loops
+    split over more blocks where the grid leaves the GPU's SMs idle, and float32 matmuls on
+    TF32 tensor cores where jax's matmul precision allows it. The symbol names the plan's
+    inputs too: a process may compile one block graph several ways."""
     from mirage_jax.runtime import cuda_compiler
 
     limit = cuda_compiler.shared_memory_limit(cuda_compiler.target_archs())
     tf32 = cuda_compiler.tf32_allowed()
+    sms = cuda_compiler.sm_count()
     kernels = {}
     for op in kg.ops:
         if op.kind != "customized":
             continue
         bg = op.block_graph._core
-        symbol = f"{_core.cuda_kernel_symbol(bg)}_s{limit}{'_tf32' if tf32 else ''}"
-        kernels[op.index] = (symbol, _core.generate_cuda_kernel(bg, symbol, limit, tf32))
+        symbol = f"{_core.cuda_kernel_symbol(bg)}_s{limit}_m{sms}{'_tf32' if tf32 else ''}"
+        kernels[op.index] = (symbol, _core.generate_cuda_kernel(bg, symbol, limit, tf32, sms))
     return kernels
 
 

@@ -155,9 +155,9 @@ def test_shared_memory_is_planned_for_the_visible_gpu_too(monkeypatch):
     the plan: a kernel that fits sm_80 and sm_90a but not it is refused at generation."""
     graph = overflowing_graph(192)  # 147456 bytes
     monkeypatch.setenv(cuda_compiler.ARCH_ENV, "80,90a")
-    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13000, ()))
+    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13000, (), ()))
     assert "__global__" in mj.generate_code(graph, backend="cuda")
-    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13000, (227 * 1024, 101376)))
+    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13000, (227 * 1024, 101376), (132, 84)))
     with pytest.raises(ValueError, match=r"limit of 101376 bytes"):
         mj.generate_code(graph, backend="cuda")
 
@@ -310,26 +310,39 @@ def emulation_unit(source: str) -> str:
         symbol = match.group(1)
         rest = source[match.start():]
         body = rest[:rest.index("  constexpr int kSmemBytes")]
-        gx, gy, gz = re.search(r"dim3\((\d+), (\d+), (\d+)\), dim3\(kThreads\)", rest).groups()
+        gx, gy, gz = re.search(r"dim3\((\d+), (\d+), (\d+)[^)]*\), dim3\(kThreads\)",
+                               rest).groups()
         threads = int(re.search(r"constexpr int kThreads = (\d+);", rest).group(1))
         smem = int(re.search(r"constexpr int kSmemBytes = (\d+);", rest).group(1))
+        split = re.search(r"constexpr int kSplitK = (\d+);", rest[:rest.index("prepare(")])
         size = max(smem, 16)
         launch = (f"  {symbol}_kernel::Io args;\n"
-                  f"  std::memcpy(&args, io, sizeof args);\n"
+                  f"  std::memcpy(&args, io, sizeof(void*) * {len(re.findall(r'[*] (?:in|out)[0-9]+;', body))});\n"
                   f"  mj_emulation::smem_begin = {symbol}_kernel::smem;\n"
                   f"  mj_emulation::smem_end = {symbol}_kernel::smem + {size};\n")
+        if split:
+            # split-K: the partial kernel over gz * split along z, then the finishing one
+            k = int(split.group(1))
+            floats = int(re.search(r"constexpr int64_t kWorkspaceBytes = (\d+);",
+                                   rest).group(1)) // 4
+            launch += f"  std::vector<float> ws({floats});\n  args.ws = ws.data();\n"
+            grids = [(f"{{{gx}, {gy}, {int(gz) * k}}}", "kernel_partial"),
+                     (f"{{{gx}, {gy}, {gz}}}", "kernel_finish")]
+        else:
+            grids = [(f"{{{gx}, {gy}, {gz}}}", "kernel")]
+        whole = "".join(f"  mj_emulation::launch({grid}, {threads}, "
+                        f"[&] {{ {symbol}_kernel::{name}(args); }});\n" for grid, name in grids)
+        one = "".join(f"  mj_emulation::launch({grid}, {threads}, "
+                      f"[&] {{ {symbol}_kernel::{name}(args); }}, &only);\n"
+                      for grid, name in grids)
         parts += [
             body + "}",
             f"namespace {symbol}_kernel {{ __attribute__((aligned(16))) unsigned char "
             f"smem[{size}]; }}",
-            f'extern "C" void run_{symbol}(void** io) {{\n{launch}'
-            f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
-            f"[&] {{ {symbol}_kernel::kernel(args); }});\n}}",
+            f'extern "C" void run_{symbol}(void** io) {{\n{launch}{whole}}}',
             f'extern "C" void run_block_{symbol}(void** io, unsigned x, unsigned y, '
             f"unsigned z) {{\n{launch}"
-            f"  const mj_emulation::Index3 only{{x, y, z}};\n"
-            f"  mj_emulation::launch({{{gx}, {gy}, {gz}}}, {threads}, "
-            f"[&] {{ {symbol}_kernel::kernel(args); }}, &only);\n}}",
+            f"  const mj_emulation::Index3 only{{x, y, z}};\n{one}}}",
         ]
     parts.append('extern "C" const char* emulation_failure() '
                  '{ return mj_emulation::failure.load(); }')
@@ -396,12 +409,13 @@ def run_graph(library: ctypes.CDLL, graph: mj.KernelGraph, inputs: list) -> list
 
 
 def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
-                   smem_limit=None, tf32: bool = False) -> dict[str, str]:
+                   smem_limit=None, tf32: bool = False, sm_count: int = 132) -> dict[str, str]:
     """Runs every customized op of `graphs` emulated on random inputs and compares with the
     interpreter (float64): a graph of customized ops only end to end (so a combine kernel
     sees the sums its partner produced), any other graph one kernel at a time. Kernels are
     planned for `smem_limit(block graph)` bytes (default: ARCHS' limit), with TF32 allowed
-    for float32 matmuls when `tf32`. Returns the kernels' sources by symbol."""
+    for float32 matmuls when `tf32`, for a GPU of `sm_count` SMs (small grids split their
+    loops over it: split-K). Returns the kernels' sources by symbol."""
     default = cuda_compiler.shared_memory_limit(ARCHS)
     runs = []  # (graph, label): what to run end to end
     for graph in graphs:
@@ -419,7 +433,8 @@ def check_emulated(graphs: list[mj.KernelGraph], tmp_path: Path, what: str,
                 if symbol not in kernels:
                     bg = op.block_graph._core
                     limit = smem_limit(bg) if smem_limit else default
-                    kernels[symbol] = _core.generate_cuda_kernel(bg, symbol, limit, tf32)
+                    kernels[symbol] = _core.generate_cuda_kernel(bg, symbol, limit, tf32,
+                                                                 sm_count)
     library = build_emulation("\n".join(kernels.values()), tmp_path)
     for graph, label in runs:
         inputs = [np.asarray(x) for x in random_inputs(graph, seed=3)]
@@ -465,6 +480,18 @@ def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(cuda_
     assert len(kernels) >= len(FRAGMENT_SIZED)
     threads = {int(re.search(r"__launch_bounds__\((\d+)\)", s).group(1)) for s in kernels.values()}
     assert threads == {128, 256}
+    # Their grids of 2 to 8 blocks split their loops for a 132-SM GPU (split-K).
+    assert sum("kernel_partial(" in s for s in kernels.values()) >= 2
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_unsplit_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype,
+                                                                   tmp_path):
+    """The same kernels planned for a GPU their grids fill: one kernel, the whole loop."""
+    graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
+              for name, shapes in FRAGMENT_SIZED.items()]
+    kernels = check_emulated(graphs, tmp_path, f"unsplit {dtype}", sm_count=1)
+    assert not any("kernel_partial(" in s for s in kernels.values())
 
 
 def every_op_graph(dtype: str) -> mj.KernelGraph:

@@ -21,15 +21,18 @@ void bind_codegen(nb::module_& m) {
   m.def(
       "generate_cuda_kernel",
       [](const ir::BlockGraph& bg, const std::string& symbol, int64_t smem_limit_bytes,
-         bool allow_tf32) {
+         bool allow_tf32, int sm_count) {
         codegen::cuda::CudaOptions options;
         options.smem_limit = smem_limit_bytes;
         options.allow_tf32 = allow_tf32;
+        options.sm_count = sm_count;
         return codegen::cuda::generate_cuda_kernel(bg, symbol, options);
       },
       "block_graph"_a, "symbol"_a, "smem_limit_bytes"_a, "allow_tf32"_a = false,
+      "sm_count"_a = 132,
       "The CUDA translation unit of a block graph, its shared memory planned for "
-      "smem_limit_bytes per block; allow_tf32: f32 matmuls may run on TF32 tensor cores.");
+      "smem_limit_bytes per block; allow_tf32: f32 matmuls may run on TF32 tensor cores; "
+      "sm_count: the GPU's SMs (a grid of fewer than half of them splits its loop).");
   m.def("cuda_kernel_symbol", &codegen::cuda::cuda_kernel_symbol, "block_graph"_a);
   m.def(
       "cuda_kernel_estimate",
@@ -38,6 +41,7 @@ void bind_codegen(nb::module_& m) {
         codegen::cuda::CudaOptions options;
         options.smem_limit = smem_limit_bytes;
         options.allow_tf32 = allow_tf32;
+        options.sm_count = codegen::cuda::gpu_target(target).sms;
         const codegen::cuda::CudaPlan plan = codegen::cuda::plan_cuda_kernel(bg, options);
         const codegen::cuda::CudaKernelEstimate e = codegen::cuda::estimate_cuda_kernel(
             bg, plan, codegen::cuda::gpu_target(target));
@@ -47,6 +51,7 @@ void bind_codegen(nb::module_& m) {
         d["threads"] = e.threads;
         d["smem_bytes"] = e.smem_bytes;
         d["pipeline_stages"] = e.pipeline_stages;
+        d["split_k"] = plan.split_k;
         d["resident_blocks"] = e.resident_blocks;
         d["occupancy_limit"] = e.occupancy_limit;
         d["waves"] = e.waves;

@@ -130,39 +130,51 @@ def driver_cuda_version() -> int | None:
     return _driver_query()[0]
 
 
-_driver_cache: tuple[int | None, tuple[int, ...]] | None = None
+# H100's: what kernels are planned for (split-K) where no GPU is visible.
+DEFAULT_SM_COUNT = 132
 
 
-def _driver_query() -> tuple[int | None, tuple[int, ...]]:
+def sm_count() -> int:
+    """The fewest SMs of the visible GPUs (the split-K planning fills them), else H100's."""
+    counts = _driver_query()[2]
+    return min(counts) if counts else DEFAULT_SM_COUNT
+
+
+_driver_cache: tuple[int | None, tuple[int, ...], tuple[int, ...]] | None = None
+
+
+def _driver_query() -> tuple[int | None, tuple[int, ...], tuple[int, ...]]:
+    """(driver CUDA version, per-GPU shared memory per block, per-GPU SMs)."""
     global _driver_cache
     if _driver_cache is None:
         _driver_cache = _query_driver()
     return _driver_cache
 
 
-def _query_driver() -> tuple[int | None, tuple[int, ...]]:
+def _query_driver() -> tuple[int | None, tuple[int, ...], tuple[int, ...]]:
     import ctypes
 
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return None, ()
+        return None, (), ()
     version = ctypes.c_int(0)
     if cuda.cuDriverGetVersion(ctypes.byref(version)) != 0:
-        return None, ()
-    if cuda.cuInit(0) != 0:
-        return version.value, ()
+        return None, (), ()
     count = ctypes.c_int(0)
-    if cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return version.value, ()
-    limits = []
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return version.value, (), ()
+    limits, sms = [], []
     for ordinal in range(count.value):
-        device, value = ctypes.c_int(0), ctypes.c_int(0)
-        # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-        if (cuda.cuDeviceGet(ctypes.byref(device), ordinal) == 0 and
-                cuda.cuDeviceGetAttribute(ctypes.byref(value), 97, device) == 0):
-            limits.append(value.value)
-    return version.value, tuple(limits)
+        device, smem, units = ctypes.c_int(0), ctypes.c_int(0), ctypes.c_int(0)
+        if cuda.cuDeviceGet(ctypes.byref(device), ordinal) != 0:
+            continue
+        # CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, _MULTIPROCESSOR_COUNT
+        if cuda.cuDeviceGetAttribute(ctypes.byref(smem), 97, device) == 0:
+            limits.append(smem.value)
+        if cuda.cuDeviceGetAttribute(ctypes.byref(units), 16, device) == 0:
+            sms.append(units.value)
+    return version.value, tuple(limits), tuple(sms)
 
 
 def shared_memory_limit(archs: Sequence[str]) -> int:

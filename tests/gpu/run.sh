@@ -63,6 +63,10 @@ run_step() {
 not_run() { record "$1" "NOT RUN" 0 "$2"; echo "== $1: NOT RUN ($2)"; }
 
 # ---------------------------------------------------------------- what this machine has
+"$PY" -c "import jax" 2>/dev/null || {
+  echo "run.sh: '$PY' cannot import jax: activate the environment that has jax[cuda] (or set PYTHON)" >&2
+  exit 2
+}
 HAVE_GPU=0
 GPU_NOTE="$("$PY" - <<'PY' 2>&1
 import jax

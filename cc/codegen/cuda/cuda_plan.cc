@@ -170,7 +170,7 @@ void plan_storage(const BlockGraph& bg, CudaPlan& plan) {
       tile.bytes = shared_bytes(shape, tile.element, tile.pitch);
       tile.stages = op.fmap >= 0 && bg.forloop_range() > 1
                         ? std::min(kMaxStages, bg.forloop_range())
-                        : 1;
+                        : 1;  // capped at the iterations of one split below
       tile.copy_bytes = copy_bytes_for(bg, op);
     } else if (op.kind == OpKind::kConcat) {
       tile.storage = Storage::kView;
@@ -296,6 +296,31 @@ void plan_fragments(const BlockGraph& bg, CudaPlan& plan) {
   }
 }
 
+// Split-K where it is sound and useful (cuda_plan.h, CudaPlan::split_k).
+void plan_split_k(const BlockGraph& bg, const CudaOptions& options, CudaPlan& plan) {
+  const int f = bg.forloop_range();
+  const int64_t blocks = int64_t(bg.grid()[0]) * bg.grid()[1] * bg.grid()[2];
+  if (f < 2 || !plan.softmax_groups.empty() || 2 * blocks > options.sm_count) return;
+  int64_t floats = 0;
+  for (const Op& op : bg.ops()) {
+    if (!is_accumulator(op.kind)) continue;
+    if (op.kind != OpKind::kAccumSum && op.kind != OpKind::kAccumSumLast &&
+        op.kind != OpKind::kAccumMeanLast && op.kind != OpKind::kAccumRmsLast) {
+      return;
+    }
+    floats += element_count(bg.tensor(op.outputs.at(0)).shape);
+  }
+  if (floats == 0) return;
+  int split = 1;
+  while (split * 2 <= kMaxSplitK && f % (split * 2) == 0 &&
+         blocks * split * 2 <= options.sm_count &&
+         int64_t(bg.grid()[2]) * split * 2 <= 65535) {
+    split *= 2;
+  }
+  plan.split_k = split;
+  plan.workspace_floats = split > 1 ? floats : 0;
+}
+
 std::string kib(int64_t bytes) {
   return std::to_string(bytes) + " bytes (" + std::to_string((bytes + 1023) / 1024) + " KiB)";
 }
@@ -354,6 +379,7 @@ CudaPlan plan_cuda_kernel(const BlockGraph& bg, const CudaOptions& options) {
   plan_matmul_paths(bg, options, plan);
   plan_storage(bg, plan);
   plan_softmax_probs(bg, plan);
+  plan_split_k(bg, options, plan);
   int64_t largest = 1;
   for (const Tensor& t : bg.tensors()) largest = std::max(largest, element_count(t.shape));
   // Small tiles leave half of 256 threads idle in every pass; 128 keeps 4 warps busy.
@@ -361,6 +387,13 @@ CudaPlan plan_cuda_kernel(const BlockGraph& bg, const CudaOptions& options) {
 
   int depth = 1;
   for (const TilePlan& tile : plan.tiles) depth = std::max(depth, tile.stages);
+  const int iterations = bg.forloop_range() / plan.split_k;  // per block
+  depth = std::min(depth, std::max(iterations, 1));
+  if (depth < 2) {
+    for (const Op& op : bg.ops()) {
+      if (op.kind == OpKind::kInput && op.fmap >= 0) plan.tiles[op.outputs.at(0)].stages = 1;
+    }
+  }
   set_pipeline_depth(bg, plan, depth);
   int64_t bytes = lay_out(bg, plan);
   // Stages beyond double buffering only while they leave room for a second resident block.

@@ -94,7 +94,13 @@ struct CudaOptions {
   // f32 matmuls may round their operands to TF32 for the tensor cores (what XLA does at
   // jax's default matmul precision on sm_80 and later); false: CUDA-core FMA at full f32.
   bool allow_tf32 = false;
+  // SMs of the GPU the kernel is for: a grid of fewer blocks than half of them splits its
+  // for-loop over more blocks (split-K) to fill them.
+  int sm_count = 132;
 };
+
+// The most blocks one output tile's for-loop is split over.
+constexpr int kMaxSplitK = 8;
 
 struct CudaPlan {
   // Per op: the ops of the fused pass that ends here (head first), or empty.
@@ -113,6 +119,13 @@ struct CudaPlan {
   int threads = 256;
   int64_t smem_bytes = 0;
   int64_t smem_limit = 0;
+  // Split-K: each output tile's for-loop iterations are shared by split_k blocks (a grid of
+  // split_k times the blocks along z), each writing its accumulators' partial sums to a
+  // workspace; a second kernel adds them in a fixed order (deterministic), then runs the
+  // epilogue and the stores. Only for sum accumulators (sum, sum_last, mean_last, rms_last),
+  // when the grid leaves most SMs idle. 1: one kernel.
+  int split_k = 1;
+  int64_t workspace_floats = 0;  // per block and split: every accumulator's tile
 };
 
 // Dynamic shared memory a block may use on one architecture ("80", "90a", ...): the opt-in

@@ -126,14 +126,25 @@ void declare_fixed_pointers(const Emit& e, bool with_body_inputs) {
 // issues it + S - 1 into stage (it + S - 1) % S, which iteration it - 1 last read and left
 // behind a barrier, and commits a group even when there is nothing left to load, so that
 // "all but the newest S - 1 groups complete" always means iteration it's tiles have landed.
-void emit_loop(const Emit& e) {
+// Which kernel of a block graph is written: the whole computation, or with split-K
+// (CudaPlan::split_k) the loop's share of one split and then the sum of the shares.
+enum class Part : uint8_t { kWhole, kPartial, kFinish };
+
+// The loop over this block's for-loop iterations (all of them, or one split's: it0 + li).
+// Pipelined tiles (plan.pipeline_stages = S stages): local iterations 0 .. S-2 were issued
+// before the loop, one commit group each; iteration li issues li + S - 1 into stage
+// (li + S - 1) % S, which iteration li - 1 last read and left behind a barrier, and commits
+// a group even when there is nothing left to load, so that "all but the newest S - 1
+// groups complete" always means iteration li's tiles have landed.
+void emit_loop(const Emit& e, int iterations) {
   using cuda::Staged;
-  const int f = e.bg.forloop_range();
   const int stages = e.plan.pipeline_stages;
   const bool pipelined = cuda::has_staged_inputs(e, Staged::kPipelined);
   const bool per_iteration = cuda::has_staged_inputs(e, Staged::kPerIteration);
-  const std::string stage_of_it = "it % " + std::to_string(stages);
-  e.w.open("for (int it = 0; it < " + std::to_string(f) + "; ++it)");
+  const std::string n = std::to_string(iterations);
+  const std::string stage_of_it = "li % " + std::to_string(stages);
+  e.w.open("for (int li = 0; li < " + n + "; ++li)");
+  e.w.line("const int it = it0 + li;");
   for (const Op& op : e.bg.ops()) {
     if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), stage_of_it, "it");
   }
@@ -145,10 +156,10 @@ void emit_loop(const Emit& e) {
     e.w.line("mj_cuda::cp_async_commit();");
   }
   if (pipelined) {
-    const std::string ahead = "it + " + std::to_string(stages - 1);
-    e.w.open("if (" + ahead + " < " + std::to_string(f) + ")");
-    cuda::emit_stage_loads(e, Staged::kPipelined, ahead,
-                           "(" + ahead + ") % " + std::to_string(stages));
+    const std::string ahead = std::to_string(stages - 1);
+    e.w.open("if (li + " + ahead + " < " + n + ")");
+    cuda::emit_stage_loads(e, Staged::kPipelined, "it + " + ahead,
+                           "(li + " + ahead + ") % " + std::to_string(stages));
     e.w.close();
     e.w.line("mj_cuda::cp_async_commit();");
     // With single-buffered tiles in the group before the newest, only the newest may stay
@@ -174,24 +185,64 @@ bool has_register_state(const Emit& e) {
   return false;
 }
 
-void emit_kernel(const Emit& e) {
+const char* kernel_name(Part part) {
+  switch (part) {
+    case Part::kPartial: return "kernel_partial";
+    case Part::kFinish: return "kernel_finish";
+    default: return "kernel";
+  }
+}
+
+// Each accumulator tile with its offset in a block's workspace share (split-K).
+std::vector<std::pair<int, int64_t>> workspace_tiles(const Emit& e) {
+  std::vector<std::pair<int, int64_t>> out;
+  int64_t offset = 0;
+  for (const Op& op : e.bg.ops()) {
+    if (!is_accumulator(op.kind)) continue;
+    const int t = op.outputs.at(0);
+    out.emplace_back(t, offset);
+    offset += cuda::element_count(e.bg.tensor(t).shape);
+  }
+  return out;
+}
+
+// The linear index of this block among the grid's output tiles (split-K's workspace).
+std::string block_linear(const BlockGraph& bg) {
+  return "(int64_t(bz) * " + std::to_string(bg.grid()[1]) + " + by) * " +
+         std::to_string(bg.grid()[0]) + " + bx";
+}
+
+void emit_kernel(const Emit& e, Part part) {
   const BlockGraph& bg = e.bg;
   using cuda::Staged;
+  const int split = e.plan.split_k;
   const bool looped = bg.forloop_range() > 1;
-  const bool pipelined = looped && cuda::has_staged_inputs(e, Staged::kPipelined);
-  e.w.open("__global__ void __launch_bounds__(" + std::to_string(e.plan.threads) +
-           ") kernel(const Io io)");
+  const bool pipelined = looped && part != Part::kFinish &&
+                         cuda::has_staged_inputs(e, Staged::kPipelined);
+  const int iterations = bg.forloop_range() / (part == Part::kPartial ? split : 1);
+  e.w.open(std::string("__global__ void __launch_bounds__(") + std::to_string(e.plan.threads) +
+           ") " + kernel_name(part) + "(const Io io)");
   e.w.line("extern __shared__ __align__(16) unsigned char smem[];");
-  e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
+  if (part == Part::kPartial) {
+    // The split is the slowest part of blockIdx.z, so the grid's z extent stays gz * split.
+    const std::string gz = std::to_string(bg.grid()[2]);
+    e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z % " +
+             gz + ";");
+    e.w.line("const int split = blockIdx.z / " + gz + ";");
+    e.w.line("[[maybe_unused]] const int it0 = split * " + std::to_string(iterations) + ";");
+  } else {
+    e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
+    e.w.line("[[maybe_unused]] constexpr int it0 = 0;");
+  }
   cuda::emit_alignment_flags(e);
-  declare_fixed_pointers(e, /*with_body_inputs=*/!looped);
+  declare_fixed_pointers(e, /*with_body_inputs=*/!looped && part != Part::kFinish);
   e.w.line("// loop-invariant tiles, and the first iterations'");
   cuda::emit_stage_loads(e, Staged::kInvariant, "0", "0");
   e.w.line("mj_cuda::cp_async_commit();");
   if (pipelined) {
     for (int i = 0; i + 1 < e.plan.pipeline_stages; ++i) {
-      const std::string it = std::to_string(i);
-      if (i < bg.forloop_range()) cuda::emit_stage_loads(e, Staged::kPipelined, it, it);
+      const std::string local = std::to_string(i);
+      if (i < iterations) cuda::emit_stage_loads(e, Staged::kPipelined, "it0 + " + local, local);
       e.w.line("mj_cuda::cp_async_commit();");
     }
   } else if (!looped) {
@@ -202,21 +253,53 @@ void emit_kernel(const Emit& e) {
   e.w.line(pipelined ? "mj_cuda::cp_async_wait<" + std::to_string(e.plan.pipeline_stages - 1) +
                            ">();"
                      : "mj_cuda::cp_async_wait<0>();");
-  cuda::emit_accumulators_init(e);
-  cuda::emit_register_accumulators(e);
+  if (part != Part::kFinish) {
+    cuda::emit_accumulators_init(e);
+    cuda::emit_register_accumulators(e);
+  }
   e.w.line(kSync);
   emit_phase_ops(e, Phase::kInvariant);
-  if (looped) {
-    emit_loop(e);
+  if (part == Part::kFinish) {
+    // Every split's share of each accumulator, added in split order.
+    e.w.line("// the splits' partial sums");
+    e.w.line("const float* const ws = io.ws + (" + block_linear(bg) + ") * " +
+             std::to_string(split) + " * " + std::to_string(e.plan.workspace_floats) + ";");
+    for (const auto& [t, offset] : workspace_tiles(e)) {
+      const int64_t n = cuda::element_count(bg.tensor(t).shape);
+      e.w.open("for (int i = threadIdx.x; i < " + std::to_string(n) + "; i += " +
+               std::to_string(e.plan.threads) + ")");
+      e.w.line("float v = 0.0f;");
+      e.w.line("for (int s = 0; s < " + std::to_string(split) + "; ++s) v += ws[int64_t(s) * " +
+               std::to_string(e.plan.workspace_floats) + " + " + std::to_string(offset) +
+               " + i];");
+      e.w.line(cuda::tile_name(t) + "[i] = v;");
+      e.w.close();
+    }
+    e.w.line(kSync);
+  } else if (looped) {
+    emit_loop(e, iterations);
   } else {
     emit_phase_ops(e, Phase::kBody);
     cuda::emit_accumulators_update(e);
   }
-  if (has_register_state(e)) {
+  if (part != Part::kFinish && has_register_state(e)) {
     e.w.line("// accumulators kept in registers, into their tiles");
     cuda::emit_register_accumulators_spill(e);
     cuda::emit_softmax_state_spill(e);
     e.w.line(kSync);
+  }
+  if (part == Part::kPartial) {
+    e.w.line("// this split's partial sums, for kernel_finish");
+    e.w.line("float* const ws = io.ws + ((" + block_linear(bg) + ") * " + std::to_string(split) +
+             " + split) * " + std::to_string(e.plan.workspace_floats) + ";");
+    for (const auto& [t, offset] : workspace_tiles(e)) {
+      const int64_t n = cuda::element_count(bg.tensor(t).shape);
+      e.w.line("for (int i = threadIdx.x; i < " + std::to_string(n) + "; i += " +
+               std::to_string(e.plan.threads) + ") ws[" + std::to_string(offset) + " + i] = " +
+               cuda::tile_name(t) + "[i];");
+    }
+    e.w.close();
+    return;
   }
   e.w.line("// epilogue");
   const std::vector<Op>& ops = bg.ops();
@@ -260,13 +343,20 @@ std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol
          std::to_string(bg.forloop_range()) + ", " + std::to_string(plan.threads) +
          " threads, " + std::to_string(plan.smem_bytes) + " bytes of shared memory, " +
          std::to_string(plan.pipeline_stages) + "-stage pipeline" +
+         (plan.split_k > 1 ? ", split-K " + std::to_string(plan.split_k) : "") +
          (options.allow_tf32 ? ", TF32 allowed." : "."));
   w.raw(cuda::cuda_prelude());
   w.line("");
   w.open("namespace " + ns);
   cuda::emit_io_struct(e);
   w.line("");
-  emit_kernel(e);
+  if (plan.split_k > 1) {
+    emit_kernel(e, Part::kPartial);
+    w.line("");
+    emit_kernel(e, Part::kFinish);
+  } else {
+    emit_kernel(e, Part::kWhole);
+  }
   w.line("");
   cuda::emit_handler_impl(e, symbol);
   w.close("  // namespace " + ns);

@@ -13,6 +13,7 @@ const std::string& cuda_prelude() {
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 

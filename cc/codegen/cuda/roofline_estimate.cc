@@ -64,10 +64,13 @@ CudaKernelEstimate estimate_cuda_kernel(const BlockGraph& bg, const CudaPlan& pl
                                         const cost::Target& t) {
   CudaKernelEstimate e;
   e.target = t.name;
-  e.blocks = int64_t(bg.grid()[0]) * bg.grid()[1] * bg.grid()[2];
+  // Split-K runs split_k blocks per output tile (and a short second kernel, not modeled
+  // but for its workspace traffic).
+  e.blocks = int64_t(bg.grid()[0]) * bg.grid()[1] * bg.grid()[2] * plan.split_k;
   e.threads = plan.threads;
   e.smem_bytes = plan.smem_bytes;
   e.pipeline_stages = plan.pipeline_stages;
+  e.split_k = plan.split_k;
   const bool hopper = t.shared_memory_per_block > (163 << 10);
   // ---- occupancy
   const int64_t smem_sm = hopper ? kSharedPerSm90 : kSharedPerSm80;
@@ -87,7 +90,8 @@ CudaKernelEstimate estimate_cuda_kernel(const BlockGraph& bg, const CudaPlan& pl
                                         : e.waves / std::ceil(e.waves);
   // ---- work
   const cost::KernelWork w = cost::block_graph_work(bg);
-  e.dram_bytes = w.bytes_read + w.bytes_written;
+  e.dram_bytes = w.bytes_read + w.bytes_written +
+                 2.0 * 4 * double(e.blocks) * double(plan.workspace_floats);
   e.flops = w.flops;
   double tf32_flops = 0, fma_matmul_flops = 0;
   for (size_t o = 0; o < bg.ops().size(); ++o) {
@@ -98,7 +102,8 @@ CudaKernelEstimate estimate_cuda_kernel(const BlockGraph& bg, const CudaPlan& pl
     const bool per_iteration = bg.tensor(op.inputs.at(0)).phase == ir::Phase::kBody ||
                                bg.tensor(op.inputs.at(1)).phase == ir::Phase::kBody;
     const double mm_flops = 2.0 * double(element_count(c)) * double(a.back()) *
-                            (per_iteration ? bg.forloop_range() : 1) * double(e.blocks);
+                            (per_iteration ? bg.forloop_range() : 1) *
+                            double(e.blocks / plan.split_k);
     switch (plan.matmuls[o].path) {
       case MatmulPath::kMma16: e.tensor_flops += mm_flops; break;
       case MatmulPath::kMmaTf32: tf32_flops += mm_flops; break;
@@ -137,7 +142,8 @@ CudaKernelEstimate estimate_cuda_kernel(const BlockGraph& bg, const CudaPlan& pl
 
 std::string CudaKernelEstimate::text() const {
   return target + ": " + std::to_string(blocks) + " blocks x " + std::to_string(threads) +
-         " threads, " + std::to_string(smem_bytes / 1024) + " KiB shared, " +
+         " threads" + (split_k > 1 ? " (split-K " + std::to_string(split_k) + ")" : "") + ", " +
+         std::to_string(smem_bytes / 1024) + " KiB shared, " +
          std::to_string(pipeline_stages) + " stages; " + std::to_string(resident_blocks) +
          " block(s)/SM (" + occupancy_limit + "), " + fmt("%.2f", waves) + " waves (" +
          fmt("%.0f%%", 100 * wave_efficiency) + " busy); " + fmt("%.3g", dram_bytes / 1e6) +

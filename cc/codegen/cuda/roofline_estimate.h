@@ -30,6 +30,7 @@ struct CudaKernelEstimate {
   int threads = 0;
   int64_t smem_bytes = 0;
   int pipeline_stages = 1;
+  int split_k = 1;
   int resident_blocks = 0;  // per SM
   std::string occupancy_limit;  // what bounds resident_blocks
   double waves = 0;

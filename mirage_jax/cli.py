@@ -1,4 +1,4 @@
-"""python -m mirage_jax <command>. Commands: demo, cache, inspect.
+"""python -m mirage_jax <command>. Commands: demo, cache, inspect, cuda-plan.
 
 demo: the paper's RMSNorm+Linear μGraph end to end. It builds the reference and the fused
 graph at the paper's shapes, prints both, verifies them with finite-field fingerprints, runs

@@ -821,3 +821,36 @@ def test_the_float_check_allows_tf32_only_when_asked():
     got, want = [np.float32([1.0 + 1e-3, 2.0])], [np.float32([1.0, 2.0])]
     assert not _float_check.check_outputs(got, want, ["float32"])
     assert _float_check.check_outputs(got, want, ["float32"], tf32=True)
+
+
+def test_a_machine_without_nvcc_loads_what_a_build_machine_shipped(tmp_path, monkeypatch):
+    """Serving machines have the driver but no toolkit: the cache finds the library built
+    elsewhere by its source key, refuses one whose toolkit needs a newer driver, and says
+    what to ship when there is none."""
+    import json
+
+    from mirage_jax.runtime import cache, cuda_cache
+
+    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path))
+
+    def no_nvcc():
+        raise KernelCompileError("nvcc was not found on PATH")
+
+    monkeypatch.setattr(cuda_compiler, "toolkit_version", no_nvcc)
+    source, archs = "// a kernel\n", ("80", "90a")
+    with pytest.raises(KernelCompileError, match=r"no nvcc here and no prebuilt kernel.*"
+                                                 r"cache export"):
+        cuda_cache.cuda_library_for(source, archs)
+    entry = tmp_path / "cuda_kernels" / cuda_cache.library_key(source, archs, "13.0.88")
+    entry.mkdir(parents=True)
+    (entry / "kernel.so").write_bytes(b"built elsewhere")
+    (entry / "meta.json").write_text(json.dumps({
+        "kind": "cuda_kernel", "sha256": cache.sha256_of(entry / "kernel.so"),
+        "source_key": cuda_cache.source_key(source, archs), "toolkit": "13.0.88",
+        "min_driver": 13000}))
+    monkeypatch.setattr(cuda_compiler, "_driver_cache", (13020, (), ()))
+    assert cuda_cache.cuda_library_for(source, archs) == entry / "kernel.so"
+    monkeypatch.setattr(cuda_compiler, "_driver_cache", (12080, (), ()))
+    with pytest.raises(KernelCompileError, match=r"built by CUDA 13.0.88, which needs a newer "
+                                                 r"driver than this machine's \(CUDA 12.8\)"):
+        cuda_cache.cuda_library_for(source, archs)

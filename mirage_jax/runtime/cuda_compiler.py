@@ -132,10 +132,18 @@ def driver_cuda_version() -> int | None:
 
 # H100's: what kernels are planned for (split-K) where no GPU is visible.
 DEFAULT_SM_COUNT = 132
+SMS_ENV = "MIRAGE_JAX_CUDA_SMS"
 
 
 def sm_count() -> int:
-    """The fewest SMs of the visible GPUs (the split-K planning fills them), else H100's."""
+    """The SMs kernels are planned to fill (split-K): $MIRAGE_JAX_CUDA_SMS, else the fewest of
+    the visible GPUs', else H100's. A build machine shipping kernels to other GPUs sets it
+    to theirs, so that both plan alike."""
+    configured = os.environ.get(SMS_ENV)
+    if configured is not None:
+        if not configured.strip().isdigit() or int(configured) < 1:
+            raise KernelCompileError(f"{SMS_ENV}={configured!r} is not a positive number of SMs")
+        return int(configured)
     counts = _driver_query()[2]
     return min(counts) if counts else DEFAULT_SM_COUNT
 

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(_gpu() is None, reason="no GPU visible to jax "
 
 SCRIPT = textwrap.dedent("""
     import re, sys
-    import jax, numpy as np
+    import jax, jax.numpy as jnp, numpy as np
     import mirage_jax as mj
     from mirage_jax import _core
     from mirage_jax.paper_graphs import PROGRAMS
@@ -39,7 +39,8 @@ SCRIPT = textwrap.dedent("""
     symbols = [_core.cuda_kernel_symbol(op.block_graph._core) for op in fused.ops
                if op.kind == "customized"]
     rng = np.random.default_rng(0)
-    args = [jax.device_put(rng.standard_normal(t.shape).astype(t.dtype)) for t in fused.inputs]
+    args = [jax.device_put(jnp.asarray(rng.standard_normal(t.shape), t.dtype))
+            for t in fused.inputs]
     f = jax.jit(mj.compile(fused, backend="cuda"))
     hlo = f.lower(*args).compile().as_text()
     computations = re.split(r"\\n(?=\\S)", hlo)

@@ -854,3 +854,26 @@ def test_a_machine_without_nvcc_loads_what_a_build_machine_shipped(tmp_path, mon
     with pytest.raises(KernelCompileError, match=r"built by CUDA 13.0.88, which needs a newer "
                                                  r"driver than this machine's \(CUDA 12.8\)"):
         cuda_cache.cuda_library_for(source, archs)
+
+
+def test_max_propagates_nan_from_any_position_emulated(cuda_include, tmp_path):
+    """A NaN anywhere in a row makes its max NaN (and the online softmax's sums), whichever
+    side of the comparison it lands on in the loop or the warp's shuffle tree."""
+    g = mj.KernelGraph()
+    X = g.new_input((4, 64), "float32")
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=2)
+    x = bg.new_input(X, (-1, -1, -1), 1)
+    bg.new_output(bg.accum_max_last(x), (-1, -1, -1))
+    bg.new_output(bg.accum_exp_sum_last(x), (-1, -1, -1))
+    for t in g.customized([X], bg):
+        g.mark_output(t)
+    op = next(o for o in g.ops if o.kind == "customized")
+    symbol = _core.cuda_kernel_symbol(op.block_graph._core)
+    library = build_emulation(_core.generate_cuda_kernel(op.block_graph._core, symbol,
+                                                         163 * 1024), tmp_path)
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    x[0, 0] = x[1, 31] = x[2, 63] = np.nan  # first, a lane's last, the row's last
+    maxes, sums = run_kernel(library, op, [x])
+    assert np.isnan(maxes[:3, 0]).all() and np.isnan(sums[:3, 0]).all()
+    np.testing.assert_allclose(maxes[3, 0], x[3].max(), rtol=0)
+    np.testing.assert_allclose(sums[3, 0], np.exp(x[3] - x[3].max()).sum(), rtol=1e-5)

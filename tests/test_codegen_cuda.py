@@ -484,13 +484,12 @@ def test_fragment_sized_kernels_compute_what_the_interpreter_does_emulated(cuda_
     assert sum("kernel_partial(" in s for s in kernels.values()) >= 2
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_unsplit_kernels_compute_what_the_interpreter_does_emulated(cuda_include, dtype,
-                                                                   tmp_path):
-    """The same kernels planned for a GPU their grids fill: one kernel, the whole loop."""
-    graphs = [PROGRAMS[name].build(**shapes, dtype=dtype)[1]
+def test_unsplit_kernels_compute_what_the_interpreter_does_emulated(cuda_include, tmp_path):
+    """The same kernels planned for a GPU their grids fill: one kernel, the whole loop (the
+    float32 ones run unsplit in the single-buffered and global-memory tests)."""
+    graphs = [PROGRAMS[name].build(**shapes, dtype="bfloat16")[1]
               for name, shapes in FRAGMENT_SIZED.items()]
-    kernels = check_emulated(graphs, tmp_path, f"unsplit {dtype}", sm_count=1)
+    kernels = check_emulated(graphs, tmp_path, "unsplit bfloat16", sm_count=1)
     assert not any("kernel_partial(" in s for s in kernels.values())
 
 
@@ -539,11 +538,11 @@ def test_every_op_and_accumulator_computes_what_the_interpreter_does_emulated(cu
 
 
 def largest_limit_where(bg, marker: str) -> int:
-    """The most shared memory (in KiB steps below ARCHS' limit) for which the kernel of `bg`
-    contains `marker`."""
+    """The most shared memory (in KiB steps below ARCHS' limit) for which the unsplit kernel
+    of `bg` contains `marker`."""
     for kib in range(cuda_compiler.shared_memory_limit(ARCHS) // 1024, 0, -1):
         try:
-            if marker in _core.generate_cuda_kernel(bg, "probe", kib * 1024):
+            if marker in _core.generate_cuda_kernel(bg, "probe", kib * 1024, False, 1):
                 return kib * 1024
         except ValueError:
             break
@@ -558,7 +557,7 @@ def test_single_buffered_tiles_compute_the_same_emulated(cuda_include, tmp_path)
               for name in ("rmsnorm_linear", "gated_mlp", "flash_attention_online")
               for dtype in ("float32", "bfloat16")]
     kernels = check_emulated(graphs, tmp_path, "single-buffered",
-                             lambda bg: largest_limit_where(bg, marker))
+                             lambda bg: largest_limit_where(bg, marker), sm_count=1)
     assert all(marker in s for s in kernels.values())
 
 
@@ -566,7 +565,7 @@ def smallest_limit(bg) -> int:
     """The least shared memory (in KiB steps) a block graph's kernel can be planned for."""
     for kib in range(1, 256):
         try:
-            _core.generate_cuda_kernel(bg, "probe", kib * 1024)
+            _core.generate_cuda_kernel(bg, "probe", kib * 1024, False, 1)
             return kib * 1024
         except ValueError:
             continue
@@ -579,7 +578,8 @@ def test_input_tiles_read_from_global_memory_compute_the_same_emulated(cuda_incl
     for tiles too large for shared memory)."""
     graphs = [PROGRAMS[name].build(**shapes, dtype="bfloat16")[1]
               for name, shapes in FRAGMENT_SIZED.items()]
-    kernels = check_emulated(graphs, tmp_path, "inputs in global memory", smallest_limit)
+    kernels = check_emulated(graphs, tmp_path, "inputs in global memory", smallest_limit,
+                             sm_count=1)
     in_place = [s for s in kernels.values() if re.search(r"\] const \w+\* const t\d+ = io\.in", s)]
     assert len(in_place) >= len(FRAGMENT_SIZED), (
         f"only {len(in_place)} of {len(kernels)} kernels read an input in place")

@@ -4,7 +4,7 @@ every fused result of the searches in test_search_results_run. Errors are clear:
 nvcc, a bad architecture, a broken source, shared memory over the target's limit.
 
 Running the kernels needs a GPU: tests/gpu/ compares them with the interpreter and with XLA.
-nvcc is slow (about 5 s a kernel for both architectures), so kernels are batched into two
+nvcc is slow (about 5 s a kernel for both architectures), so kernels are batched into six
 translation units per test and compiled two at a time (nvcc -c, both -gencode in one call).
 """
 
@@ -60,11 +60,12 @@ def kernels_of(graph: mj.KernelGraph) -> dict[str, str]:
     return out
 
 
-def two_units(kernels: dict[str, str]) -> list[str]:
-    """The kernels as two translation units of about equal length (generated units may be
-    concatenated), for two parallel nvcc jobs."""
-    units = [[], []]
-    sizes = [0, 0]
+def two_units(kernels: dict[str, str], count: int = 6) -> list[str]:
+    """The kernels as `count` translation units of about equal length (generated units may be
+    concatenated), for two parallel nvcc jobs: small enough that no nvcc call nears its
+    timeout on a loaded 2-core machine."""
+    units = [[] for _ in range(count)]
+    sizes = [0] * count
     for source in sorted(kernels.values(), key=len, reverse=True):
         i = sizes.index(min(sizes))
         units[i].append(source)

@@ -20,6 +20,9 @@ graph's inputs and that output.
 - bfloat16 (eps 2⁻⁷): 3.1e-2; float16 (eps 2⁻¹⁰): 3.9e-3. XLA rounds every intermediate
   tensor it stores to the 16-bit type (up to eps/2 each, relative), a generated kernel only
   its outputs; a few such roundings fit in 4·eps.
+- float32 matmuls on TF32 tensor cores (a GPU at jax's default matmul precision, where XLA's
+  own dots use TF32 too): both sides round matmul operands to 10 mantissa bits, each its
+  own way, so the floor is TF32_FLOOR instead.
 """
 
 from __future__ import annotations
@@ -31,6 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 FLOAT32_FLOOR = 2.0**-13
+# 4 x TF32's unit roundoff (2^-11), as 4·eps above: the floor when float32 matmuls may run
+# on TF32 tensor cores.
+TF32_FLOOR = 2.0**-9
 EPS_FACTOR = 4.0
 # The second float check runs on the same inputs times this (a power of two, so exact in
 # every dtype): products of two inputs grow 256×, enough to push unstabilized exp arguments
@@ -38,10 +44,11 @@ EPS_FACTOR = 4.0
 STRESS_SCALE = 16.0
 
 
-def tolerance(dtypes: Sequence[str]) -> float:
-    """The tolerance for an output computed from (and stored in) `dtypes`."""
+def tolerance(dtypes: Sequence[str], tf32: bool = False) -> float:
+    """The tolerance for an output computed from (and stored in) `dtypes`; `tf32`: float32
+    matmuls may have run on TF32 tensor cores."""
     eps = max(float(jnp.finfo(d).eps) for d in dtypes)
-    return max(EPS_FACTOR * eps, FLOAT32_FLOOR)
+    return max(EPS_FACTOR * eps, TF32_FLOOR if tf32 else FLOAT32_FLOOR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +83,16 @@ def _error(got: np.ndarray, want: np.ndarray) -> tuple[float, str]:
     return (diff / scale if scale > 0 else diff), ""
 
 
-def check_outputs(got: Sequence, want: Sequence, input_dtypes: Sequence[str]) -> FloatCheck:
-    """Compares a candidate's outputs `got` with the original's `want` (XLA's)."""
+def check_outputs(
+    got: Sequence, want: Sequence, input_dtypes: Sequence[str], tf32: bool = False
+) -> FloatCheck:
+    """Compares a candidate's outputs `got` with the original's `want` (XLA's); `tf32`: the
+    float32 matmuls of either may have run on TF32 tensor cores."""
     if len(got) != len(want):
         return FloatCheck(float("inf"), 0.0, f"{len(got)} outputs, expected {len(want)}")
-    worst = FloatCheck(0.0, tolerance([*input_dtypes, "float32"]), "")
+    worst = FloatCheck(0.0, tolerance([*input_dtypes, "float32"], tf32), "")
     for i, (g, w) in enumerate(zip(got, want)):
-        tol = tolerance([*input_dtypes, str(np.asarray(w).dtype)])
+        tol = tolerance([*input_dtypes, str(np.asarray(w).dtype)], tf32)
         error, problem = _error(np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64))
         if problem or error > tol:
             detail = f"output {i}: {problem or f'error {error:.3g} > tolerance {tol:.3g}'}"

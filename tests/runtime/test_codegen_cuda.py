@@ -117,7 +117,9 @@ def test_every_search_result_compiles_for_sm80_and_sm90a(nvcc, search_results):
     toolchain.check_cuda_compiles(two_units(kernels), ARCHS, jobs=2)
 
 
-def test_generate_code_names_each_kernel_once():
+def test_generate_code_names_each_kernel_once(monkeypatch):
+    # Unsplit plans: a split-K kernel has two __global__ functions (partial and finish).
+    monkeypatch.setenv(toolchain.SMS_ENV, "1")
     _, fused = PROGRAMS["gqa_decode"].build(**PROGRAMS["gqa_decode"].small)
     source = mj.generate_code(fused, backend="cuda")
     symbols = [symbol for symbol, _ in cuda_kernels(fused).values()]

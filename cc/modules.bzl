@@ -20,7 +20,7 @@ MODULES = {
     "search": ["ir", "interp", "absexpr", "cost", "verify"],
     "codegen/common": ["ir"],
     "codegen/cpu": ["ir", "codegen/common"],
-    "codegen/cuda": ["ir", "codegen/common"],
+    "codegen/cuda": ["ir", "codegen/common", "cost"],
 }
 
 # Libraries from outside cc/ that a module uses.

@@ -274,6 +274,23 @@ class SearchResultInfo:
 def search(target: KernelGraph, config: SearchConfig, hook: object | None) -> SearchResultInfo: ...
 def generate_cpu_kernel(block_graph: BlockGraph, symbol: str) -> str: ...
 def cpu_kernel_symbol(block_graph: BlockGraph) -> str: ...
-def generate_cuda_kernel(block_graph: BlockGraph, symbol: str, smem_limit_bytes: int) -> str: ...
+def generate_cuda_kernel(
+    block_graph: BlockGraph,
+    symbol: str,
+    smem_limit_bytes: int,
+    allow_tf32: bool = False,
+    sm_count: int = 132,
+) -> str:
+    """
+    The CUDA translation unit of a block graph, its shared memory planned for smem_limit_bytes per block; allow_tf32: f32 matmuls may run on TF32 tensor cores; sm_count: the GPU's SMs (a grid of fewer than half of them splits its loop).
+    """
+
 def cuda_kernel_symbol(block_graph: BlockGraph) -> str: ...
+def cuda_kernel_estimate(
+    block_graph: BlockGraph, smem_limit_bytes: int, allow_tf32: bool = False, target: str = "h100"
+) -> dict:
+    """
+    The plan of the block graph's CUDA kernel against a GPU's roofline (a100, h100, h200): occupancy, waves, bytes, flops, the roofline time and the estimated share of it.
+    """
+
 def cuda_shared_memory_limit(arch: str) -> int: ...

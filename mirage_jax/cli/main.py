@@ -1,4 +1,4 @@
-"""python -m mirage_jax <command>. Commands: demo, cache, inspect.
+"""python -m mirage_jax <command>. Commands: demo, cache, inspect, cuda-plan.
 
 demo: the paper's RMSNorm+Linear μGraph end to end (mirage_jax/cli/demo.py).
 
@@ -10,6 +10,10 @@ mirage_jax/cache/admin.py); export/import move them to another machine as one si
 inspect MODULE:FUNCTION: @mj.optimize the function for example arguments and print each
 region, its source lines, the μGraph chosen, how it was verified and the measured speedup
 (see mirage_jax/cli/inspect.py for where the example arguments come from).
+
+cuda-plan [PROGRAM ...]: how the CUDA generator plans the paper's programs and each
+kernel's estimated share of an A100/H100/H200 roofline (mirage_jax/cli/cuda_plan.py); no GPU
+needed.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import argparse
 import os
 
 from mirage_jax.cli import cache as cache_cli
+from mirage_jax.cli import cuda_plan
 from mirage_jax.cli import inspect as _inspect
 from mirage_jax.cli.demo import run_demo
 from mirage_jax.runtime import toolchain
@@ -50,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     cache_cli.add_parser(commands)
     _add_inspect(commands)
+    cuda_plan.add_parser(commands)
     args = parser.parse_args(argv)
     if args.cuda_arch is not None:
         try:
@@ -67,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             min_region_flops=args.min_region_flops,
             budget=args.budget,
         )
+    if args.command == "cuda-plan":
+        return cuda_plan.run(args)
     if args.command == "demo":
         return run_demo(small=args.small, seed=args.seed, superoptimize=not args.no_superoptimize)
     if args.command == "cache":

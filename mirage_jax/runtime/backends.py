@@ -45,13 +45,44 @@ def _cpu_generate(block_graph: Any, options: dict[str, Any]) -> tuple[str, str]:
 
 def _cuda_options() -> dict[str, Any]:
     archs = toolchain.target_archs()
-    # Shared memory is planned for the smallest limit of the target architectures.
-    return {"archs": archs, "shared_memory": toolchain.shared_memory_limit(archs)}
+    try:
+        toolkit: str | None = toolchain.toolkit_version()
+    except toolchain.KernelCompileError:
+        toolkit = None  # no nvcc here: only a library a build machine shipped can be used
+    return {
+        "archs": archs,
+        # Shared memory is planned for the smallest limit of the target architectures and
+        # of the visible GPUs.
+        "shared_memory": toolchain.shared_memory_limit(archs),
+        # Loops split over more blocks where the grid leaves the GPU's SMs idle.
+        "sms": toolchain.sm_count(),
+        # float32 matmuls on TF32 tensor cores where jax's matmul precision allows it.
+        "tf32": toolchain.tf32_allowed(),
+        "toolkit": toolkit,
+    }
 
 
 def _cuda_generate(block_graph: Any, options: dict[str, Any]) -> tuple[str, str]:
-    symbol = _core.cuda_kernel_symbol(block_graph)
-    return symbol, _core.generate_cuda_kernel(block_graph, symbol, options["shared_memory"])
+    # The symbol names the plan's inputs too: a process may compile one block graph several
+    # ways.
+    limit, sms, tf32 = options["shared_memory"], options["sms"], options["tf32"]
+    symbol = f"{_core.cuda_kernel_symbol(block_graph)}_s{limit}_m{sms}{'_tf32' if tf32 else ''}"
+    return symbol, _core.generate_cuda_kernel(block_graph, symbol, limit, tf32, sms)
+
+
+def _cuda_built_with(options: dict[str, Any]) -> dict[str, Any]:
+    """nvcc, its flags and the architectures (with the PTX embedded), and the toolkit with
+    the minimum driver it implies (None without nvcc: kernel_cache then looks for a library
+    built elsewhere)."""
+    toolkit = options["toolkit"]
+    return {
+        "compiler": toolchain.NVCC,
+        "flags": list(toolchain.NVCC_FLAGS),
+        "archs": list(options["archs"]),
+        "ptx": toolchain.ptx_arch(options["archs"]),
+        "toolkit": toolkit,
+        "min_driver": None if toolkit is None else toolchain.minimum_driver(toolkit),
+    }
 
 
 CPU = Backend(
@@ -74,11 +105,7 @@ CUDA = Backend(
     source_name="kernel.cu",
     generate=_cuda_generate,
     options=_cuda_options,
-    built_with=lambda options: {
-        "compiler": toolchain.NVCC,
-        "flags": list(toolchain.NVCC_FLAGS),
-        "archs": list(options["archs"]),
-    },
+    built_with=_cuda_built_with,
     build=lambda source, library, options: toolchain.compile_cuda_library(
         source, library, options["archs"]
     ),

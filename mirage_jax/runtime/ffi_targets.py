@@ -3,7 +3,8 @@
 XLA refuses a second registration of a name with a different function pointer, so a target
 is named by its handler symbol (a content hash) and registered once per process; the
 library handle is kept here for the life of the process, since XLA holds raw pointers into
-it. CPU handlers register on platform "cpu", CUDA ones on "CUDA".
+it. CPU handlers register on platform "cpu", CUDA ones on "CUDA", the latter only once
+their library's load check (check_cuda_kernel) has passed on every visible GPU.
 
 A library is loaded here only once it has passed the probe (mirage_jax/runtime/
 library_probe.py: loaded by a separate process first, its handler found there), so a crashing
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import threading
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -42,6 +45,8 @@ def register_target(symbol: str, library: Path, platform: str) -> str:
             raise KernelLoadError(
                 f"kernel library {library} does not export the FFI handler '{symbol}'"
             ) from None
+        if platform == "CUDA":
+            check_cuda_kernel(symbol, library, handle=handle)
         jax.ffi.register_ffi_target(symbol, jax.ffi.pycapsule(function), platform=platform)
         _loaded[symbol] = handle
     return symbol
@@ -49,3 +54,40 @@ def register_target(symbol: str, library: Path, platform: str) -> str:
 
 def is_registered(symbol: str) -> bool:
     return symbol in _loaded
+
+
+def check_cuda_kernel(
+    symbol: str,
+    library: Path,
+    devices: Sequence[Any] | None = None,
+    handle: ctypes.CDLL | None = None,
+) -> None:
+    """Asks the library's `<symbol>_check` whether the kernel can run on each of `devices`
+    (jax GPU devices; default: every visible one), which also grants it its shared memory
+    there: KernelLoadError (a compiled CUDA kernel cannot run on a GPU of this machine: no
+    loadable image, too little shared memory, a driver older than the toolkit that built it)
+    with the reason when it cannot. `handle`: the library, when already loaded."""
+    if devices is None:
+        try:
+            devices = jax.devices("gpu")
+        except RuntimeError:
+            return  # nothing to run on: the call itself will say so
+    if handle is None:
+        handle = _loaded.get(symbol) or ctypes.CDLL(str(library))
+    check = getattr(handle, symbol + "_check", None)
+    if check is None:
+        raise KernelLoadError(
+            f"kernel library {library} has no load check '{symbol}_check' "
+            f"(built by an older mirage_jax: clear the kernel cache)"
+        )
+    check.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    check.restype = ctypes.c_int
+    for device in devices:
+        ordinal = getattr(device, "local_hardware_id", None)
+        ordinal = device.id if ordinal is None else ordinal
+        message = ctypes.create_string_buffer(1024)
+        if check(int(ordinal), message, len(message)) != 0:
+            raise KernelLoadError(
+                f"CUDA kernel {symbol} cannot run on {device}: "
+                f"{message.value.decode(errors='replace')}"
+            )

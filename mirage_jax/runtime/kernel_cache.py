@@ -2,7 +2,8 @@
 (mirage_jax/runtime/backends.py) in the shared store (mirage_jax/cache/store.py).
 
 An entry is a directory named by the key (a hash of the source and of what the backend's key
-covers: compiler, flags, target architectures; and the mirage_jax and jaxlib versions)
+covers: compiler, flags, target architectures, for CUDA also the PTX embedded, the toolkit
+and the minimum driver it implies; and the mirage_jax and jaxlib versions)
 holding the source, the library and meta.json, which records the sha256 of both, the
 handler's symbol, and what the key was computed from. An entry is used only when all of it
 agrees: its files match their checksums, its key is the hash of its own source and
@@ -10,6 +11,11 @@ build record, it holds the handler asked for, and its library has passed the pro
 (mirage_jax/runtime/library_probe.py: loaded by a separate process first). Anything else
 about an entry (a file where its directory should be, garbage with a matching checksum, a
 library that crashes its loader) gets it deleted and rebuilt from source, with one warning.
+
+A serving machine may have no nvcc (a cache exported from a build machine): it cannot know
+the toolkit's version, so it takes the sound entry of this source built with everything else
+as here by the newest toolkit whose minimum driver this machine's driver meets. None there:
+KernelCompileError saying what to ship.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage_jax.cache import store
-from mirage_jax.runtime import library_probe
+from mirage_jax.runtime import library_probe, toolchain
 from mirage_jax.runtime.backends import BACKENDS, CPU, Backend
 from mirage_jax.runtime.library_probe import KernelLoadError
 from mirage_jax.runtime.toolchain import KernelCompileError
@@ -31,6 +37,10 @@ from mirage_jax.runtime.toolchain import KernelCompileError
 LIBRARY = "kernel.so"
 META = "meta.json"
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_KEYED_FIRST = ("compiler", "flags", "archs")
+# What a library built elsewhere may differ in from one built here (kernels shipped to a
+# machine without nvcc).
+_TOOLKIT_FIELDS = ("toolkit", "min_driver")
 
 
 def _key(source: str, built_with: dict[str, Any], versions: dict[str, str]) -> str:
@@ -38,6 +48,9 @@ def _key(source: str, built_with: dict[str, Any], versions: dict[str, str]) -> s
     # In the order of the key's first version (source, compiler, flags, archs, versions), so
     # that caches filled before backends were records stay valid.
     parts = [source, built_with["compiler"], *built_with["flags"], *built_with.get("archs", ())]
+    # Whatever else a backend records (CUDA: the PTX embedded, the toolkit and the minimum
+    # driver it implies).
+    parts += sorted(f"{k}={v}" for k, v in built_with.items() if k not in _KEYED_FIRST)
     parts += sorted(f"{k}={v}" for k, v in versions.items())
     for part in parts:
         h.update(part.encode())
@@ -176,6 +189,58 @@ def _unusable(entry: Path, source: str, symbol: str, backend: Backend) -> str | 
     return library_problem(entry, backend=backend)
 
 
+def _toolkit_order(toolkit: object) -> tuple[int, ...]:
+    return tuple(int(p) for p in str(toolkit).split(".") if p.isdigit())
+
+
+def _prebuilt(
+    parent: Path, source: str, symbol: str, backend: Backend, options: dict[str, Any]
+) -> Path:
+    """Without the backend's compiler: the library of `source` (handler `symbol`) that another
+    machine built with everything but the toolkit as here, by the newest toolkit whose
+    minimum driver this machine's driver meets; KernelCompileError naming what is missing."""
+    wanted = {k: v for k, v in backend.built_with(options).items() if k not in _TOOLKIT_FIELDS}
+    driver = toolchain.driver_cuda_version()
+    found: list[tuple[tuple[int, ...], Path]] = []
+    too_new: list[str] = []
+    for meta_path in sorted(parent.glob(f"*/{META}")):
+        entry = meta_path.parent
+        try:
+            if entry_problem(entry, backend) is not None:
+                continue
+            meta = _read_meta(entry)
+            built_with = meta["built_with"]
+            same = {k: v for k, v in built_with.items() if k not in _TOOLKIT_FIELDS} == wanted
+            if not (
+                same
+                and meta["symbol"] == symbol
+                and meta["versions"] == store.versions()
+                and (entry / backend.source_name).read_text() == source
+            ):
+                continue
+        except (OSError, ValueError):
+            continue
+        min_driver = built_with.get("min_driver")
+        if driver is not None and isinstance(min_driver, int) and min_driver > driver:
+            too_new.append(str(built_with.get("toolkit", "?")))
+            continue
+        found.append((_toolkit_order(built_with.get("toolkit")), entry))
+    for _, entry in sorted(found, reverse=True):
+        if library_problem(entry, backend=backend) is None:
+            return entry / LIBRARY
+    if too_new and driver is not None:
+        raise KernelCompileError(
+            f"the cached kernel was built by CUDA {', '.join(sorted(set(too_new)))}, which "
+            f"needs a newer driver than this machine's (CUDA "
+            f"{driver // 1000}.{driver % 1000 // 10}); and there is no nvcc here to rebuild it"
+        )
+    raise KernelCompileError(
+        f"no nvcc here and no prebuilt kernel for this program in {parent}: build it where "
+        f"the CUDA toolkit is installed and ship it with `python -m mirage_jax cache export` "
+        f"/ `cache import` (for architectures {','.join(options.get('archs', ()))})"
+    )
+
+
 def library_for(
     source: str,
     backend: Backend = CPU,
@@ -188,10 +253,15 @@ def library_for(
     backend's options of this compilation (default: its current ones).
 
     A bad entry is deleted and rebuilt with one RuntimeWarning; KernelCompileError or
-    KernelLoadError when no sound library can be had (the caller runs the region as XLA)."""
+    KernelLoadError when no sound library can be had (the caller runs the region as XLA).
+    Without the compiler (a backend whose toolkit is None), a library built elsewhere
+    (_prebuilt)."""
     options = backend.options() if options is None else options
     parent = store.cache_root() / backend.cache_directory
-    key = library_key(source, backend, options)
+    built_with = backend.built_with(options)
+    if "toolkit" in built_with and built_with["toolkit"] is None:
+        return _prebuilt(parent, source, symbol, backend, options)
+    key = _key(source, built_with, store.versions())
     entry = parent / key
     try:
         if entry.exists() and _unusable(entry, source, symbol, backend) is None:

@@ -19,6 +19,9 @@ graph's inputs and that output.
 - bfloat16 (eps 2⁻⁷): 3.1e-2; float16 (eps 2⁻¹⁰): 3.9e-3. XLA rounds every intermediate
   tensor it stores to the 16-bit type (up to eps/2 each, relative), a generated kernel only
   its outputs; a few such roundings fit in 4·eps.
+- float32 matmuls on TF32 tensor cores (a GPU at jax's default matmul precision, where XLA's
+  own dots use TF32 too): both sides round matmul operands to 10 mantissa bits, each its
+  own way, so the floor is TF32_FLOOR instead.
 
 The adversarial patterns (AdversarialSuite) are derived from the original graph's structure,
 once per graph, and each changes one or a few inputs of the standard-normal set (the other
@@ -61,6 +64,9 @@ import numpy as np
 from mirage_jax.ir.graph import KernelGraph
 
 FLOAT32_FLOOR = 2.0**-13
+# 4 x TF32's unit roundoff (2^-11), as 4·eps above: the floor when float32 matmuls may run
+# on TF32 tensor cores.
+TF32_FLOOR = 2.0**-9
 EPS_FACTOR = 4.0
 LOGIT_TARGET = 1e4  # the size the logits pattern grows exp arguments to
 # Standard-normal inputs give logits of a few units, up to ~4σ and sums of d products: their
@@ -76,9 +82,10 @@ MAX_PATTERNS = 24
 MAX_INPUTS_PER_ROLE = 4  # inputs given per-input patterns (zeros, non-finite, masks)
 
 
-def tolerance(dtypes: Sequence[str]) -> float:
-    """The tolerance for an output computed from (and stored in) `dtypes`."""
-    return max(EPS_FACTOR * _eps(dtypes), FLOAT32_FLOOR)
+def tolerance(dtypes: Sequence[str], tf32: bool = False) -> float:
+    """The tolerance for an output computed from (and stored in) `dtypes`; `tf32`: float32
+    matmuls may have run on TF32 tensor cores."""
+    return max(EPS_FACTOR * _eps(dtypes), TF32_FLOOR if tf32 else FLOAT32_FLOOR)
 
 
 def _eps(dtypes: Sequence[Any]) -> float:
@@ -135,18 +142,22 @@ def _error(got: np.ndarray, want: np.ndarray) -> tuple[float, str, tuple[int, ..
 
 
 def check_outputs(
-    got: Sequence, want: Sequence, input_dtypes: Sequence[str], growth: float = 1.0
+    got: Sequence,
+    want: Sequence,
+    input_dtypes: Sequence[str],
+    growth: float = 1.0,
+    tf32: bool = False,
 ) -> FloatCheck:
     """Compares a candidate's outputs `got` with the original's `want` (XLA's). growth: how
     much the inputs grew the values every rounding is relative to (the logits pattern); the
     tolerance grows with it (see the module docstring); inf compares the non-finite
-    elements only."""
+    elements only. `tf32`: the float32 matmuls of either may have run on TF32 tensor cores."""
     if len(got) != len(want):
         return FloatCheck(float("inf"), 0.0, f"{len(got)} outputs, expected {len(want)}")
-    worst = FloatCheck(0.0, tolerance([*input_dtypes, "float32"]), "")
+    worst = FloatCheck(0.0, tolerance([*input_dtypes, "float32"], tf32), "")
     for i, (g, w) in enumerate(zip(got, want)):
         dtypes = [*input_dtypes, str(np.asarray(w).dtype)]
-        tol = tolerance(dtypes)
+        tol = tolerance(dtypes, tf32)
         if growth > 1:
             tol = max(tol, LOGIT_HEADROOM * EPS_FACTOR * _eps(dtypes) * growth)
         gv, wv = np.asarray(g, dtype=np.float64), np.asarray(w, dtype=np.float64)
@@ -368,8 +379,10 @@ class AdversarialSuite:
         xla_fn: Callable[..., Any],
         inputs: Sequence[jax.Array],
         device: Any = None,
+        tf32: bool = False,
     ):
         self.kg, self.xla_fn, self.inputs, self.device = kg, xla_fn, list(inputs), device
+        self.tf32 = tf32
         self.dtypes = [t.dtype for t in kg.inputs]
         self.patterns = patterns(kg)
         self._host: dict[int, np.ndarray] = {}
@@ -397,11 +410,11 @@ class AdversarialSuite:
         its tolerance, "")."""
         start = time.perf_counter()
         try:
-            worst = FloatCheck(0.0, tolerance([*self.dtypes, "float32"]), "")
+            worst = FloatCheck(0.0, tolerance([*self.dtypes, "float32"], self.tf32), "")
             for k, pattern in enumerate(self.patterns):
                 args, want = self._case(k)
                 got = jax.block_until_ready(candidate_fn(*args))
-                verdict = check_outputs(got, want, self.dtypes, pattern.growth)
+                verdict = check_outputs(got, want, self.dtypes, pattern.growth, self.tf32)
                 if not verdict:
                     return verdict, pattern.name
                 if verdict.error / verdict.tolerance > worst.error / worst.tolerance:

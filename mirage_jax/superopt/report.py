@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.runtime import cuda_roofline
 from mirage_jax.superopt.verify import VerifyResult
 
 XLA = "xla"  # the timings key of the original graph run by XLA
@@ -43,6 +44,8 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
             f"chosen: candidate {chosen.hash()}, {len(kernels)} generated "
             f"kernel(s) ({shapes or 'kernel-level ops only'})"
         )
+        if run.backend == "cuda":
+            lines += cuda_roofline.roofline_lines(chosen, run.config.target)
         lines.append(f"verification: {describe_verification(run.verification)}")
         lines.append(
             f"float check at full size vs XLA's output of the original on random "

@@ -196,6 +196,8 @@ def test_cuda_kernel_entries_are_listed_and_verified(root, capsys, monkeypatch, 
         library.write_bytes(stand_in.read_bytes())
 
     monkeypatch.setattr(toolchain, "compile_cuda_library", fake_nvcc)
+    # its version too (part of the key), so that the test needs no nvcc
+    monkeypatch.setattr(toolchain, "toolkit_version", lambda: "13.0.88")
     monkeypatch.setenv(toolchain.ARCH_ENV, "80")
     library = kernel_cache.library_for("// cuda kernel", backends.CUDA, symbol="mj_cuda_stand_in")
     (key,) = keys(root, "cuda_kernels")

@@ -1,39 +1,178 @@
 #!/usr/bin/env bash
-# The GPU checks in one go, on a GPU machine with jax[cuda] and the CUDA toolkit (nvcc):
-# builds and installs mirage_jax, runs tests/gpu (every generated kernel against the
-# interpreter and XLA on the GPU), then the GPU benchmark. Logs go to $OUT (default
-# tests/gpu/out). Exits non-zero when the tests fail; the benchmark still runs.
+# The CUDA backend's checks in one go, for the first GPU and every one after it:
+#
+#   tests/gpu/run.sh [--quick] [--cpu-only] [--rebuild]
+#
+# Steps, each timed and logged to $OUT (default tests/gpu/out):
+#   build        the extension (reused when the checkout already imports, else pip install -e)
+#   compile      every paper μGraph's kernels through nvcc for sm_80 and sm_90a
+#   sass         ptxas's code has LDSM, HMMA (bf16, TF32) and LDGSTS (needs cuobjdump)
+#   emulation    the kernels run on the host (tests/runtime/cuda_host_emulation.h) against the
+#                interpreter (skipped with --quick on a GPU machine: the GPU runs them)
+#   gpu-sweep    small and fragment-sized kernels on the GPU against the interpreter and
+#                XLA, and the command-buffer check (tests/gpu, --quick: a subset)
+#   sanitizer    compute-sanitizer memcheck, racecheck and synccheck on a few kernels
+#   timing       the paper programs at paper shapes, bf16 and f32, against XLA
+# and one JSON ($OUT/run.json) and one markdown table ($OUT/run.md) of them all.
+#
+# Without a GPU the GPU steps cannot run: they are reported as NOT RUN and the script exits
+# 3, loudly, unless --cpu-only says that only the host steps were wanted. Exit 1 when any
+# step that ran failed. --quick fits in about 8 minutes on a 16-core GPU machine, build
+# included.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+ROOT="$PWD"
 OUT="${OUT:-tests/gpu/out}"
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+QUICK=0 CPU_ONLY=0 REBUILD=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK=1 ;;
+    --cpu-only) CPU_ONLY=1 ;;
+    --rebuild) REBUILD=1 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    *) echo "run.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
+  esac
+done
+PY="${PYTHON:-python}"
+STEPS="$OUT/steps.tsv"
+: > "$STEPS"
 
-python - <<'PY' || { echo "run.sh: jax sees no GPU; nothing to run" >&2; exit 2; }
-import sys
+# record NAME STATUS SECONDS NOTE
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >> "$STEPS"; }
+
+# run_step NAME COMMAND...: runs it with its output in $OUT/NAME.log
+run_step() {
+  local name="$1"; shift
+  local start=$SECONDS
+  echo "== $name: $*"
+  "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  local took=$((SECONDS - start))
+  tail -n 5 "$OUT/$name.log"
+  if [ "$rc" -eq 0 ]; then
+    record "$name" passed "$took" "$name.log"
+  else
+    record "$name" FAILED "$took" "exit $rc, see $name.log"
+  fi
+  echo "== $name: exit $rc after ${took}s"
+  return 0
+}
+
+not_run() { record "$1" "NOT RUN" 0 "$2"; echo "== $1: NOT RUN ($2)"; }
+
+# ---------------------------------------------------------------- what this machine has
+"$PY" -c "import jax" 2>/dev/null || {
+  echo "run.sh: '$PY' cannot import jax: activate the environment that has jax[cuda] (or set PYTHON)" >&2
+  exit 2
+}
+HAVE_GPU=0
+GPU_NOTE="$("$PY" - <<'PY' 2>&1
 import jax
 try:
-    print("GPU:", jax.devices("gpu"))
+    print(jax.devices("gpu"))
 except RuntimeError as e:
-    sys.exit(f"run.sh: {e}")
+    raise SystemExit(f"no GPU visible to jax: {e}")
 PY
-command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ] \
-  || { echo "run.sh: nvcc not found (install the CUDA toolkit)" >&2; exit 2; }
+)" && HAVE_GPU=1
+echo "GPU: $GPU_NOTE"
 nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1 || true
+NVCC="$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)"
+[ -n "$NVCC" ] && "$NVCC" --version > "$OUT/nvcc.txt" 2>&1
 
-# Offline machines have the build dependencies installed already: build without isolation
-# when they are importable, else let pip fetch them.
-if python -c "import scikit_build_core, nanobind" 2>/dev/null; then
-  pip install --no-build-isolation -e . -q || exit 3
-else
-  pip install -e . -q || exit 3
+# ---------------------------------------------------------------- build
+build() {
+  if [ "$REBUILD" -eq 0 ] && "$PY" -c "import mirage_jax._core" 2>/dev/null; then
+    echo "the checkout already imports mirage_jax._core: reusing it (--rebuild to rebuild)"
+    return 0
+  fi
+  # Offline machines have the build dependencies installed: build without isolation
+  # when they import, else let pip fetch them.
+  if "$PY" -c "import scikit_build_core, nanobind" 2>/dev/null; then
+    "$PY" -m pip install --no-build-isolation -e ".[test]" -q
+  else
+    "$PY" -m pip install -e ".[test]" -q
+  fi
+}
+run_step build build
+if ! grep -q "^build	passed" "$STEPS"; then
+  echo "run.sh: the build failed; nothing else can run" >&2
 fi
-python -c "import pytest" 2>/dev/null || pip install -q pytest || exit 3
 
-python -P -m pytest -q -rs tests/gpu --durations=15 2>&1 | tee "$OUT/tests_gpu.txt"
-tests=${PIPESTATUS[0]}
+PYTEST=("$PY" -m pytest -q -rs -p no:cacheprovider)
+if [ -z "$NVCC" ]; then
+  not_run compile "nvcc not found (install the CUDA toolkit: a pip-only install has no nvcc)"
+  not_run sass "nvcc not found"
+else
+  run_step compile "${PYTEST[@]}" tests/runtime/test_codegen_cuda.py -k "compiles or broken or bad_arch"
+  run_step sass "${PYTEST[@]}" tests/runtime/test_codegen_cuda.py -k sass
+  if grep -q "skipped" "$OUT/sass.log"; then
+    sed -i 's/^sass\tpassed\t\([0-9]*\)\t.*/sass\tNOT RUN\t\1\tcuobjdump or nvdisasm missing (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)/' "$STEPS"
+  fi
+fi
+if [ "$QUICK" -eq 1 ] && [ "$HAVE_GPU" -eq 1 ]; then
+  not_run emulation "--quick on a GPU machine: the GPU runs the kernels themselves"
+else
+  run_step emulation "${PYTEST[@]}" tests/runtime/test_codegen_cuda.py -k emulated
+fi
 
-python benchmarks/run.py --backend cuda --out "$OUT/benchmarks" 2>&1 | tee "$OUT/benchmarks.txt"
-bench=${PIPESTATUS[0]}
+# ---------------------------------------------------------------- the GPU
+if [ "$HAVE_GPU" -eq 0 ]; then
+  for step in gpu-sweep sanitizer timing; do not_run "$step" "no GPU visible to jax"; done
+else
+  if [ "$QUICK" -eq 1 ]; then
+    run_step gpu-sweep "${PYTEST[@]}" tests/gpu -k "small or fragment or command_buffer or tf32"
+  else
+    run_step gpu-sweep "${PYTEST[@]}" tests/gpu --durations=15
+  fi
+  SANITIZER="$(command -v compute-sanitizer || { [ -n "$NVCC" ] && [ -x "$(dirname "$NVCC")/compute-sanitizer" ] && echo "$(dirname "$NVCC")/compute-sanitizer"; } || true)"
+  if [ -z "$SANITIZER" ]; then
+    record sanitizer FAILED 0 "compute-sanitizer not found (it comes with the CUDA toolkit)"
+  else
+    sanitize() {
+      local rc=0
+      for tool in memcheck racecheck synccheck; do
+        echo "-- $tool"
+        "$SANITIZER" --tool "$tool" --kernel-name kns=mj_cuda_ --error-exitcode 9 \
+          "$PY" tests/gpu/sanitize_kernels.py || rc=1
+      done
+      return $rc
+    }
+    run_step sanitizer sanitize
+  fi
+  RUNS=50; [ "$QUICK" -eq 1 ] && RUNS=10
+  run_step timing "$PY" tests/gpu/paper_timing.py --out "$OUT" --runs "$RUNS"
+fi
 
-echo "run.sh: tests/gpu exit $tests, benchmark exit $bench (logs in $OUT)"
-[ "$tests" -eq 0 ] && [ "$bench" -eq 0 ]
+# ---------------------------------------------------------------- one JSON, one table
+"$PY" - "$OUT" "$QUICK" "$GPU_NOTE" <<'PY'
+import json, sys
+from pathlib import Path
+out, quick, gpu = Path(sys.argv[1]), sys.argv[2] == "1", sys.argv[3]
+steps = []
+for line in (out / "steps.tsv").read_text().splitlines():
+    name, status, seconds, note = line.split("\t", 3)
+    steps.append(dict(step=name, status=status, seconds=int(seconds), note=note))
+timing = out / "paper_timing.json"
+result = dict(quick=quick, gpu=gpu, steps=steps,
+              timing=json.loads(timing.read_text()) if timing.exists() else None)
+(out / "run.json").write_text(json.dumps(result, indent=1))
+lines = ["| step | status | seconds | note |", "|---|---|---:|---|"]
+lines += [f"| {s['step']} | {s['status']} | {s['seconds']} | {s['note']} |" for s in steps]
+table = "\n".join(lines) + "\n"
+if (out / "paper_timing.md").exists():
+    table += "\n" + (out / "paper_timing.md").read_text()
+(out / "run.md").write_text(table)
+print(table)
+PY
+
+if grep -q "	FAILED	" "$STEPS"; then
+  echo "run.sh: FAILED steps (see $OUT/run.md)" >&2
+  exit 1
+fi
+if grep -q "	NOT RUN	" "$STEPS" && [ "$CPU_ONLY" -eq 0 ]; then
+  echo "run.sh: steps NOT RUN on this machine (see $OUT/run.md); --cpu-only if only the host steps were wanted" >&2
+  exit 3
+fi
+echo "run.sh: all steps passed (tables in $OUT/run.md, $OUT/run.json)"

@@ -4,7 +4,9 @@ shapes) and every fused search result, in float32 and bfloat16, against the inte
 backend="cuda". Skipped where jax sees no GPU; tests/gpu/run.sh runs them on a GPU machine.
 
 XLA runs float32 dots in TF32 on Ampere and later by default; the reference runs at
-jax.default_matmul_precision("highest") so it is a float32 reference.
+jax.default_matmul_precision("highest") so it is a float32 reference. float32 kernels are
+checked both ways: compiled at jax's default precision (TF32 tensor cores, TF32's
+tolerance) and at "highest" (CUDA-core FMA, float32's).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from search_test_support import SEARCHES, fused_candidates
 
 import mirage_jax as mj
 from mirage_jax.ir.paper_graphs import PROGRAMS
-from mirage_jax.runtime import backends, kernel_cache
+from mirage_jax.runtime import backends, kernel_cache, toolchain
 from mirage_jax.runtime import compile as _compile
 
 
@@ -68,15 +70,25 @@ def cache_and_prebuild(tmp_path_factory):
     root = tmp_path_factory.mktemp("gpu_kernel_cache")
     previous = os.environ.get("MIRAGE_JAX_CACHE")
     os.environ["MIRAGE_JAX_CACHE"] = str(root)
-    sources = set()  # one per kernel, as mj.compile builds them
+    kernels = {}  # source -> (symbol, options), one per kernel, as mj.compile builds them
     for name, size, dtype in CASES:
         _, fused = PROGRAMS[name].build(**SHAPES[size](PROGRAMS[name]), dtype=dtype)
-        options = backends.CUDA.options()
-        sources.update(
-            source for _, source in _compile._kernels(fused, backends.CUDA, options).values()
-        )
+        for precision in [None] + (["highest"] if dtype == "float32" else []):
+            with jax.default_matmul_precision(precision):
+                options = backends.CUDA.options()
+                kernels.update(
+                    (source, (symbol, options))
+                    for symbol, source in _compile._kernels(fused, backends.CUDA, options).values()
+                )
     with ThreadPoolExecutor(max_workers=max(1, (os.cpu_count() or 2) - 1)) as pool:
-        list(pool.map(lambda s: kernel_cache.library_for(s, backends.CUDA), sources))
+        list(
+            pool.map(
+                lambda item: kernel_cache.library_for(
+                    item[0], backends.CUDA, item[1][1], symbol=item[1][0]
+                ),
+                kernels.items(),
+            )
+        )
     yield
     if previous is None:
         del os.environ["MIRAGE_JAX_CACHE"]
@@ -90,15 +102,26 @@ def on_gpu(arrays):
 
 def check(reference, fused, dtype, what):
     inputs = random_inputs(fused, seed=5)
-    got = jax.block_until_ready(jax.jit(mj.compile(fused, backend="cuda"))(*on_gpu(inputs)))
     want = fused.evaluate([np.asarray(x) for x in inputs])
     with jax.default_matmul_precision("highest"):
         xla = jax.jit(mj.compile(reference, backend="cuda"))(*on_gpu(inputs))
-    for i, (g, w, x, t) in enumerate(zip(got, want, xla, fused.outputs)):
-        assert g.dtype == jnp.dtype(t.dtype), f"{what}: output {i} dtype"
-        assert_close(g, w, kernel_rtol(t.dtype), f"{what}: output {i} vs interpreter", floor=1.0)
-        rtol = storage_rtol(t.dtype) if t.dtype == "float32" else BF16_VS_XLA_RTOL
-        assert_close(g, x, rtol, f"{what}: output {i} vs XLA", floor=1.0)
+    precisions = [None] + (["highest"] if dtype == "float32" else [])
+    for precision in precisions:
+        with jax.default_matmul_precision(precision):
+            tf32 = toolchain.tf32_allowed()
+            kernels = jax.jit(mj.compile(fused, backend="cuda"))
+        got = jax.block_until_ready(kernels(*on_gpu(inputs)))
+        label = f"{what} ({'tf32' if tf32 else 'full precision'})"
+        for i, (g, w, x, t) in enumerate(zip(got, want, xla, fused.outputs)):
+            assert g.dtype == jnp.dtype(t.dtype), f"{label}: output {i} dtype"
+            assert_close(
+                g, w, kernel_rtol(t.dtype, tf32), f"{label}: output {i} vs interpreter", floor=1.0
+            )
+            if t.dtype == "float32":
+                rtol = kernel_rtol(t.dtype, tf32) if tf32 else storage_rtol(t.dtype)
+            else:
+                rtol = BF16_VS_XLA_RTOL
+            assert_close(g, x, rtol, f"{label}: output {i} vs XLA", floor=1.0)
 
 
 @pytest.mark.parametrize("name, size, dtype", CASES)
@@ -118,15 +141,19 @@ def test_search_result_kernels_on_the_gpu(name):
         check(reference, graph, "float32", f"{name} candidate {graph.hash()}")
 
 
-def test_superoptimize_times_candidates_on_the_gpu():
+@pytest.mark.parametrize("precision", [None, "highest"])
+def test_superoptimize_times_candidates_on_the_gpu(precision):
+    """At jax's default precision XLA and the kernels may use TF32 (the float check allows
+    it); at "highest" both compute float32."""
     reference = PROGRAMS["rmsnorm_linear"].build(batch=16, hidden=256, out_features=128)[0]
     config = mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2)
-    f = mj.superoptimize(reference, config, backend="cuda", top_k=2, progress=False)
+    with jax.default_matmul_precision(precision):
+        f = mj.superoptimize(reference, config, backend="cuda", top_k=2, progress=False)
+        tf32 = toolchain.tf32_allowed()
     assert "xla" in f.timings and all(t > 0 for t in f.timings.values())
     inputs = random_inputs(reference, seed=9)
     got = f(*on_gpu(inputs))
     want = reference.evaluate([np.asarray(x) for x in inputs])
-    assert_close(
-        got[0], want[0], storage_rtol("float32"), "superoptimized vs interpreter", floor=1.0
-    )
+    rtol = kernel_rtol("float32", tf32) if tf32 else storage_rtol("float32")
+    assert_close(got[0], want[0], rtol, "superoptimized vs interpreter", floor=1.0)
     print(f.report())

@@ -53,11 +53,11 @@ void emit_chain_ops(const Emit& e, const std::vector<int>& pass, size_t first, i
 }  // namespace
 
 void emit_chain_store(const Emit& e, const std::vector<int>& pass, const std::string& value,
-                      const std::vector<std::string>& idx, const std::string& flat) {
+                      const std::vector<std::string>& idx) {
   const std::vector<Op>& ops = e.bg.ops();
   e.w.line("float v = " + value + ";");
   emit_chain_ops(e, pass, 1, ops[pass.front()].outputs.at(0), idx);
-  e.w.line(tile_name(ops[pass.back()].outputs.at(0)) + "[" + flat + "] = v;");
+  e.w.line(store_element(e, ops[pass.back()].outputs.at(0), idx, "v"));
 }
 
 void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass) {
@@ -71,9 +71,9 @@ void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass) {
   if (elementwise_head) {
     e.w.line("float v;");
     emit_chain_ops(e, pass, 0, -1, idx);
-    e.w.line(tile_name(end) + "[flat] = v;");
+    e.w.line(store_element(e, end, idx, "v"));
   } else {
-    emit_chain_store(e, pass, read_element(e, head.outputs.at(0), idx), idx, "flat");
+    emit_chain_store(e, pass, read_element(e, head.outputs.at(0), idx), idx);
   }
   e.w.close();
   e.w.close();

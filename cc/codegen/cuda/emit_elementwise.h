@@ -22,8 +22,8 @@ std::string binary_expr(ir::OpKind kind, const std::string& a, const std::string
 void emit_elementwise_chain(const Emit& e, const std::vector<int>& pass);
 
 // Statements applying the chain of `pass` after its non-elementwise head to `value`, the
-// head's element at `idx`, and storing the pass end's element at dense offset `flat`.
+// head's element at `idx`, and storing the pass end's element there.
 void emit_chain_store(const Emit& e, const std::vector<int>& pass, const std::string& value,
-                      const std::vector<std::string>& idx, const std::string& flat);
+                      const std::vector<std::string>& idx);
 
 }  // namespace mj::codegen::cuda

@@ -30,16 +30,6 @@ void emit_shape_check(const Emit& e, const std::string& buffer_dims, const Shape
   e.w.close();
 }
 
-// The widest cp.async each input's staged tile uses: its base pointer must be aligned to it.
-int required_alignment(const Emit& e, int input) {
-  for (const Op& op : e.bg.ops()) {
-    if (op.kind != OpKind::kInput || op.io_index != input) continue;
-    const TilePlan& tile = e.plan.tiles[op.outputs.at(0)];
-    if (tile.storage == Storage::kShared) return tile.copy_bytes;
-  }
-  return 0;
-}
-
 }  // namespace
 
 void emit_io_struct(const Emit& e) {
@@ -51,12 +41,48 @@ void emit_io_struct(const Emit& e) {
   for (int i = 0; i < e.bg.num_outputs(); ++i) {
     e.w.line(std::string(element_type(e.bg.kernel_output_dtype(i))) + "* out" + str(i) + ";");
   }
+  if (e.plan.split_k > 1) e.w.line("float* ws;  // split-K partial sums");
   e.w.close(";");
 }
 
 void emit_handler_impl(const Emit& e, const std::string& symbol) {
   const BlockGraph& bg = e.bg;
-  std::string params = "cudaStream_t stream";
+  const bool split = e.plan.split_k > 1;
+  e.w.line("constexpr int kSmemBytes = " + str(e.plan.smem_bytes) + ";");
+  e.w.line("constexpr int kThreads = " + str(e.plan.threads) + ";");
+  if (split) {
+    const int64_t blocks = int64_t(bg.grid()[0]) * bg.grid()[1] * bg.grid()[2];
+    e.w.line("constexpr int kSplitK = " + str(e.plan.split_k) + ";");
+    e.w.line("constexpr int64_t kWorkspaceBytes = " +
+             str(blocks * e.plan.split_k * e.plan.workspace_floats * 4) + ";");
+  }
+  e.w.line("");
+  // Once per device, before the first launch (and again from the exported check at load):
+  // whether the kernel can run there at all, with its shared memory granted.
+  e.w.open("inline const char* prepare(int device)");
+  e.w.line("static std::once_flag once[mj_cuda::kMaxDevices];");
+  e.w.line("static std::string problem[mj_cuda::kMaxDevices];");
+  e.w.line(
+      "if (device < 0 || device >= mj_cuda::kMaxDevices) return \"device ordinal out of "
+      "range\";");
+  if (split) {
+    e.w.line(
+        "std::call_once(once[device], [device] { problem[device] = "
+        "mj_cuda::prepare_kernel(reinterpret_cast<const void*>(&kernel_partial), device, "
+        "kSmemBytes, kThreads); if (problem[device].empty()) problem[device] = "
+        "mj_cuda::prepare_kernel(reinterpret_cast<const void*>(&kernel_finish), device, "
+        "kSmemBytes, kThreads); });");
+  } else {
+    e.w.line(
+        "std::call_once(once[device], [device] { problem[device] = "
+        "mj_cuda::prepare_kernel(reinterpret_cast<const void*>(&kernel), device, "
+        "kSmemBytes, kThreads); });");
+  }
+  e.w.line("return problem[device].empty() ? nullptr : problem[device].c_str();");
+  e.w.close();
+  e.w.line("");
+  std::string params = "cudaStream_t stream, int32_t device";
+  if (split) params += ", xla::ffi::ScratchAllocator scratch";
   for (int i = 0; i < bg.num_inputs(); ++i) {
     params += ", xla::ffi::Buffer<" + ffi_dtype(bg.kernel_input_dtype(i)) + "> in" + str(i);
   }
@@ -79,34 +105,47 @@ void emit_handler_impl(const Emit& e, const std::string& symbol) {
     fields.push_back("static_cast<" + std::string(element_type(bg.kernel_output_dtype(i))) + "*>(" +
                      name + "->untyped_data())");
   }
+  e.w.open("if (const char* problem = prepare(device))");
+  e.w.line("return xla::ffi::Error(xla::ffi::ErrorCode::kFailedPrecondition, std::string(\"" +
+           symbol + ": \") + problem);");
+  e.w.close();
   std::string init;
   for (size_t i = 0; i < fields.size(); ++i) init += (i ? ", " : "") + fields[i];
-  e.w.line("const Io io{" + init + "};");
-  for (int i = 0; i < bg.num_inputs(); ++i) {
-    const int align = required_alignment(e, i);
-    if (align <= 2) continue;
-    e.w.open("if (reinterpret_cast<uintptr_t>(io.in" + str(i) + ") % " + str(align) + " != 0)");
-    e.w.line("return xla::ffi::Error::InvalidArgument(\"" + symbol + ": input " + str(i) +
-             " is not " + str(align) + "-byte aligned, which its cp.async tile loads need\");");
+  e.w.line("Io io{" + init + "};");
+  if (split) {
+    e.w.line("const std::optional<void*> ws = scratch.Allocate(kWorkspaceBytes, 16);");
+    e.w.open("if (!ws.has_value())");
+    e.w.line("return xla::ffi::Error(xla::ffi::ErrorCode::kResourceExhausted, \"" + symbol +
+             ": no scratch memory for the split-K partial sums (\" + "
+             "std::to_string(kWorkspaceBytes) + \" bytes)\");");
     e.w.close();
+    e.w.line("io.ws = static_cast<float*>(*ws);");
   }
-  e.w.line("constexpr int kSmemBytes = " + str(e.plan.smem_bytes) + ";");
-  // Above 48 KiB a kernel must opt in to dynamic shared memory, per device and function.
-  e.w.open("if (kSmemBytes > 48 * 1024)");
-  e.w.line(
-      "const cudaError_t err = cudaFuncSetAttribute(kernel, "
-      "cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);");
+  e.w.line("void* args[] = {&io};");
+  // cudaLaunchKernel returns this launch's own error; cudaGetLastError after <<<>>> could
+  // return an earlier one of someone else's.
+  const std::string grid = str(bg.grid()[0]) + ", " + str(bg.grid()[1]) + ", ";
+  if (split) {
+    e.w.line(
+        "cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(&kernel_partial), "
+        "dim3(" +
+        grid + str(bg.grid()[2]) +
+        " * kSplitK), dim3(kThreads), args, "
+        "kSmemBytes, stream);");
+    e.w.open("if (err == cudaSuccess)");
+    e.w.line("err = cudaLaunchKernel(reinterpret_cast<const void*>(&kernel_finish), dim3(" + grid +
+             str(bg.grid()[2]) + "), dim3(kThreads), args, kSmemBytes, stream);");
+    e.w.close();
+  } else {
+    e.w.line(
+        "const cudaError_t err = cudaLaunchKernel(reinterpret_cast<const void*>(&kernel), "
+        "dim3(" +
+        grid + str(bg.grid()[2]) +
+        "), dim3(kThreads), args, kSmemBytes, "
+        "stream);");
+  }
   e.w.open("if (err != cudaSuccess)");
-  e.w.line("return xla::ffi::Error::Internal(std::string(\"" + symbol +
-           ": cannot give the "
-           "kernel \") + std::to_string(kSmemBytes) + \" bytes of shared memory: \" + "
-           "cudaGetErrorString(err));");
-  e.w.close();
-  e.w.close();
-  e.w.line("kernel<<<dim3(" + str(bg.grid()[0]) + ", " + str(bg.grid()[1]) + ", " +
-           str(bg.grid()[2]) + "), " + str(e.plan.threads) + ", kSmemBytes, stream>>>(io);");
-  e.w.line("const cudaError_t err = cudaGetLastError();");
-  e.w.open("if (err != cudaSuccess)");
+  e.w.line("(void)cudaGetLastError();  // this launch's error, reported here: clear it");
   e.w.line("return xla::ffi::Error::Internal(std::string(\"" + symbol +
            ": kernel launch failed: \") + cudaGetErrorString(err));");
   e.w.close();
@@ -116,17 +155,39 @@ void emit_handler_impl(const Emit& e, const std::string& symbol) {
 
 void emit_handler_symbol(const Emit& e, const std::string& symbol,
                          const std::string& kernel_namespace) {
+  // The load-time check (mirage_jax/runtime): 0 when the kernel can run on `device`, else
+  // the reason, written to `message`.
+  e.w.open("extern \"C\" __attribute__((visibility(\"default\"))) int " + symbol +
+           "_check(int device, char* message, int size)");
+  e.w.line("const char* problem = " + kernel_namespace + "::prepare(device);");
+  e.w.line("if (problem == nullptr) return 0;");
+  e.w.line("if (size > 0) std::snprintf(message, size_t(size), \"%s\", problem);");
+  e.w.line("return 1;");
+  e.w.close();
   e.w.line("extern \"C\" __attribute__((visibility(\"default\"))) XLA_FFI_Error* " + symbol +
            "(XLA_FFI_CallFrame* call_frame);");
   e.w.line("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ", " + kernel_namespace + "::handler_impl,");
-  std::string bind = "    xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()";
+  const bool split = e.plan.split_k > 1;
+  std::string bind =
+      "    xla::ffi::Ffi::Bind().Ctx<xla::ffi::PlatformStream<cudaStream_t>>()"
+      ".Ctx<xla::ffi::DeviceOrdinal>()";
+  if (split) bind += ".Ctx<xla::ffi::ScratchAllocator>()";
   for (int i = 0; i < e.bg.num_inputs(); ++i) {
     bind += "\n        .Arg<xla::ffi::Buffer<" + ffi_dtype(e.bg.kernel_input_dtype(i)) + ">>()";
   }
   for (int i = 0; i < e.bg.num_outputs(); ++i) {
     bind += "\n        .Ret<xla::ffi::Buffer<" + ffi_dtype(e.bg.kernel_output_dtype(i)) + ">>()";
   }
-  e.w.line(bind + ");");
+  if (split) {
+    // The split-K workspace comes from XLA's scratch allocator at run time: not graph-safe.
+    e.w.line(bind + ");");
+    return;
+  }
+  // Graph-safe: one kernel launch on XLA's stream into buffers XLA passed, no allocation, no
+  // synchronization, no stream query (prepare's one-time attribute calls are not stream
+  // work). XLA may then record the call into its command buffers (CUDA graphs).
+  e.w.line(bind + ",");
+  e.w.line("    {xla::ffi::Traits::kCmdBufferCompatible});");
 }
 
 }  // namespace mj::codegen::cuda

@@ -13,6 +13,9 @@ void emit_rms_norm(const Emit& e, const ir::Op& op);
 
 // Before the loop: sums start at 0, running maxes at -inf.
 void emit_accumulators_init(const Emit& e);
+// After the loop: online-softmax state kept in registers, into the accumulators' tiles (the
+// caller adds the barrier).
+void emit_softmax_state_spill(const Emit& e);
 // At the end of every iteration, after the body: each accumulator takes this iteration's
 // tile. Emits its own __syncthreads() between dependent steps and after the last.
 void emit_accumulators_update(const Emit& e);

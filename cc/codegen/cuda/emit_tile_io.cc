@@ -38,32 +38,54 @@ void emit_tile_load(const Emit& e, const Op& input, const std::string& iteration
   e.w.line("const " + type + "* const src = io.in" + str(input.io_index) + " + " +
            input_origin(e.bg, input, iteration) + ";");
   // One chunk of `per` elements per step; chunks of a row are adjacent in both memories.
-  const int64_t per = tile.copy_bytes ? tile.copy_bytes / dtype_bytes(tile.element) : 1;
-  const int64_t chunks_per_row = last / per;
-  e.w.open("for (int c = threadIdx.x; c < " + str(rows * chunks_per_row) +
-           "; c += " + str(e.plan.threads) + ")");
-  e.w.line("const int row = c / " + str(chunks_per_row) + ", col = c % " + str(chunks_per_row) +
-           " * " + str(per) + ";");
-  std::vector<std::string> idx;
-  int64_t below = 1;  // rows per step of dim d
-  for (int d = int(shape.size()) - 2; d >= 0; --d) {
-    idx.insert(idx.begin(),
-               shape[d] == 1 ? "0" : "(row / " + str(below) + " % " + str(shape[d]) + ")");
-    below *= shape[d];
-  }
-  idx.push_back("col");
-  const std::string from = "src + " + linear_index(idx, strides, shape);
+  auto copy_loop = [&](int64_t per, const std::string& copy) {
+    const int64_t chunks_per_row = last / per;
+    e.w.open("for (int c = threadIdx.x; c < " + str(rows * chunks_per_row) +
+             "; c += " + str(e.plan.threads) + ")");
+    e.w.line("const int row = c / " + str(chunks_per_row) + ", col = c % " + str(chunks_per_row) +
+             " * " + str(per) + ";");
+    std::vector<std::string> idx;
+    int64_t below = 1;  // rows per step of dim d
+    for (int d = int(shape.size()) - 2; d >= 0; --d) {
+      idx.insert(idx.begin(),
+                 shape[d] == 1 ? "0" : "(row / " + str(below) + " % " + str(shape[d]) + ")");
+      below *= shape[d];
+    }
+    idx.push_back("col");
+    const std::string to = "dst + row * " + str(tile.pitch) + " + col";
+    const std::string from = "src + " + linear_index(idx, strides, shape, needs_wide_index(whole));
+    e.w.line(copy == "=" ? "*(" + to + ") = *(" + from + ");"
+                         : copy + "(" + to + ", " + from + ");");
+    e.w.close();
+  };
   if (tile.copy_bytes) {
-    e.w.line("mj_cuda::cp_async<" + str(tile.copy_bytes) + ">(dst + row * " + str(last) +
-             " + col, " + from + ");");
+    // The plan's copy width holds for every buffer XLA passes (kBufferAlignBytes); a base
+    // pointer aligned less takes element loads, the same for the whole block.
+    e.w.open("if (aligned_" + tile_name(t) + ")");
+    copy_loop(tile.copy_bytes / dtype_bytes(tile.element),
+              "mj_cuda::cp_async<" + str(tile.copy_bytes) + ">");
+    e.w.close();
+    e.w.open("else");
+    copy_loop(1, "=");
+    e.w.close();
   } else {
-    e.w.line("dst[row * " + str(last) + " + col] = *(" + from + ");");
+    copy_loop(1, "=");
   }
-  e.w.close();
   e.w.close();
 }
 
 }  // namespace
+
+void emit_alignment_flags(const Emit& e) {
+  for (const Op& op : e.bg.ops()) {
+    if (op.kind != OpKind::kInput) continue;
+    const TilePlan& tile = e.plan.tiles[op.outputs.at(0)];
+    if (tile.storage != Storage::kShared || tile.copy_bytes == 0) continue;
+    const std::string name = "aligned_" + tile_name(op.outputs.at(0));
+    e.w.line("[[maybe_unused]] const bool " + name + " = reinterpret_cast<uintptr_t>(io.in" +
+             str(op.io_index) + ") % " + str(tile.copy_bytes) + " == 0;");
+  }
+}
 
 bool has_staged_inputs(const Emit& e, Staged which) {
   for (const Op& op : e.bg.ops()) {
@@ -97,8 +119,8 @@ void emit_output_store(const Emit& e, const Op& output) {
   e.w.line(type + "* const dst = io.out" + str(output.io_index) + " + " +
            (origin.empty() ? "0" : origin) + ";");
   const std::vector<std::string> idx = open_thread_loop(e, tile, "i", "flat");
-  e.w.line("dst[" + linear_index(idx, strides, tile) + "] = mj_cuda::from_f32<" + type + ">(" +
-           read_element(e, t, idx) + ");");
+  e.w.line("dst[" + linear_index(idx, strides, tile, needs_wide_index(whole)) +
+           "] = mj_cuda::from_f32<" + type + ">(" + read_element(e, t, idx) + ");");
   e.w.close();
   e.w.close();
 }

@@ -13,7 +13,7 @@ namespace mj::codegen::cuda {
 // Which staged input tiles a load covers.
 enum class Staged : uint8_t {
   kInvariant,     // fmap = -1: loaded once, before the loop
-  kPipelined,     // body tiles with two stages: iteration it + 1 loads while it computes
+  kPipelined,     // body tiles with plan.pipeline_stages stages, loaded that many - 1 ahead
   kPerIteration,  // body tiles with one stage: loaded at the start of each iteration
 };
 
@@ -22,6 +22,10 @@ enum class Staged : uint8_t {
 // cp_async_wait).
 void emit_stage_loads(const Emit& e, Staged which, const std::string& iteration,
                       const std::string& stage);
+
+// `aligned_tN`, per input tile staged with cp.async: whether its kernel tensor's base pointer
+// is aligned to the copies the plan chose (else the block loads it element by element).
+void emit_alignment_flags(const Emit& e);
 
 // True when some input tile is staged that way.
 bool has_staged_inputs(const Emit& e, Staged which);

@@ -40,10 +40,12 @@ void emit_head(const Emit& e, const Op& op, size_t op_index) {
   switch (op.kind) {
     case OpKind::kMatmul: {
       const int into = e.plan.matmul_adds_into[op_index];
-      const int c = into >= 0 ? into : op.outputs.at(0);
-      cuda::emit_matmul(e, cuda::tensor_operand(e, op.inputs.at(0)),
-                        cuda::tensor_operand(e, op.inputs.at(1)), cuda::tile_name(c),
-                        e.bg.tensor(c).shape, /*accumulate=*/into >= 0);
+      cuda::MatmulCall call;
+      call.op = int(op_index);
+      call.c = into >= 0 ? into : op.outputs.at(0);
+      call.accumulate = into >= 0;
+      cuda::emit_matmul(e, cuda::tensor_operand(e, op.inputs.at(0), call.op, true),
+                        cuda::tensor_operand(e, op.inputs.at(1), call.op, false), call);
       return;
     }
     case OpKind::kReduce: cuda::emit_reduce(e, op); return;
@@ -61,14 +63,14 @@ void emit_pass_at(const Emit& e, size_t o) {
   const Op& head = e.bg.ops()[pass.front()];
   if (head.kind == OpKind::kMatmul && pass.size() > 1) {
     // The chain runs on each product in registers as the matmul stores it.
-    const int c = head.outputs.at(0);
-    cuda::emit_matmul(e, cuda::tensor_operand(e, head.inputs.at(0)),
-                      cuda::tensor_operand(e, head.inputs.at(1)), cuda::tile_name(c),
-                      e.bg.tensor(c).shape, /*accumulate=*/false,
-                      [&e, &pass](const std::string& value, const std::vector<std::string>& idx,
-                                  const std::string& flat) {
-                        cuda::emit_chain_store(e, pass, value, idx, flat);
-                      });
+    cuda::MatmulCall call;
+    call.op = pass.front();
+    call.c = head.outputs.at(0);
+    call.store = [&e, &pass](const std::string& value, const std::vector<std::string>& idx) {
+      cuda::emit_chain_store(e, pass, value, idx);
+    };
+    cuda::emit_matmul(e, cuda::tensor_operand(e, head.inputs.at(0), call.op, true),
+                      cuda::tensor_operand(e, head.inputs.at(1), call.op, false), call);
     e.w.line(kSync);
     return;
   }
@@ -107,14 +109,32 @@ void declare_fixed_pointers(const Emit& e, bool with_body_inputs) {
   }
 }
 
-void emit_loop(const Emit& e) {
+// The loop over the for-loop iterations. Pipelined tiles (plan.pipeline_stages = S stages):
+// iterations 0 .. S-2 were issued before the loop, one commit group each; iteration it
+// issues it + S - 1 into stage (it + S - 1) % S, which iteration it - 1 last read and left
+// behind a barrier, and commits a group even when there is nothing left to load, so that
+// "all but the newest S - 1 groups complete" always means iteration it's tiles have landed.
+// Which kernel of a block graph is written: the whole computation, or with split-K
+// (CudaPlan::split_k) the loop's share of one split and then the sum of the shares.
+enum class Part : uint8_t { kWhole, kPartial, kFinish };
+
+// The loop over this block's for-loop iterations (all of them, or one split's: it0 + li).
+// Pipelined tiles (plan.pipeline_stages = S stages): local iterations 0 .. S-2 were issued
+// before the loop, one commit group each; iteration li issues li + S - 1 into stage
+// (li + S - 1) % S, which iteration li - 1 last read and left behind a barrier, and commits
+// a group even when there is nothing left to load, so that "all but the newest S - 1
+// groups complete" always means iteration li's tiles have landed.
+void emit_loop(const Emit& e, int iterations) {
   using cuda::Staged;
-  const int f = e.bg.forloop_range();
+  const int stages = e.plan.pipeline_stages;
   const bool pipelined = cuda::has_staged_inputs(e, Staged::kPipelined);
   const bool per_iteration = cuda::has_staged_inputs(e, Staged::kPerIteration);
-  e.w.open("for (int it = 0; it < " + std::to_string(f) + "; ++it)");
+  const std::string n = std::to_string(iterations);
+  const std::string stage_of_it = "li % " + std::to_string(stages);
+  e.w.open("for (int li = 0; li < " + n + "; ++li)");
+  e.w.line("const int it = it0 + li;");
   for (const Op& op : e.bg.ops()) {
-    if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), "it & 1", "it");
+    if (is_body_input(op)) cuda::declare_tile_pointer(e, op.outputs.at(0), stage_of_it, "it");
   }
   if (per_iteration) {
     // Single-buffered tiles: their one stage was last read in iteration it - 1, which ended
@@ -124,17 +144,15 @@ void emit_loop(const Emit& e) {
     e.w.line("mj_cuda::cp_async_commit();");
   }
   if (pipelined) {
-    // Double buffering: iteration it + 1's tiles load into the other stage while this one
-    // computes; that stage was last read in iteration it - 1, which ended with a barrier.
-    // Waiting for all but the newest group leaves only those loads in flight.
-    e.w.open("if (it + 1 < " + std::to_string(f) + ")");
-    cuda::emit_stage_loads(e, Staged::kPipelined, "it + 1", "(it + 1) & 1");
+    const std::string ahead = std::to_string(stages - 1);
+    e.w.open("if (li + " + ahead + " < " + n + ")");
+    cuda::emit_stage_loads(e, Staged::kPipelined, "it + " + ahead,
+                           "(li + " + ahead + ") % " + std::to_string(stages));
+    e.w.close();
     e.w.line("mj_cuda::cp_async_commit();");
-    e.w.line("mj_cuda::cp_async_wait<1>();");
-    e.w.close();
-    e.w.open("else");
-    e.w.line("mj_cuda::cp_async_wait<0>();");
-    e.w.close();
+    // With single-buffered tiles in the group before the newest, only the newest may stay
+    // in flight (only double buffering is planned then).
+    e.w.line("mj_cuda::cp_async_wait<" + std::to_string(per_iteration ? 1 : stages - 1) + ">();");
   } else if (per_iteration) {
     e.w.line("mj_cuda::cp_async_wait<0>();");
   }
@@ -144,35 +162,130 @@ void emit_loop(const Emit& e) {
   e.w.close();
 }
 
-void emit_kernel(const Emit& e) {
+bool has_register_state(const Emit& e) {
+  for (const cuda::MatmulPlan& mm : e.plan.matmuls) {
+    if (mm.registers) return true;
+  }
+  for (const cuda::SoftmaxGroup& g : e.plan.softmax_groups) {
+    if (g.registers) return true;
+  }
+  return false;
+}
+
+const char* kernel_name(Part part) {
+  switch (part) {
+    case Part::kPartial: return "kernel_partial";
+    case Part::kFinish: return "kernel_finish";
+    default: return "kernel";
+  }
+}
+
+// Each accumulator tile with its offset in a block's workspace share (split-K).
+std::vector<std::pair<int, int64_t>> workspace_tiles(const Emit& e) {
+  std::vector<std::pair<int, int64_t>> out;
+  int64_t offset = 0;
+  for (const Op& op : e.bg.ops()) {
+    if (!is_accumulator(op.kind)) continue;
+    const int t = op.outputs.at(0);
+    out.emplace_back(t, offset);
+    offset += cuda::element_count(e.bg.tensor(t).shape);
+  }
+  return out;
+}
+
+// The linear index of this block among the grid's output tiles (split-K's workspace).
+std::string block_linear(const BlockGraph& bg) {
+  return "(int64_t(bz) * " + std::to_string(bg.grid()[1]) + " + by) * " +
+         std::to_string(bg.grid()[0]) + " + bx";
+}
+
+void emit_kernel(const Emit& e, Part part) {
   const BlockGraph& bg = e.bg;
   using cuda::Staged;
+  const int split = e.plan.split_k;
   const bool looped = bg.forloop_range() > 1;
-  const bool pipelined = looped && cuda::has_staged_inputs(e, Staged::kPipelined);
-  e.w.open("__global__ void __launch_bounds__(" + std::to_string(e.plan.threads) +
-           ") kernel(const Io io)");
+  const bool pipelined =
+      looped && part != Part::kFinish && cuda::has_staged_inputs(e, Staged::kPipelined);
+  const int iterations = bg.forloop_range() / (part == Part::kPartial ? split : 1);
+  e.w.open(std::string("__global__ void __launch_bounds__(") + std::to_string(e.plan.threads) +
+           ") " + kernel_name(part) + "(const Io io)");
   e.w.line("extern __shared__ __align__(16) unsigned char smem[];");
-  e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
-  declare_fixed_pointers(e, /*with_body_inputs=*/!looped);
-  e.w.line("// loop-invariant tiles, and the first iteration's");
+  if (part == Part::kPartial) {
+    // The split is the slowest part of blockIdx.z, so the grid's z extent stays gz * split.
+    const std::string gz = std::to_string(bg.grid()[2]);
+    e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z % " +
+             gz + ";");
+    e.w.line("const int split = blockIdx.z / " + gz + ";");
+    e.w.line("[[maybe_unused]] const int it0 = split * " + std::to_string(iterations) + ";");
+  } else {
+    e.w.line("[[maybe_unused]] const int bx = blockIdx.x, by = blockIdx.y, bz = blockIdx.z;");
+    e.w.line("[[maybe_unused]] constexpr int it0 = 0;");
+  }
+  cuda::emit_alignment_flags(e);
+  declare_fixed_pointers(e, /*with_body_inputs=*/!looped && part != Part::kFinish);
+  e.w.line("// loop-invariant tiles, and the first iterations'");
   cuda::emit_stage_loads(e, Staged::kInvariant, "0", "0");
   e.w.line("mj_cuda::cp_async_commit();");
   if (pipelined) {
-    cuda::emit_stage_loads(e, Staged::kPipelined, "0", "0");
-    e.w.line("mj_cuda::cp_async_commit();");
+    for (int i = 0; i + 1 < e.plan.pipeline_stages; ++i) {
+      const std::string local = std::to_string(i);
+      if (i < iterations) cuda::emit_stage_loads(e, Staged::kPipelined, "it0 + " + local, local);
+      e.w.line("mj_cuda::cp_async_commit();");
+    }
   } else if (!looped) {
     cuda::emit_stage_loads(e, Staged::kPerIteration, "0", "0");
     e.w.line("mj_cuda::cp_async_commit();");
   }
-  e.w.line(pipelined ? "mj_cuda::cp_async_wait<1>();" : "mj_cuda::cp_async_wait<0>();");
-  cuda::emit_accumulators_init(e);
+  // Before the loop only the invariant tiles must have landed (the loop waits for its own).
+  e.w.line(pipelined
+               ? "mj_cuda::cp_async_wait<" + std::to_string(e.plan.pipeline_stages - 1) + ">();"
+               : "mj_cuda::cp_async_wait<0>();");
+  if (part != Part::kFinish) {
+    cuda::emit_accumulators_init(e);
+    cuda::emit_register_accumulators(e);
+  }
   e.w.line(kSync);
   emit_phase_ops(e, Phase::kInvariant);
-  if (looped) {
-    emit_loop(e);
+  if (part == Part::kFinish) {
+    // Every split's share of each accumulator, added in split order.
+    e.w.line("// the splits' partial sums");
+    e.w.line("const float* const ws = io.ws + (" + block_linear(bg) + ") * " +
+             std::to_string(split) + " * " + std::to_string(e.plan.workspace_floats) + ";");
+    for (const auto& [t, offset] : workspace_tiles(e)) {
+      const int64_t n = cuda::element_count(bg.tensor(t).shape);
+      e.w.open("for (int i = threadIdx.x; i < " + std::to_string(n) +
+               "; i += " + std::to_string(e.plan.threads) + ")");
+      e.w.line("float v = 0.0f;");
+      e.w.line("for (int s = 0; s < " + std::to_string(split) + "; ++s) v += ws[int64_t(s) * " +
+               std::to_string(e.plan.workspace_floats) + " + " + std::to_string(offset) + " + i];");
+      e.w.line(cuda::tile_name(t) + "[i] = v;");
+      e.w.close();
+    }
+    e.w.line(kSync);
+  } else if (looped) {
+    emit_loop(e, iterations);
   } else {
     emit_phase_ops(e, Phase::kBody);
     cuda::emit_accumulators_update(e);
+  }
+  if (part != Part::kFinish && has_register_state(e)) {
+    e.w.line("// accumulators kept in registers, into their tiles");
+    cuda::emit_register_accumulators_spill(e);
+    cuda::emit_softmax_state_spill(e);
+    e.w.line(kSync);
+  }
+  if (part == Part::kPartial) {
+    e.w.line("// this split's partial sums, for kernel_finish");
+    e.w.line("float* const ws = io.ws + ((" + block_linear(bg) + ") * " + std::to_string(split) +
+             " + split) * " + std::to_string(e.plan.workspace_floats) + ";");
+    for (const auto& [t, offset] : workspace_tiles(e)) {
+      const int64_t n = cuda::element_count(bg.tensor(t).shape);
+      e.w.line("for (int i = threadIdx.x; i < " + std::to_string(n) +
+               "; i += " + std::to_string(e.plan.threads) + ") ws[" + std::to_string(offset) +
+               " + i] = " + cuda::tile_name(t) + "[i];");
+    }
+    e.w.close();
+    return;
   }
   e.w.line("// epilogue");
   const std::vector<Op>& ops = bg.ops();
@@ -200,8 +313,15 @@ std::string cuda_kernel_symbol(const BlockGraph& bg) {
 
 std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
                                  int64_t smem_limit_bytes) {
+  CudaOptions options;
+  options.smem_limit = smem_limit_bytes;
+  return generate_cuda_kernel(bg, symbol, options);
+}
+
+std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol,
+                                 const CudaOptions& options) {
   common::check_symbol(symbol, "generate_cuda_kernel");
-  const cuda::CudaPlan plan = cuda::plan_cuda_kernel(bg, smem_limit_bytes);
+  const cuda::CudaPlan plan = cuda::plan_cuda_kernel(bg, options);
   const std::string ns = symbol + "_kernel";
   CodeWriter w;
   const Emit e{w, bg, plan};
@@ -209,13 +329,21 @@ std::string generate_cuda_kernel(const BlockGraph& bg, const std::string& symbol
          ": grid (" + std::to_string(bg.grid()[0]) + ", " + std::to_string(bg.grid()[1]) + ", " +
          std::to_string(bg.grid()[2]) + "), forloop_range " + std::to_string(bg.forloop_range()) +
          ", " + std::to_string(plan.threads) + " threads, " + std::to_string(plan.smem_bytes) +
-         " bytes of shared memory.");
+         " bytes of shared memory, " + std::to_string(plan.pipeline_stages) + "-stage pipeline" +
+         (plan.split_k > 1 ? ", split-K " + std::to_string(plan.split_k) : "") +
+         (options.allow_tf32 ? ", TF32 allowed." : "."));
   w.raw(cuda::cuda_prelude());
   w.line("");
   w.open("namespace " + ns);
   cuda::emit_io_struct(e);
   w.line("");
-  emit_kernel(e);
+  if (plan.split_k > 1) {
+    emit_kernel(e, Part::kPartial);
+    w.line("");
+    emit_kernel(e, Part::kFinish);
+  } else {
+    emit_kernel(e, Part::kWhole);
+  }
   w.line("");
   cuda::emit_handler_impl(e, symbol);
   w.close("  // namespace " + ns);

@@ -7,13 +7,20 @@
 #include <cstdint>
 #include <string>
 
+#include "cc/codegen/cuda/cuda_plan.h"
 #include "cc/ir/graph.h"
 
 namespace mj::codegen::cuda {
 
 // `symbol` must be a C identifier; it also names the kernel's C++ namespace. The kernel's
-// shared memory is planned for at most `smem_limit_bytes` per block (the smallest limit of
-// the architectures it is built for, cuda::shared_memory_limit); IrError when it cannot fit.
+// shared memory is planned for at most options.smem_limit bytes per block (the least of the
+// device it will run on and of the architectures it is built for,
+// cuda::shared_memory_limit); IrError when it cannot fit. Besides the handler `symbol`, the
+// unit exports `int <symbol>_check(int device, char* message, int size)`: 0 when the kernel
+// can run on that device, else 1 and the reason (no loadable image, too little shared
+// memory, a driver older than the toolkit).
+std::string generate_cuda_kernel(const ir::BlockGraph& bg, const std::string& symbol,
+                                 const CudaOptions& options);
 std::string generate_cuda_kernel(const ir::BlockGraph& bg, const std::string& symbol,
                                  int64_t smem_limit_bytes);
 

@@ -1,5 +1,7 @@
 #include "cc/codegen/cuda/tile_access.h"
 
+#include <climits>
+
 #include "cc/ir/error.h"
 
 namespace mj::codegen::cuda {
@@ -38,15 +40,45 @@ std::vector<int64_t> dense_strides(const Shape& s) {
   return st;
 }
 
+std::vector<int64_t> pitched_strides(const Shape& s, int64_t pitch) {
+  std::vector<int64_t> st(s.size(), 1);
+  for (int d = int(s.size()) - 2; d >= 0; --d) {
+    st[d] = d == int(s.size()) - 2 ? pitch : st[d + 1] * s[d + 1];
+  }
+  return st;
+}
+
 std::string linear_index(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
-                         const Shape& shape) {
+                         const Shape& shape, bool wide) {
   std::string out;
   for (size_t d = 0; d < idx.size(); ++d) {
     if (shape[d] == 1 || idx[d] == "0") continue;
     if (!out.empty()) out += " + ";
-    out += strides[d] == 1 ? "(" + idx[d] + ")" : "(" + idx[d] + ") * " + str(strides[d]);
+    const std::string term = wide ? "int64_t(" + idx[d] + ")" : "(" + idx[d] + ")";
+    out += strides[d] == 1 ? term : term + " * " + str(strides[d]);
   }
   return out.empty() ? "0" : out;
+}
+
+namespace {
+
+std::string shared_offset(const Emit& e, int t, const std::vector<std::string>& idx) {
+  const Shape& shape = e.bg.tensor(t).shape;
+  return linear_index(idx, pitched_strides(shape, e.plan.tiles.at(t).pitch), shape);
+}
+
+}  // namespace
+
+std::string store_element(const Emit& e, int t, const std::vector<std::string>& idx,
+                          const std::string& value) {
+  const TilePlan& tile = e.plan.tiles.at(t);
+  const std::string at = tile_name(t) + "[" + shared_offset(e, t, idx) + "]";
+  if (tile.element == DType::kF32) return at + " = " + value + ";";
+  return at + " = mj_cuda::from_f32<" + element_type(tile.element) + ">(" + value + ");";
+}
+
+std::string element_address(const Emit& e, int t, const std::vector<std::string>& idx) {
+  return tile_name(t) + " + " + shared_offset(e, t, idx);
 }
 
 std::string read_element(const Emit& e, int t, const std::vector<std::string>& idx) {
@@ -55,12 +87,12 @@ std::string read_element(const Emit& e, int t, const std::vector<std::string>& i
   switch (tile.storage) {
     case Storage::kShared:
       return "mj_cuda::to_f32(" + tile_name(t) + "[" +
-             linear_index(idx, dense_strides(shape), shape) + "])";
+             linear_index(idx, pitched_strides(shape, tile.pitch), shape) + "])";
     case Storage::kGlobal: {
       const Op& input = producer_op(e.bg, t);
       const Shape& whole = e.bg.kernel_input_shape(input.io_index);
       return "mj_cuda::to_f32(" + tile_name(t) + "[" +
-             linear_index(idx, dense_strides(whole), shape) + "])";
+             linear_index(idx, dense_strides(whole), shape, needs_wide_index(whole)) + "])";
     }
     case Storage::kView: {
       const Op& concat = producer_op(e.bg, t);
@@ -90,8 +122,9 @@ std::vector<std::string> broadcast_index(const Shape& operand,
 std::vector<std::string> open_thread_loop(const Emit& e, const Shape& shape, const std::string& var,
                                           const std::string& flat) {
   const int64_t n = element_count(shape);
-  e.w.open("for (int " + flat + " = threadIdx.x; " + flat + " < " + str(n) + "; " + flat +
-           " += " + str(e.plan.threads) + ")");
+  const char* type = n > int64_t(INT_MAX) - e.plan.threads ? "int64_t" : "int";
+  e.w.open(std::string("for (") + type + " " + flat + " = threadIdx.x; " + flat + " < " + str(n) +
+           "; " + flat + " += " + str(e.plan.threads) + ")");
   const std::vector<int64_t> strides = dense_strides(shape);
   std::vector<std::string> idx;
   for (size_t d = 0; d < shape.size(); ++d) {
@@ -103,7 +136,7 @@ std::vector<std::string> open_thread_loop(const Emit& e, const Shape& shape, con
     std::string value = flat;
     if (strides[d] != 1) value = "(" + value + " / " + str(strides[d]) + ")";
     if (d > 0) value += " % " + str(shape[d]);
-    e.w.line("[[maybe_unused]] const int " + v + " = " + value + ";");
+    e.w.line(std::string("[[maybe_unused]] const ") + type + " " + v + " = " + value + ";");
     idx.push_back(v);
   }
   return idx;

@@ -23,12 +23,23 @@ std::string str(int64_t v);
 std::string tile_name(int t);           // "t12"
 const char* element_type(ir::DType d);  // float, __nv_bfloat16, __half
 std::vector<int64_t> dense_strides(const ir::Shape& s);
+// Strides of a row-major tile whose rows are `pitch` elements apart.
+std::vector<int64_t> pitched_strides(const ir::Shape& s, int64_t pitch);
 // "i0 * 64 + i1" from index expressions and strides (terms of extent-1 dims dropped).
+// `wide`: every term in 64-bit arithmetic, for offsets into tensors of over 2^31 elements.
 std::string linear_index(const std::vector<std::string>& idx, const std::vector<int64_t>& strides,
-                         const ir::Shape& shape);
+                         const ir::Shape& shape, bool wide = false);
 
 // Float expression for element `idx` (one index expression per dim) of tensor t.
 std::string read_element(const Emit& e, int t, const std::vector<std::string>& idx);
+
+// The statement storing float `value` as element `idx` of shared tile t (rounded once to the
+// tile's element type).
+std::string store_element(const Emit& e, int t, const std::vector<std::string>& idx,
+                          const std::string& value);
+
+// The address of element `idx` of shared tile t: `tN + offset`.
+std::string element_address(const Emit& e, int t, const std::vector<std::string>& idx);
 
 // The index of a numpy-broadcast operand of shape `operand` at result index `result_idx`
 // (ranks right-aligned, stretched size-1 dims read index 0).
@@ -37,6 +48,7 @@ std::vector<std::string> broadcast_index(const ir::Shape& operand,
 
 // Opens `for (int flat = threadIdx.x; flat < count(shape); flat += threads)` and declares
 // the multi-index `var0, var1, ...` of `flat`; returns their names. The caller closes it.
+// Shapes of over 2^31 - threads elements count in int64_t.
 std::vector<std::string> open_thread_loop(const Emit& e, const ir::Shape& shape,
                                           const std::string& var, const std::string& flat);
 

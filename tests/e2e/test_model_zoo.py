@@ -37,13 +37,13 @@ def _params():
             yield pytest.param(name, dtype, marks=marks, id=f"{name}-{dtype}")
 
 
-@pytest.mark.parametrize("name,dtype", list(_params()))
 @pytest.fixture(scope="module")
 def zoo_cache(tmp_path_factory):
     """One cache for the module: a model's layers and dtypes share regions."""
     return tmp_path_factory.mktemp("zoo_cache")
 
 
+@pytest.mark.parametrize("name,dtype", list(_params()))
 def test_optimized_zoo_model_matches_jax_jit(name, dtype, zoo_cache, monkeypatch):
     check = zoo().check
     monkeypatch.setenv("MIRAGE_JAX_KEEP_KERNELS", "1")

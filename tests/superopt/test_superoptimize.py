@@ -382,13 +382,20 @@ def test_a_warm_cache_does_no_search_and_no_compilation(ranked, counters, tmp_pa
 
 
 def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_adversarial_float_check(monkeypatch):
-    """The verifier proves exp(s) / Σ exp(s) equal to the max-stabilized softmax (every max
-    is 0 in the finite field), and standard-normal data rarely overflows; huge logits do."""
-    from mirage_jax.ir.paper_graphs import PROGRAMS, gqa_prefill
+    """Numerical safety is part of equivalence, so the verifier rejects exp(s) / Σ exp(s) for
+    the max-stabilized softmax; were it to miss one, the adversarial float check still drops
+    it: here the second proof is made to accept the paper's unstabilized split-KV form, and
+    huge logits overflow it."""
+    from wrong_graphs import split_kv_without_maxima
+
     from mirage_jax.superopt import superoptimize as _superoptimize
 
-    ref, unstabilized = gqa_prefill(**PROGRAMS["gqa_prefill"].small)
-    assert mj.verify_equivalent(ref, unstabilized)
+    ref, unstabilized = split_kv_without_maxima()
+    assert not mj.verify_equivalent(ref, unstabilized)  # the verifier itself rejects it
+    real_verify = _superoptimize.verify_equivalent
+    monkeypatch.setattr(
+        _superoptimize, "verify_equivalent", lambda a, b, seed=0: real_verify(a, a, seed=seed)
+    )
 
     def fake_search(run):
         run.search_note = "injected"

@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     import jax, jax.numpy as jnp, numpy as np
     from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
     import mirage_jax as mj
-    from mirage_jax.rewrite import shard as _optimize_shard
+    from mirage_jax.rewrite import transparent as _transparent
     from mirage_jax.runtime import profile as _profile
     from optimize_test_support import inputs, normwise, rmsnorm_linear
 
@@ -78,7 +78,8 @@ SCRIPT = textwrap.dedent("""
                                  if "mirage_jax.optimize" in str(r.message)]
 
     # Control: the same kernel without its partitioning rule is gathered.
-    _optimize_shard.partitioned = lambda region, kernel, report, settings: kernel
+    # (transparent.py binds the rule by name: the control replaces it there)
+    _transparent.partitioned = lambda region, kernel, report, settings: kernel
     check("control", mj.optimize(rmsnorm_linear), xs, g, w)
     print(json.dumps(out))
 """)

@@ -17,7 +17,7 @@ from search_test_support import CONFIG, Searches, graphs
 import mirage_jax
 from mirage_jax.cache import manifest as manifest_format
 from mirage_jax.cache import signing
-from mirage_jax.runtime import backends, kernel_cache
+from mirage_jax.runtime import backends, kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
 
 SYMBOLS = ("mj_test_kernel_one", "mj_test_kernel_two")
@@ -186,3 +186,25 @@ def tamper(
         if member.name not in (manifest_format.NAME, manifest_format.SIGNATURE):
             result.append((member.name, replace.get(member.name, data)))
     return write_members(out, [*result, *extra])
+
+
+@pytest.fixture
+def fresh_cache(monkeypatch, tmp_path):
+    """An empty MIRAGE_JAX_CACHE of the test's own."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def compiler_calls(monkeypatch):
+    """Counts calls of the real compiler (g++ still runs)."""
+    calls = []
+    real = toolchain.compile_cpu_library
+
+    def counting(source, library):
+        calls.append(source)
+        real(source, library)
+
+    monkeypatch.setattr(toolchain, "compile_cpu_library", counting)
+    return calls

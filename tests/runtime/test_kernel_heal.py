@@ -8,38 +8,23 @@ import warnings
 
 import jax
 import pytest
-from cache_test_support import build_library, handler_source, kernels_of
+from cache_test_support import (  # noqa: F401 (fresh_cache, compiler_calls: fixtures)
+    build_library,
+    compiler_calls,
+    fresh_cache,
+    handler_source,
+    kernels_of,
+)
 from kernel_test_support import assert_close, random_inputs, storage_rtol
 
 import mirage_jax as mj
 from mirage_jax.cache import store
 from mirage_jax.ir.paper_graphs import ntrans
-from mirage_jax.runtime import kernel_cache, library_probe, toolchain
+from mirage_jax.runtime import kernel_cache, library_probe
 from mirage_jax.runtime.toolchain import KernelCompileError
 
 SYMBOL = "mj_heal_handler"
 SOURCE = handler_source(SYMBOL)
-
-
-@pytest.fixture
-def fresh_cache(monkeypatch, tmp_path):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(path))
-    return path
-
-
-@pytest.fixture
-def builds(monkeypatch):
-    """Counts the compilations (the real compiler runs)."""
-    calls = []
-    real = toolchain.compile_cpu_library
-
-    def counting(source, library):
-        calls.append(source)
-        real(source, library)
-
-    monkeypatch.setattr(toolchain, "compile_cpu_library", counting)
-    return calls
 
 
 @pytest.fixture
@@ -155,7 +140,9 @@ WHY = {
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))
-def test_a_bad_entry_is_deleted_and_rebuilt_with_one_warning(fresh_cache, builds, tmp_path, shape):
+def test_a_bad_entry_is_deleted_and_rebuilt_with_one_warning(
+    fresh_cache, compiler_calls, tmp_path, shape
+):
     library = kernel_cache.library_for(SOURCE, symbol=SYMBOL)
     entry = library.parent
     SHAPES[shape](entry, tmp_path)
@@ -167,17 +154,17 @@ def test_a_bad_entry_is_deleted_and_rebuilt_with_one_warning(fresh_cache, builds
     assert f"kernel library {entry} was bad (" in messages[0]
     assert WHY[shape] in messages[0], messages[0]
     assert messages[0].endswith("deleted it and rebuilt it from source")
-    assert again == library and len(builds) == 2
+    assert again == library and len(compiler_calls) == 2
     assert kernel_cache.entry_problem(entry) is None and not entry.is_symlink()
     assert library_probe.probe(library, SYMBOL) is None
-    # healed for good: the next lookup is silent and builds nothing
+    # healed for good: the next lookup is silent and compiler_calls nothing
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         kernel_cache.library_for(SOURCE, symbol=SYMBOL)
-    assert len(builds) == 2
+    assert len(compiler_calls) == 2
 
 
-def test_damaged_cache_directories_heal_too(fresh_cache, builds):
+def test_damaged_cache_directories_heal_too(fresh_cache, compiler_calls):
     (fresh_cache / "kernels").parent.mkdir(parents=True)
     (fresh_cache / "kernels").write_text("a file where the kernels directory should be")
     kernel_cache.library_for(SOURCE, symbol=SYMBOL)
@@ -185,11 +172,11 @@ def test_damaged_cache_directories_heal_too(fresh_cache, builds):
     (fresh_cache / "kernels" / ".locks").write_text("a file where the locks should be")
     store.remove_entry(fresh_cache / "kernels" / kernel_cache.library_key(SOURCE))
     kernel_cache.library_for(SOURCE, symbol=SYMBOL)
-    assert len(builds) == 2
+    assert len(compiler_calls) == 2
 
 
 def test_a_truncated_library_with_a_matching_checksum_is_healed_in_process(
-    fresh_cache, builds, tmp_path
+    fresh_cache, compiler_calls, tmp_path
 ):
     """The case that killed the process with SIGBUS: the library is caught by the probe,
     rebuilt, loaded, and the kernel is right."""
@@ -199,7 +186,7 @@ def test_a_truncated_library_with_a_matching_checksum_is_healed_in_process(
     truncated(entry, tmp_path)
     with pytest.warns(RuntimeWarning, match="was bad \\(loading it killed the process"):
         f = mj.compile(fused)
-    assert len(builds) == 2
+    assert len(compiler_calls) == 2
     inputs = random_inputs(fused, seed=5)
     assert_close(
         jax.jit(f)(*inputs)[0], fused.evaluate(inputs)[0], storage_rtol("float32"), "healed kernel"

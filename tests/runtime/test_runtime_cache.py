@@ -8,7 +8,13 @@ import time
 
 import jax
 import pytest
-from cache_test_support import build_library, handler_source, kernels_of
+from cache_test_support import (  # noqa: F401 (fresh_cache, compiler_calls: fixtures)
+    build_library,
+    compiler_calls,
+    fresh_cache,
+    handler_source,
+    kernels_of,
+)
 from kernel_test_support import assert_close, random_inputs, storage_rtol
 
 import mirage_jax as mj
@@ -16,27 +22,6 @@ from mirage_jax.cache import store as cache
 from mirage_jax.ir.paper_graphs import ntrans
 from mirage_jax.runtime import kernel_cache, toolchain
 from mirage_jax.runtime.toolchain import KernelCompileError
-
-
-@pytest.fixture
-def fresh_cache(monkeypatch, tmp_path):
-    path = tmp_path / "cache"
-    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(path))
-    return path
-
-
-@pytest.fixture
-def compiler_calls(monkeypatch):
-    """Counts calls of the real compiler."""
-    calls = []
-    real = toolchain.compile_cpu_library
-
-    def counting(source, library):
-        calls.append(source)
-        real(source, library)
-
-    monkeypatch.setattr(toolchain, "compile_cpu_library", counting)
-    return calls
 
 
 @pytest.fixture

@@ -18,3 +18,14 @@ def rng():
 def precision(request):
     """(dtype name, relative tolerance) for KernelGraph.evaluate."""
     return request.param, PRECISIONS[request.param]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_region_memo():
+    """Each test decides its regions afresh: the optimizer's per-process memo of identical
+    regions would otherwise carry one test's forced timings into the next."""
+    from mirage_jax.rewrite import region
+
+    region.forget()
+    yield
+    region.forget()

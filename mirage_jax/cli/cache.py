@@ -9,6 +9,7 @@ from pathlib import Path
 
 # Importing the kernel and search caches registers their kinds of entries with the store,
 # which is how the admin functions know them.
+import mirage_jax.rewrite.estimate_cache
 import mirage_jax.runtime.kernel_cache
 import mirage_jax.superopt.search_cache  # noqa: F401
 from mirage_jax.cache import admin as cache_admin

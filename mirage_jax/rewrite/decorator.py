@@ -34,9 +34,11 @@ import numpy as np
 from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
 from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
+from mirage_jax.rewrite import budget
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.rewrite.explain import explain as _explain
-from mirage_jax.rewrite.region import Settings, region_kernel
+from mirage_jax.rewrite.progress import FunctionProgress
+from mirage_jax.rewrite.region import Outcome, Pending, Settings, finish, prepare
 from mirage_jax.rewrite.signature import Signature as _Signature
 from mirage_jax.rewrite.transparent import region_function
 from mirage_jax.runtime import profile as _profile
@@ -64,6 +66,9 @@ def optimize(
     static_argnames: str | Sequence[str] = (),
     donate_argnums: int | Sequence[int] = (),
     donate_argnames: str | Sequence[str] = (),
+    budget_s: float | None = None,
+    verbose: bool = True,
+    background: bool = False,
 ) -> Optimized: ...
 
 
@@ -79,6 +84,9 @@ def optimize(
     static_argnames: str | Sequence[str] = (),
     donate_argnums: int | Sequence[int] = (),
     donate_argnames: str | Sequence[str] = (),
+    budget_s: float | None = None,
+    verbose: bool = True,
+    background: bool = False,
 ) -> Callable[[Callable[..., Any]], Optimized]: ...
 
 
@@ -93,6 +101,9 @@ def optimize(
     static_argnames: str | Sequence[str] = (),
     donate_argnums: int | Sequence[int] = (),
     donate_argnames: str | Sequence[str] = (),
+    budget_s: float | None = None,
+    verbose: bool = True,
+    background: bool = False,
 ) -> Optimized | Callable[[Callable[..., Any]], Optimized]:
     """Decorator: `@optimize` or `@optimize(config=..., backend=..., ...)`.
 
@@ -108,6 +119,14 @@ def optimize(
       hashable, and each value gets its own specialization.
     donate_argnums, donate_argnames: as for jax.jit: those arguments' buffers may be reused
       for the results.
+    budget_s: wall seconds the first call of a signature may spend optimizing (search,
+      compilation, timing), shared among the regions by expected gain; regions that cannot
+      gain are not searched (default 20: a 2-4 layer transformer's first call in about 30 s
+      on 2 cores). Identical regions (every layer's) are optimized once.
+    verbose: show one progress line per function (False, or $MIRAGE_JAX_QUIET=1: none).
+    background: the first call of a signature runs jax.jit at once and optimizes in a
+      background thread; later calls switch to the rewritten program once it is ready and
+      has won (`wait()`, `status()`).
     """
     if fun is None:
         return functools.partial(
@@ -120,6 +139,9 @@ def optimize(
             static_argnames=static_argnames,
             donate_argnums=donate_argnums,
             donate_argnames=donate_argnames,
+            budget_s=budget_s,
+            verbose=verbose,
+            background=background,
         )
     return Optimized(
         fun,
@@ -131,6 +153,9 @@ def optimize(
         static_argnames=static_argnames,
         donate_argnums=donate_argnums,
         donate_argnames=donate_argnames,
+        budget_s=budget_s,
+        verbose=verbose,
+        background=background,
     )
 
 
@@ -197,6 +222,9 @@ class Optimized:
         static_argnames: str | Sequence[str] = (),
         donate_argnums: int | Sequence[int] = (),
         donate_argnames: str | Sequence[str] = (),
+        budget_s: float | None = None,
+        verbose: bool = True,
+        background: bool = False,
         settings: Settings | None = None,
     ):
         if not callable(fun):
@@ -213,7 +241,22 @@ class Optimized:
             raise ValueError(
                 f"optimize: min_region_flops must be a number >= 0, got {min_region_flops!r}"
             )
+        if budget_s is None:
+            budget_s = budget.DEFAULT_BUDGET_S
+        if (
+            isinstance(budget_s, bool)
+            or not isinstance(budget_s, numbers.Real)
+            or not 0 < budget_s < float("inf")
+        ):
+            raise ValueError(
+                f"optimize: budget_s must be a positive number of seconds, got {budget_s!r}"
+            )
+        for flag, value in (("verbose", verbose), ("background", background)):
+            if not isinstance(value, bool):
+                raise TypeError(f"optimize: {flag} must be a bool, got {type(value).__name__}")
         functools.update_wrapper(self, fun)
+        self._budget_s: float = float(budget_s)
+        self._verbose: bool = verbose
         self._fun: Callable[..., Any] = fun
         self._config: SearchConfig | None = config  # None: per region (_region_config)
         self._backend: str = backend
@@ -263,7 +306,12 @@ class Optimized:
     def settings(self) -> Settings:
         if self._settings is None:
             return Settings(
-                self._config, _backend(self._backend), self._cache_dir, self._min_region_flops
+                self._config,
+                _backend(self._backend),
+                self._cache_dir,
+                self._min_region_flops,
+                budget_s=self._budget_s,
+                verbose=self._verbose,
             )
         return self._settings
 
@@ -348,7 +396,8 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     if settings.backend == "xla":
         return _Specialization(plain, out_tree, [], "xla")
     try:
-        return _rewrite(closed, out_shapes, sig, plain, settings)
+        name = getattr(opt._fun, "__qualname__", None) or repr(opt._fun)
+        return _rewrite(closed, out_shapes, sig, plain, settings, name)
     except Exception as e:  # whatever fails in mirage_jax, the function still runs as jax.jit
         name = getattr(opt._fun, "__qualname__", repr(opt._fun))
         reason = f"{type(e).__name__}: {e}"
@@ -368,14 +417,17 @@ def _rewrite(
     sig: _Signature,
     plain: Callable[..., list[Any]],
     settings: Settings,
+    name: str = "function",
 ) -> _Specialization:
     """The specialization of a traced function: its regions' kernels in the rewritten
     program, or `plain` (the function itself) where none is kept."""
     out_tree = jax.tree_util.tree_structure(out_shapes)
     part = partition(closed)
+    progress = FunctionProgress(name, len(part.regions), settings.budget_s, settings.verbose)
+    outcomes = _optimize_regions(part.regions, settings, progress)
     kernels, reports = {}, []
     for region in part.regions:
-        kernel, report = region_kernel(region, settings)
+        kernel, report = outcomes[id(region)]
         reports.append(report)
         if kernel is not None:
             kernels[id(region)] = region_function(region, kernel, report, settings, _respecialize)
@@ -397,15 +449,74 @@ def _rewrite(
         return [read_value(env, v) for v in program.outvars]
 
     if not kernels:  # the function itself, exactly as jax.jit would run it
+        progress.close("no kernel kept: runs as jax.jit")
         return _Specialization(plain, out_tree, reports, settings.backend)
     _check_types(rewritten, out_shapes, sig.avals)
     if keep_kernels():
         keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
     else:
+        progress.stage("timing the whole program against jax.jit")
         keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
+    progress.close(
+        f"{len(kernels)} kernel regions, " + ("kept" if keep else "slower as a whole: jax.jit")
+    )
     return _Specialization(
         rewritten if keep else plain, out_tree, reports, settings.backend, note, keep
     )
+
+
+def _optimize_regions(
+    regions: Sequence[Region], settings: Settings, progress: FunctionProgress
+) -> dict[int, Outcome]:
+    """Each region's outcome (by id), within the function's budget (rewrite/budget.py):
+    every region is converted and its possible gain estimated first; then the regions worth
+    searching are superoptimized in order of gain, identical ones (same graph: every layer's)
+    once, each with its share of what is left of the budget."""
+    spending = budget.FunctionBudget(settings.budget_s)
+    outcomes: dict[int, Outcome] = {}
+    groups: dict[str, list[Pending]] = {}
+    for i, region in enumerate(regions):
+        progress.stage(f"estimating region {i + 1}")
+        prepared = prepare(region, settings)
+        if isinstance(prepared, Pending):
+            groups.setdefault(prepared.rg.graph.hash(), []).append(prepared)
+        else:
+            outcomes[id(region)] = prepared
+            progress.done += 1
+    forced = keep_kernels()  # tests: every region searched with its config's own budget
+    ordered = sorted(groups.values(), key=lambda g: -sum(p.gain_s for p in g))
+    allotments = budget.plan(
+        [sum(p.gain_s for p in g) for g in ordered],
+        settings.budget_s,
+        [g[0].config.time_budget_s for g in ordered],
+    )
+    for group, allotment in zip(ordered, allotments):
+        # A group is started only with time left for its planned search: a region that
+        # cannot be done within the budget runs as plain JAX (and is searched by a later
+        # process, whose warm regions leave it the time).
+        spent = not forced and spending.left() < allotment.search_s
+        for pending in group:
+            if spent:
+                outcomes[id(pending.region)] = (
+                    None,
+                    pending.report(
+                        "xla",
+                        f"not searched: the function's optimization budget "
+                        f"({spending.seconds:g} s, optimize(budget_s=)) was spent",
+                    ),
+                )
+            else:
+                search_s = None if forced else allotment.search_s
+                progress.stage(
+                    "superoptimizing a region"
+                    + (f" ({search_s:g} s of search)" if search_s is not None else "")
+                )
+                top_k = 4 if forced else allotment.top_k
+                outcomes[id(pending.region)] = outcome = finish(pending, search_s, top_k)
+                progress.searches += pending is group[0]
+                progress.kernels += outcome[0] is not None
+            progress.done += 1
+    return outcomes
 
 
 def _check_types(

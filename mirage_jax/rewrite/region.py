@@ -5,6 +5,8 @@ rewritten program is mirage_jax/rewrite/transparent.py.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import os
 import warnings
 from collections.abc import Callable
@@ -14,11 +16,14 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from mirage_jax.cache import store
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
 from mirage_jax.frontend.region import Region, region_flops
+from mirage_jax.frontend.to_graph import RegionGraph
+from mirage_jax.rewrite import budget, estimate_cache
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.superopt.config import SearchConfig, default_config
-from mirage_jax.superopt.superoptimize import superoptimize
+from mirage_jax.superopt.superoptimize import Superoptimized, keep_kernels, superoptimize
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,8 @@ class Settings:
     backend: str  # "cpu" or "cuda": already resolved from "auto"
     cache_dir: str | os.PathLike[str] | None
     min_region_flops: float
+    budget_s: float = budget.DEFAULT_BUDGET_S  # the function's (mirage_jax/rewrite/budget.py)
+    verbose: bool = True  # the function's progress line
     # Reports name these sources instead of the regions' own (a region optimized again under
     # vmap or per shard is traced from mirage_jax's code; the user's lines are the original's).
     sources: tuple[str, ...] = ()
@@ -54,12 +61,50 @@ def warn_fallback(r: RegionReport) -> RegionReport:
 
 # A region's kernel: its input values -> its output values.
 RegionKernel = Callable[..., list[Any]]
+Outcome = tuple[RegionKernel | None, RegionReport]
+
+# Every transformer layer repeats its regions: one superoptimize per distinct graph and
+# settings in this process, whatever function or layer it comes from. Values are the
+# Superoptimized, or the reason it could not run (a string).
+_SUPEROPTIMIZED: dict[tuple, Superoptimized | str] = {}
+_ESTIMATES: dict[tuple, budget.Estimate] = {}
 
 
-def region_kernel(region: Region, settings: Settings) -> tuple[RegionKernel | None, RegionReport]:
-    """(a function of the region's input values returning its output values, the report),
-    or (None, the report) when the region stays plain JAX (warned, unless it was too small
-    by the user's own `min_region_flops` or XLA won the timing)."""
+def _cache_root(settings: Settings):
+    if settings.cache_dir is None:
+        return contextlib.nullcontext()
+    return store.using_cache_root(settings.cache_dir)
+
+
+def forget() -> None:
+    """Drops this process's memo of superoptimized regions and estimates (for tests that
+    change what superoptimize would decide on the same graph)."""
+    _SUPEROPTIMIZED.clear()
+    _ESTIMATES.clear()
+
+
+@dataclass
+class Pending:
+    """A region converted to a graph and worth searching, waiting for its share of the
+    budget."""
+
+    region: Region
+    rg: RegionGraph
+    config: SearchConfig
+    estimate: budget.Estimate | None  # None: not estimated (kernels forced by a test)
+    settings: Settings
+
+    @property
+    def gain_s(self) -> float:
+        return self.estimate.gain_s if self.estimate is not None else 0.0
+
+    def report(self, chosen: str, reason: str, text: str = "") -> RegionReport:
+        return _new_report(self.region, chosen, reason, text, sources=self.settings.sources)
+
+
+def prepare(region: Region, settings: Settings) -> Pending | Outcome:
+    """The region converted and estimated (Pending), or its outcome when it runs as plain
+    JAX without a search: too small, not convertible, or no possible gain."""
 
     def new_report(chosen: str, reason: str, text: str = "") -> RegionReport:
         return _new_report(region, chosen, reason, text, sources=settings.sources)
@@ -79,33 +124,85 @@ def region_kernel(region: Region, settings: Settings) -> tuple[RegionKernel | No
         return None, warn_fallback(
             new_report("xla", f"converting it to a μGraph failed: {type(e).__name__}: {e}")
         )
-    try:
-        # Regions are specialized while jax traces (under jit, vmap, grad): the search's
-        # timing and float checks must run eagerly, not be staged into that trace.
-        with jax.ensure_compile_time_eval():
-            config = settings.config
-            if config is None:  # the user gave none: limits that suit this region
-                config = default_config(rg.graph)
-            fast = superoptimize(
-                rg.graph,
-                config,
-                backend=settings.backend,
-                cache_dir=settings.cache_dir,
-                progress=False,
+    config = settings.config if settings.config is not None else default_config(rg.graph)
+    if keep_kernels():  # tests force kernels: every region is searched, none estimated
+        return Pending(region, rg, config, None, settings)
+    key = (rg.graph.hash(), settings.backend)
+    estimate = _ESTIMATES.get(key)
+    if estimate is None:
+        try:
+            with _cache_root(settings):
+                estimate = estimate_cache.load(*key)
+                if estimate is None:
+                    with jax.ensure_compile_time_eval():
+                        estimate = budget.estimate(rg.graph, flops, settings.backend)
+                    estimate_cache.save(*key, estimate)
+        except Exception as e:
+            return None, warn_fallback(
+                new_report("xla", f"timing it with XLA failed: {type(e).__name__}: {e}")
             )
-    except Exception as e:
-        return None, warn_fallback(
-            new_report("xla", f"superoptimize failed: {type(e).__name__}: {e}")
-        )
+        _ESTIMATES[key] = estimate
+    why_not = estimate.why_not()
+    if why_not is not None:
+        return None, new_report("xla", why_not)
+    return Pending(region, rg, config, estimate, settings)
+
+
+def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
+    """Superoptimizes a pending region with `search_s` seconds of search (None: its config's
+    own budget) and returns its kernel, or None and why it runs as plain JAX."""
+    rg, settings = pending.rg, pending.settings
+    config = pending.config
+    if search_s is not None:
+        config = dataclasses.replace(config, time_budget_s=search_s)
+    root = settings.cache_dir if settings.cache_dir is not None else store.cache_root()
+    key = (rg.graph.hash(), settings.backend, str(root), config, top_k)
+    fast = _SUPEROPTIMIZED.get(key)
+    if fast is None:
+        try:
+            # Regions are specialized while jax traces (under jit, vmap, grad): the search's
+            # timing and float checks must run eagerly, not be staged into that trace.
+            with jax.ensure_compile_time_eval():
+                fast = superoptimize(
+                    rg.graph,
+                    config,
+                    backend=settings.backend,
+                    cache_dir=settings.cache_dir,
+                    top_k=top_k,
+                    progress=False,
+                )
+        except Exception as e:
+            fast = f"superoptimize failed: {type(e).__name__}: {e}"
+        _SUPEROPTIMIZED[key] = fast
+    if isinstance(fast, str):
+        return None, warn_fallback(pending.report("xla", fast))
     if fast.graph is rg.graph or not any(op.kind == "customized" for op in fast.graph.ops):
-        return None, new_report("xla", "no candidate beat XLA", fast.report())
+        return None, pending.report("xla", "no candidate beat XLA", fast.report())
+    chosen = fast
 
     def run(*values):
-        outs = fast(*rg.prepare_inputs(values, xp=jnp))
+        outs = chosen(*rg.prepare_inputs(values, xp=jnp))
         return rg.finish_outputs(outs, values, xp=jnp)
 
     text = fast.report()
+    if pending.estimate is not None:
+        e = pending.estimate
+        text += (
+            f"\nroofline: XLA {e.xla_s * 1e3:.3f} ms, fused bound {e.bound_s * 1e3:.3f} ms, "
+            f"searched {config.time_budget_s:g} s"
+        )
     copies = rg.layout_ops()
     if copies:  # XLA lays these out around the kernel; the timing above does not see them
         text += "\nlayout copies at the region's boundary:\n" + "\n".join("  " + c for c in copies)
-    return run, new_report("kernel", f"{fast.speedup:.2f}x over XLA in its own timing", text)
+    return run, pending.report("kernel", f"{fast.speedup:.2f}x over XLA in its own timing", text)
+
+
+def region_kernel(region: Region, settings: Settings) -> Outcome:
+    """(a function of the region's input values returning its output values, the report),
+    or (None, the report) when the region stays plain JAX (warned, unless it was too small
+    by the user's own `min_region_flops`, could not gain, or XLA won the timing). The region
+    alone: searched with its config's own budget."""
+    prepared = prepare(region, settings)
+    if isinstance(prepared, Pending):
+        return finish(prepared, None)
+    return prepared

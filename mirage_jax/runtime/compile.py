@@ -4,6 +4,8 @@ as lax ops (mirage_jax/runtime/lower.py). The target is a Backend record
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -90,6 +92,33 @@ def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> Compi
         return call(*args)
 
     return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
+
+
+def prebuild(graphs: list[KernelGraph], backend: str = "cpu") -> None:
+    """Compiles the kernel libraries of several graphs at once, one compiler per core, into
+    the kernel cache, so that building them one by one afterwards finds them there. Errors
+    are left for that build to report (the same error, with its candidate's name)."""
+    target = backend_named(backend, "prebuild")
+    options = target.options()
+    sources: dict[str, str] = {}  # source -> its symbol; shared kernels once
+    for kg in graphs:
+        for symbol, source in _kernels(kg, target, options).values():
+            sources.setdefault(source, symbol)
+
+    def library(item: tuple[str, str]) -> None:
+        source, symbol = item
+        # An error is reported by the build of the candidate that needs it.
+        with contextlib.suppress(Exception):
+            kernel_cache.library_for(source, target, options, symbol=symbol)
+
+    workers = max(1, min(len(sources), _usable_cores()))
+    if workers > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(library, sources.items()))
+
+
+def _usable_cores() -> int:
+    return max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
 
 
 def compile(kg: KernelGraph, backend: str = "cpu") -> Callable[..., tuple[jax.Array, ...]]:

@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -32,8 +33,12 @@ DIRECTORY = "searches"
 _RESULT = "result.json"
 _META = "meta.json"
 # Thread count is left out of the key: the search returns the same candidates, in the same
-# order, whatever the number of threads (cc/search/result_set.h).
-_FIELDS_NOT_IN_KEY = ("threads",)
+# order, whatever the number of threads (cc/search/result_set.h). So is the time budget: the
+# optimizer sizes it per region from the function's budget, and a search that ran to its
+# end answers every budget; one cut short by its budget answers the same or smaller budgets
+# (the entry records it), and a larger one searches again and replaces it.
+_FIELDS_NOT_IN_KEY = ("threads", "time_budget_s")
+_BUDGET_SPENT = "time budget spent"
 # A search a hook stopped holds whatever it had found by then; it is not worth keeping.
 _UNCACHED_REASONS = ("stopped",)
 
@@ -58,9 +63,10 @@ def search_key(graph, config, backend: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _encode(result) -> str:
+def _encode(result, budget_s: float) -> str:
     return json.dumps(
         {
+            "time_budget_s": budget_s,
             "candidates": [c.to_json() for c in result.candidates],
             "costs": list(result.costs),
             "stats": dataclasses.asdict(result.stats),
@@ -71,7 +77,16 @@ def _encode(result) -> str:
 
 
 def _decode(text: str):
-    doc = json.loads(text)
+    return _decode_doc(json.loads(text))
+
+
+def _budget_of(entry: Path) -> float:
+    """The time budget the entry's search ran with (inf for entries written before budgets
+    were recorded: they were searched with their whole key's budget)."""
+    return float(json.loads((entry / _RESULT).read_text()).get("time_budget_s", math.inf))
+
+
+def _decode_doc(doc: dict):
     candidates = [KernelGraph.from_json(c) for c in doc["candidates"]]
     if len(candidates) != len(doc["costs"]):
         raise ValueError(f"{len(candidates)} candidates but {len(doc['costs'])} costs")
@@ -117,9 +132,9 @@ cache.register_kind(KIND, DIRECTORY, load_problem)
 cache.register_fingerprint("core", _core_digest)
 
 
-def _store(searches: Path, key: str, result) -> None:
+def _store(searches: Path, key: str, result, budget_s: float) -> None:
     with cache.staged_entry(searches, key) as staging:
-        (staging / _RESULT).write_text(_encode(result))
+        (staging / _RESULT).write_text(_encode(result, budget_s))
         meta = {
             "kind": KIND,
             "key": key,
@@ -136,16 +151,23 @@ def cached_search(graph, config, backend: str, run_search: Callable):
     searches = cache.cache_root() / DIRECTORY
     key = search_key(graph, config, backend)
     entry = searches / key
+
+    def answers(result) -> bool:
+        return result.reason != _BUDGET_SPENT or _budget_of(entry) >= config.time_budget_s
+
     if entry.is_dir():
         result, _ = _load(entry)
-        if result is not None:
+        if result is not None and answers(result):
             return result, True
     with cache.locked(searches / ".locks" / f"{key}.lock"):
         # Another process may have searched (or repaired) it while we waited for the lock.
+        problem = None
         if entry.exists():
             result, problem = _load(entry)
-            if result is not None:
+            if result is not None and answers(result):
                 return result, True
+            # result not None here: it was cut short by a smaller budget; search longer
+        if problem is not None:
             warnings.warn(
                 f"mirage_jax: cached search result {entry} is corrupt ({problem}); "
                 f"deleting it and searching again",
@@ -155,5 +177,7 @@ def cached_search(graph, config, backend: str, run_search: Callable):
             cache.remove_entry(entry)  # whatever its shape: a file, a link, a tree
         result = run_search()
         if result.reason not in _UNCACHED_REASONS:
-            _store(searches, key, result)
+            if entry.exists():
+                cache.remove_entry(entry)
+            _store(searches, key, result, config.time_budget_s)
     return result, False

@@ -293,6 +293,9 @@ class _Run:
         xla_fn: Callable[..., Any] = jax.jit(_compile.compile(self.kg, self.backend))
         want = jax.block_until_ready(xla_fn(*inputs))
 
+        if len(contenders) > 1:
+            self._log("compiling %d candidates in parallel", len(contenders))
+            _compile.prebuild([graph for graph, _ in contenders], self.backend)
         runnable: dict[str, _Runnable] = {}
         for i, (graph, _) in enumerate(contenders):
             name = graph.hash()

@@ -1,0 +1,170 @@
+"""How one function's optimization time is spent: a region is searched only when a fused
+kernel could beat XLA by enough to matter, and the function's budget is shared among the
+regions that could, by their expected gain.
+
+The expected gain of a region is XLA's measured time on it minus the roofline bound of one
+fused kernel: its flops at the machine's matmul rate and its input and output bytes at the
+machine's copy bandwidth, both measured with XLA itself, once per process. A region whose
+XLA time is already within SKIP_WITHIN of that bound (a large matmul XLA runs at full rate),
+or whose possible gain is below a kernel dispatch, is not searched at all.
+
+Each searched region's search gets a share of what is left of the budget in proportion to
+its gain, rounded down to one of SEARCH_STEPS (a short list, so that a rerun on a slightly
+noisier machine lands on the same step, and the search cache answers it) and never more
+than the region's own config allows. Compile and timing are charged to the budget as they
+happen; when it is spent, the remaining regions run as plain JAX and explain() says so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.runtime import compile as _compile
+from mirage_jax.runtime import profile as _profile
+
+# Default for optimize(budget_s=): sized so that a 2-4 layer transformer's first call
+# finishes within about 30 s cold on 2 cores (measured in benchmarks/first_call.py).
+DEFAULT_BUDGET_S = 20.0
+# XLA within this fraction of the fused bound: a kernel cannot gain enough to be worth it.
+SKIP_WITHIN = 0.10
+# Below this many seconds of gain per call a kernel's dispatch eats the gain.
+MIN_GAIN_S = 20e-6
+# Of each region's share, this much goes to its search; the rest pays compile and timing.
+SEARCH_FRACTION = 0.5
+SEARCH_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
+_XLA_TIMING_S = 0.2
+# A candidate's compilation, in seconds, for sizing how many to compile (g++ -O3 of one
+# generated kernel here; prebuilt in parallel, one per core).
+COMPILE_S = 5.0  # wall time of each region's XLA measurement
+
+
+@dataclasses.dataclass(frozen=True)
+class MachineRates:
+    """What XLA reaches here: f32 matmul flops per second and copy bytes per second."""
+
+    flops_per_s: float
+    bytes_per_s: float
+
+
+def _best_seconds(fn, args, repeats: int = 3) -> float:
+    jax.block_until_ready(fn(*args))
+    best = math.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@functools.cache
+def machine_rates(platform: str = "cpu") -> MachineRates:
+    """Measured once per process and platform ("cpu" or "gpu"), in about 0.3 s on a CPU."""
+    device = jax.devices(platform)[0]
+    n = 1024 if platform == "cpu" else 4096  # large enough for XLA's full matmul rate
+    with jax.ensure_compile_time_eval():
+        a = jax.device_put(jnp.ones((n, n), jnp.float32), device)
+        flops = 2 * n**3 / _best_seconds(jax.jit(jnp.matmul), (a, a))
+        m = 1 << (22 if platform == "cpu" else 26)  # 16 MiB / 256 MiB of f32
+        x = jax.device_put(jnp.ones((m,), jnp.float32), device)
+        # The faster of a read and a read-write stream: an underestimate would skip regions
+        # a kernel could speed up; an overestimate only costs a search.
+        read = 4 * m / _best_seconds(jax.jit(jnp.sum), (x,))
+        copy = 2 * 4 * m / _best_seconds(jax.jit(lambda v: v + 1.0), (x,))
+    return MachineRates(flops, max(read, copy))
+
+
+def _bytes(tensors) -> int:
+    return sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in tensors)
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """A region's measured XLA time and the roofline bound of one fused kernel for it."""
+
+    xla_s: float
+    bound_s: float
+
+    @property
+    def gain_s(self) -> float:
+        return max(0.0, self.xla_s - self.bound_s)
+
+    def why_not(self) -> str | None:
+        """None when the region is worth searching, else why not (for explain)."""
+        head = (
+            f"XLA takes {self.xla_s * 1e3:.3f} ms and one fused kernel's roofline bound is "
+            f"{self.bound_s * 1e3:.3f} ms"
+        )
+        if self.gain_s < SKIP_WITHIN * self.xla_s:
+            return f"not searched: {head}; XLA is within {SKIP_WITHIN:.0%} of the bound"
+        if self.gain_s < MIN_GAIN_S:
+            return f"not searched: {head}; a gain under {MIN_GAIN_S * 1e6:.0f} µs per call"
+        return None
+
+
+def estimate(kg: KernelGraph, flops: float, backend: str) -> Estimate:
+    """The region's XLA time (its original graph run by XLA, best of a few calls on random
+    data) and its fused bound on this machine."""
+    platform = "gpu" if backend == "cuda" else "cpu"
+    rates = machine_rates(platform)
+    bound = max(flops / rates.flops_per_s, _bytes([*kg.inputs, *kg.outputs]) / rates.bytes_per_s)
+    device = jax.devices(platform)[0]
+    keys = jax.random.split(jax.random.key(0), max(1, len(kg.inputs)))
+    with jax.ensure_compile_time_eval(), jax.default_device(device):
+        # drawn on the device: numpy's generator takes seconds for a model's weights
+        inputs = [
+            jax.random.normal(k, t.shape, jnp.float32).astype(t.dtype)
+            for k, t in zip(keys, kg.inputs)
+        ]
+        fn = jax.jit(_compile.compile(kg, backend))
+        times, _ = _profile.median_times({"xla": fn}, inputs, budget_s=_XLA_TIMING_S)
+    return Estimate(times["xla"], bound)
+
+
+def search_step(seconds: float) -> float:
+    """The largest SEARCH_STEPS entry not above `seconds` (the smallest one at least)."""
+    fitting = [s for s in SEARCH_STEPS if s <= seconds]
+    return fitting[-1] if fitting else SEARCH_STEPS[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Allotment:
+    """A region group's planned share: seconds of search and how many candidates to compile."""
+
+    search_s: float
+    top_k: int
+
+
+def plan(gains: list[float], budget_s: float, caps: list[float]) -> list[Allotment]:
+    """Each group's share of `budget_s` by its gain, fixed before any work starts: the plan
+    depends only on the (cached) estimates, so every process with the same cache plans the
+    same searches and the search cache answers them."""
+    total = sum(gains)
+    out = []
+    for gain, cap in zip(gains, caps):
+        share = budget_s * (gain / total if total > 0 else 1.0 / len(gains))
+        search = min(search_step(share * SEARCH_FRACTION), search_step(cap))
+        top_k = max(1, min(4, int(share * (1 - SEARCH_FRACTION) / COMPILE_S)))
+        out.append(Allotment(search, top_k))
+    return out
+
+
+class FunctionBudget:
+    """The wall-clock budget of optimizing one function, shared by its regions."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.started = time.perf_counter()
+
+    def spent(self) -> float:
+        return time.perf_counter() - self.started
+
+    def left(self) -> float:
+        return max(0.0, self.seconds - self.spent())

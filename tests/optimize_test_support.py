@@ -33,7 +33,7 @@ def kernels_always_win(monkeypatch):
     """Timing decides between a kernel and XLA; these tests are about the rewriting, so every
     candidate is made to time faster than XLA (correctness checks still run for real)."""
 
-    def fake(functions, args):
+    def fake(functions, args, **_):
         return {name: (1.0 if name == "xla" else 0.5) for name in functions}, 1
 
     monkeypatch.setattr(_profile, "median_times", fake)

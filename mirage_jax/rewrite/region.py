@@ -91,7 +91,7 @@ class Pending:
     region: Region
     rg: RegionGraph
     config: SearchConfig
-    estimate: budget.Estimate | None  # None: not estimated (kernels forced by a test)
+    estimate: budget.Estimate | None  # None: not estimated (kernels forced, or it failed)
     settings: Settings
 
     @property
@@ -137,10 +137,10 @@ def prepare(region: Region, settings: Settings) -> Pending | Outcome:
                     with jax.ensure_compile_time_eval():
                         estimate = budget.estimate(rg.graph, flops, settings.backend)
                     estimate_cache.save(*key, estimate)
-        except Exception as e:
-            return None, warn_fallback(
-                new_report("xla", f"timing it with XLA failed: {type(e).__name__}: {e}")
-            )
+        except Exception:
+            # Only an economy: without an estimate the region is searched, and whatever
+            # failed here (no device for the backend, say) fails there with its own report.
+            return Pending(region, rg, config, None, settings)
         _ESTIMATES[key] = estimate
     why_not = estimate.why_not()
     if why_not is not None:
@@ -186,9 +186,9 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
 
     text = fast.report()
     if pending.estimate is not None:
-        e = pending.estimate
+        est = pending.estimate
         text += (
-            f"\nroofline: XLA {e.xla_s * 1e3:.3f} ms, fused bound {e.bound_s * 1e3:.3f} ms, "
+            f"\nroofline: XLA {est.xla_s * 1e3:.3f} ms, fused bound {est.bound_s * 1e3:.3f} ms, "
             f"searched {config.time_budget_s:g} s"
         )
     copies = rg.layout_ops()

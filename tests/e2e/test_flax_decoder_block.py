@@ -146,7 +146,7 @@ WARM_PROCESS = textwrap.dedent("""
     import test_flax_decoder_block as t
     import search_test_support
 
-    _profile.median_times = lambda fns, args: ({n: (1.0 if n == "xla" else 0.5)
+    _profile.median_times = lambda fns, args, **_: ({n: (1.0 if n == "xla" else 0.5)
                                                 for n in fns}, 1)
     counts = search_test_support.install_counters(setattr)
     fn, opt, args = t.optimize_block("nnx", "float32")

@@ -254,7 +254,7 @@ def test_a_rewritten_program_slower_than_jit_as_a_whole_runs_as_jit(monkeypatch)
     timed against jax.jit of the function too, and loses here: the function runs as jit."""
     from mirage_jax.runtime import profile as _profile
 
-    def times(functions, args):  # kernels win their regions; the rewritten program loses
+    def times(functions, args, **_):  # kernels win their regions; the rewritten program loses
         return {n: {"xla": 1.0, "rewritten": 2.0}.get(n, 0.5) for n in functions}, 1
 
     monkeypatch.setattr(_profile, "median_times", times)

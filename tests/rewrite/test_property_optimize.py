@@ -108,9 +108,9 @@ def test_random_programs_match_jit_and_account_for_every_region(program, kernels
     steps, widths, seed = program
     f, args = build(steps, widths, seed)
     timings = (
-        (lambda fns, a: ({n: (1.0 if n == "xla" else 0.5) for n in fns}, 1))
+        (lambda fns, a, **_: ({n: (1.0 if n == "xla" else 0.5) for n in fns}, 1))
         if kernels_win
-        else (lambda fns, a: ({n: (0.5 if n == "xla" else 1.0) for n in fns}, 1))
+        else (lambda fns, a, **_: ({n: (0.5 if n == "xla" else 1.0) for n in fns}, 1))
     )
     opt = mj.optimize(f, config=CONFIG)
     with (

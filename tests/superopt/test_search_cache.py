@@ -23,7 +23,7 @@ def root(monkeypatch, tmp_path):
     return tmp_path / "cache"
 
 
-def test_key_covers_graph_config_backend_and_target_but_not_threads():
+def test_key_covers_graph_config_backend_and_target_but_not_threads_or_budget():
     ref, fused = graphs()
     key = search_cache.search_key(ref, CONFIG, "cpu")
     assert search_cache.search_key(graphs()[0], CONFIG, "cpu") == key  # an equal graph
@@ -34,12 +34,15 @@ def test_key_covers_graph_config_backend_and_target_but_not_threads():
         )
         == key
     )
+    # the budget is recorded in the entry instead (next test)
+    assert (
+        search_cache.search_key(ref, dataclasses.replace(CONFIG, time_budget_s=5.0), "cpu") == key
+    )
     for change in (
         dict(max_block_ops=4),
         dict(preset="attention"),
         dict(seed=1),
         dict(target="h100"),
-        dict(time_budget_s=5.0),
     ):
         other = dataclasses.replace(CONFIG, **change)
         assert search_cache.search_key(ref, other, "cpu") != key, change
@@ -60,6 +63,29 @@ def test_a_stored_result_loads_back_equal_without_searching(root):
     meta = json.loads((entry / "meta.json").read_text())
     assert meta["kind"] == "search" and meta["key"] == entry.name
     assert {"sha256", "mirage_jax", "jaxlib", "core"} <= set(meta)
+
+
+def test_a_search_cut_short_answers_smaller_budgets_and_a_larger_one_searches_again(root):
+    ref, _ = graphs()
+    short = Searches(reason="time budget spent")
+    config = dataclasses.replace(CONFIG, time_budget_s=4.0)
+    search_cache.cached_search(ref, config, "cpu", short)
+    for budget in (4.0, 2.0):  # what 4 s found answers any budget up to 4 s
+        _, hit = search_cache.cached_search(
+            ref, dataclasses.replace(CONFIG, time_budget_s=budget), "cpu", short
+        )
+        assert hit, budget
+    assert short.calls == 1
+    complete = Searches()  # 8 s: a longer search may find more; this one runs to its end
+    _, hit = search_cache.cached_search(
+        ref, dataclasses.replace(CONFIG, time_budget_s=8.0), "cpu", complete
+    )
+    assert not hit and complete.calls == 1
+    # a search that ran to its end answers every budget, larger ones included
+    _, hit = search_cache.cached_search(
+        ref, dataclasses.replace(CONFIG, time_budget_s=60.0), "cpu", complete
+    )
+    assert hit and complete.calls == 1
 
 
 def test_a_stopped_search_is_not_cached(root):

@@ -1,0 +1,91 @@
+"""Decisions that hold: three processes optimizing one function on one cache make the same
+choices (each region's, and the whole program's), and only the first one times or searches;
+the others follow its stored verdicts. `cache list` shows them."""
+
+import json
+import subprocess
+import sys
+
+from cache_test_support import cli_env
+
+CHILD = r"""
+import json, re
+import jax, jax.numpy as jnp, numpy as np
+import mirage_jax as mj
+from mirage_jax.runtime import profile
+from mirage_jax.superopt import search as _search
+
+counts = {"timing": 0, "search": 0}
+real_times, real_search = profile.median_times, _search.search
+
+def times(*args, **kwargs):
+    counts["timing"] += 1
+    return real_times(*args, **kwargs)
+
+def search(*args, **kwargs):
+    counts["search"] += 1
+    return real_search(*args, **kwargs)
+
+profile.median_times, _search.search = times, search
+profile.BUDGET_S = 0.2
+
+def rmsnorm_linear(x, g, w):
+    ms = jnp.mean(x * x, axis=-1, keepdims=True)
+    return (x * jax.lax.rsqrt(ms + 1e-6) * g) @ w
+
+rng = np.random.default_rng(0)
+x = jnp.asarray(rng.standard_normal((8, 256)), jnp.float32)
+g = jnp.asarray(rng.standard_normal(256), jnp.float32)
+w = jnp.asarray(rng.standard_normal((256, 64)), jnp.float32)
+f = mj.optimize(rmsnorm_linear)
+got, want = np.asarray(f(x, g, w)), np.asarray(jax.jit(rmsnorm_linear)(x, g, w))
+choices = []
+for r in f.regions(x, g, w):
+    line = re.search(r"chosen: (candidate \w+|[^\n(]*)", r.report)
+    choices.append([r.chosen, line.group(1).strip() if line else ""])
+print(json.dumps({
+    "choices": choices,
+    "uses_kernels": f.uses_kernels(x, g, w),
+    "counts": counts,
+    "error": float(np.max(np.abs(got - want)) / np.max(np.abs(want))),
+    "loaded": ["verdict: loaded from the verdict cache" in r.report for r in f.regions(x, g, w)],
+}))
+"""
+
+
+def run_child(env):
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", CHILD], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_three_processes_on_one_cache_make_the_same_choices(tmp_path):
+    env = {**cli_env(tmp_path / "cache"), "MIRAGE_JAX_VERDICTS": "1"}
+    env.pop("MIRAGE_JAX_KEEP_KERNELS", None)
+    runs = [run_child(env) for _ in range(3)]
+    first, *later = runs
+    assert first["counts"]["timing"] >= 1 and first["choices"]
+    for run in later:
+        assert run["choices"] == first["choices"]
+        assert run["uses_kernels"] == first["uses_kernels"]
+        assert run["counts"] == {"timing": 0, "search": 0}
+        assert all(run["loaded"])
+    assert all(run["error"] < 1e-5 for run in runs)
+
+    listed = subprocess.run(
+        [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stderr
+    print(listed.stdout)
+    verdicts = listed.stdout.split("verdicts (scope,")[1].splitlines()[1:]
+    scopes = [line.split()[0] for line in verdicts]
+    assert scopes.count("region") == len(first["choices"])
+    if any(c[0] == "kernel" for c in first["choices"]):
+        assert scopes.count("program") == 1
+    assert all("rounds" in line and "x [" in line for line in verdicts)

@@ -275,9 +275,14 @@ class _Run:
         if not forced:
             stored = verdict_cache.load(key)
             if stored is not None:
-                followed = self._follow(key, stored)
+                try:
+                    followed = self._follow(key, stored)
+                except Exception as e:  # a field of the wrong type, ...: measure again
+                    verdict_cache.reject(key, f"it does not read ({_error_head(e)})")
+                    followed = None
                 if followed is not None:
                     return followed
+                self.loaded, self.verification, self.timings = None, None, {}
         original = self.kg.hash()
         self.result = self._search()
         contenders = []

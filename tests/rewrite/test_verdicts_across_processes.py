@@ -7,6 +7,10 @@ import subprocess
 import sys
 
 from cache_test_support import cli_env
+from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
+
+from mirage_jax.cache import store
+from mirage_jax.superopt import verdict_cache
 
 CHILD = r"""
 import json, re
@@ -61,8 +65,11 @@ def run_child(env):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def test_three_processes_on_one_cache_make_the_same_choices(tmp_path):
-    env = {**cli_env(tmp_path / "cache"), "MIRAGE_JAX_VERDICTS": "1"}
+def test_three_processes_on_one_cache_make_the_same_choices(session_kernel_cache):
+    # The session's cache: the function is test_optimize's, whose search and kernels may be
+    # there already. Its other tests run with verdicts off, so none is stored there but ours.
+    store.remove_entry(session_kernel_cache / verdict_cache.DIRECTORY)
+    env = {**cli_env(session_kernel_cache), "MIRAGE_JAX_VERDICTS": "1"}
     env.pop("MIRAGE_JAX_KEEP_KERNELS", None)
     runs = [run_child(env) for _ in range(3)]
     first, *later = runs

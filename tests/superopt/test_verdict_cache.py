@@ -14,7 +14,8 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 )
 
 import mirage_jax as mj
-from mirage_jax.cache import store
+from mirage_jax.cache import admin, archive, store
+from mirage_jax.cli import cache as cli_cache
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.runtime import compile as _compile
@@ -157,3 +158,37 @@ def test_a_verdict_whose_graph_fails_verification_is_never_run(monkeypatch):
         f = superoptimize()
     assert wrong.hash() not in built and f.graph.hash() != wrong.hash()
     assert len(calls) == 2  # timed again instead
+
+
+def test_verdicts_are_listed_verified_exported_imported_and_cleared_like_other_entries(
+    tmp_path, capsys, monkeypatch
+):
+    monkeypatch.setattr(verdict_cache, "DIRECTORY", store.KINDS[verdict_cache.KIND].directory)
+    source, target = tmp_path / "source", tmp_path / "target"
+    with store.using_cache_root(source):
+        verdict_cache.save(
+            "a" * 32,
+            {
+                "scope": "region",
+                "label": "rms",
+                "chosen": "xla",
+                "ratio": 0.8,
+                "low": 0.7,
+                "high": 0.9,
+                "rounds": 12,
+            },
+        )
+    (source / verdict_cache.DIRECTORY / ("b" * 32)).write_text("not a verdict")
+    assert cli_cache._list(source) == 0
+    listed = capsys.readouterr().out
+    assert "region  rms" in listed and "0.80x [0.70, 0.90] 12 rounds" in listed
+    assert cli_cache._verify(source) == 1  # the damaged one is bad, and removed
+    verified = capsys.readouterr().out
+    assert f"ok   verdict {'a' * 32}" in verified and f"BAD  verdict {'b' * 32}" in verified
+    done = archive.export_cache(tmp_path / "v.tar.gz", source)
+    assert done.done == [("verdict", "a" * 32)]
+    imported = archive.import_cache(tmp_path / "v.tar.gz", target, trust_unsigned=True)
+    assert imported.done == [("verdict", "a" * 32)] and not imported.refused
+    assert [e.kind for e in admin.entries(target)] == ["verdict"]
+    assert cli_cache._clear(target, yes=True) == 0
+    assert list(admin.entries(target)) == []

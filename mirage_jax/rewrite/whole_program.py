@@ -74,14 +74,17 @@ def check(
                 RuntimeWarning,
                 stacklevel=3,
             )
-        stored = verdict_cache.load(key) if key is not None else None
-        if stored is not None:
-            return stored["chosen"] == REWRITTEN, (
-                f"whole program: verdict loaded from the cache, measured "
-                f"{stored.get('measured_at', '?')} on {stored.get('host', '?')}: "
-                f"{stored.get('decision', '?')}"
-            )
-        return _measure(jax.jit(rewritten), jax.jit(plain), avals, key)
+        if key is None:
+            return _measure(jax.jit(rewritten), jax.jit(plain), avals, None)
+        with verdict_cache.measuring(key):  # a process deciding the same waits, then follows
+            stored = verdict_cache.load(key)
+            if stored is not None:
+                return stored["chosen"] == REWRITTEN, (
+                    f"whole program: verdict loaded from the cache, measured "
+                    f"{stored.get('measured_at', '?')} on {stored.get('host', '?')}: "
+                    f"{stored.get('decision', '?')}"
+                )
+            return _measure(jax.jit(rewritten), jax.jit(plain), avals, key)
 
 
 def _measure(

@@ -270,9 +270,10 @@ class _Run:
     # -- the whole run ---------------------------------------------------------------
 
     def choose(self) -> Superoptimized:
-        forced = keep_kernels()
+        if keep_kernels():  # forced: nothing is decided, so nothing is stored or followed
+            return self._measure(None)
         key = verdict_cache.region_key(self.kg, self.config, self.backend, self.top_k)
-        if not forced:
+        with verdict_cache.measuring(key):
             stored = verdict_cache.load(key)
             if stored is not None:
                 try:
@@ -283,6 +284,12 @@ class _Run:
                 if followed is not None:
                     return followed
                 self.loaded, self.verification, self.timings = None, None, {}
+            return self._measure(key)
+
+    def _measure(self, key: str | None) -> Superoptimized:
+        """Search, compile, time, check and decide; the verdict is stored under `key` (None:
+        the test-only switch forces kernels, and nothing is stored)."""
+        forced = key is None
         original = self.kg.hash()
         self.result = self._search()
         contenders = []
@@ -374,7 +381,7 @@ class _Run:
         # toolchain being upgraded): such a run's verdict is not worth keeping.
         failed_build = any(why.startswith(_BUILD_FAILURES) for _, why in self.dropped)
         measured = hasattr(self.timings, "samples")  # not a timer replaced by fixed times
-        if not forced and self.result is not None and measured and not failed_build:
+        if key is not None and self.result is not None and measured and not failed_build:
             self._save_verdict(key, chosen)
         return Superoptimized(
             chosen, fn, source, dict(self.timings), speedup, report.text(self, chosen, speedup)

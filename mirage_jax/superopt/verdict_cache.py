@@ -17,6 +17,7 @@ $MIRAGE_JAX_VERDICTS=0 turns verdicts off: every call times afresh and stores no
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import functools
@@ -137,9 +138,21 @@ def _entry(key: str) -> Path:
     return cache.cache_root() / DIRECTORY / key
 
 
+@contextlib.contextmanager
+def measuring(key: str):
+    """Holds `key`'s lock while its verdict is looked up, measured and stored (load, reject
+    and save expect it held): a second process deciding the same thing waits,
+    then follows the first one's verdict, so processes running at once decide alike too."""
+    if not enabled():
+        yield
+        return
+    with cache.locked(cache.cache_root() / DIRECTORY / ".locks" / f"{key}.lock"):
+        yield
+
+
 def load(key: str) -> dict[str, Any] | None:
-    """The verdict stored under `key`, else None. A damaged entry is removed, with one
-    warning, and None returned: the caller measures again."""
+    """The verdict stored under `key` (its lock held), else None. A damaged entry is
+    removed, with one warning, and None returned: the caller measures again."""
     if not enabled():
         return None
     entry = _entry(key)
@@ -153,34 +166,34 @@ def load(key: str) -> dict[str, Any] | None:
 
 
 def reject(key: str, why: str) -> None:
-    """Removes the verdict under `key`, warning once why; the caller measures again."""
+    """Removes the verdict under `key` (its lock held), warning once why; the caller
+    measures again."""
     entry = _entry(key)
     warnings.warn(
         f"mirage_jax: stored verdict {entry} is unusable ({why}); deleting it and timing again",
         RuntimeWarning,
         stacklevel=3,
     )
-    with cache.locked(entry.parent / ".locks" / f"{key}.lock"):
-        cache.remove_entry(entry)
+    cache.remove_entry(entry)
 
 
 def save(key: str, verdict: dict[str, Any]) -> None:
-    """Stores `verdict` under `key` with when and where it was measured (replacing any)."""
+    """Stores `verdict` under `key` (its lock held) with when and where it was measured,
+    replacing any."""
     if not enabled():
         return
     doc = {**verdict, "measured_at": now(), "host": host(), "machine": machine()}
     verdicts = cache.cache_root() / DIRECTORY
-    with cache.locked(verdicts / ".locks" / f"{key}.lock"):
-        cache.remove_entry(verdicts / key)
-        with cache.staged_entry(verdicts, key) as staging:
-            (staging / _VERDICT).write_text(json.dumps(doc, indent=1, default=str))
-            meta = {
-                "kind": KIND,
-                "key": key,
-                "sha256": cache.sha256_of(staging / _VERDICT),
-                **cache.versions(),
-            }
-            (staging / _META).write_text(json.dumps(meta, indent=1))
+    cache.remove_entry(verdicts / key)
+    with cache.staged_entry(verdicts, key) as staging:
+        (staging / _VERDICT).write_text(json.dumps(doc, indent=1, default=str))
+        meta = {
+            "kind": KIND,
+            "key": key,
+            "sha256": cache.sha256_of(staging / _VERDICT),
+            **cache.versions(),
+        }
+        (staging / _META).write_text(json.dumps(meta, indent=1))
 
 
 def summary(entry: Path) -> str | None:

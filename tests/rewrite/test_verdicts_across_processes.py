@@ -1,6 +1,7 @@
-"""Decisions that hold: three processes optimizing one function on one cache make the same
-choices (each region's, and the whole program's), and only the first one times or searches;
-the others follow its stored verdicts. `cache list` shows them."""
+"""Decisions that hold: three processes optimizing one function on one cache, started at once,
+make the same choices (each region's, and the whole program's); only one of them times or
+searches, the others wait for its stored verdicts and follow them; a fourth started afterwards
+times nothing. `cache list` shows the verdicts."""
 
 import json
 import subprocess
@@ -19,12 +20,12 @@ import mirage_jax as mj
 from mirage_jax.runtime import profile
 from mirage_jax.superopt import search as _search
 
-counts = {"timing": 0, "search": 0}
+counts = {"region timing": 0, "program timing": 0, "search": 0}
 real_times, real_search = profile.median_times, _search.search
 
-def times(*args, **kwargs):
-    counts["timing"] += 1
-    return real_times(*args, **kwargs)
+def times(functions, *args, **kwargs):
+    counts["program timing" if "rewritten" in functions else "region timing"] += 1
+    return real_times(functions, *args, **kwargs)
 
 def search(*args, **kwargs):
     counts["search"] += 1
@@ -57,29 +58,52 @@ print(json.dumps({
 """
 
 
-def run_child(env):
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", CHILD], env=env, capture_output=True, text=True, timeout=600
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def test_three_processes_on_one_cache_make_the_same_choices(session_kernel_cache):
     # The session's cache: the function is test_optimize's, whose search and kernels may be
     # there already. Its other tests run with verdicts off, so none is stored there but ours.
     store.remove_entry(session_kernel_cache / verdict_cache.DIRECTORY)
     env = {**cli_env(session_kernel_cache), "MIRAGE_JAX_VERDICTS": "1"}
     env.pop("MIRAGE_JAX_KEEP_KERNELS", None)
-    runs = [run_child(env) for _ in range(3)]
-    first, *later = runs
-    assert first["counts"]["timing"] >= 1 and first["choices"]
-    for run in later:
+    # All three at once: the first to take a verdict's lock measures, the others wait for it
+    # and follow its verdict, exactly as a process started later does.
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-P", "-c", CHILD],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    runs = []
+    for child in children:
+        out, err = child.communicate(timeout=600)
+        assert child.returncode == 0, err[-3000:]
+        runs.append(json.loads(out.strip().splitlines()[-1]))
+    # One process searched (unless the cache had it) and timed the region; the others did
+    # neither. The whole program is timed by whichever first takes its lock (it needs the
+    # region's verdict first), once.
+    counts = [run["counts"] for run in runs]
+    measured = [run for run in runs if run["counts"]["region timing"]]
+    assert len(measured) == 1, counts
+    (first,) = measured
+    assert sum(c["program timing"] > 0 for c in counts) <= 1, counts
+    assert all(c["search"] == 0 for run, c in zip(runs, counts) if run is not first), counts
+    assert first["choices"] and not any(first["loaded"])
+    for run in runs:
         assert run["choices"] == first["choices"]
         assert run["uses_kernels"] == first["uses_kernels"]
-        assert run["counts"] == {"timing": 0, "search": 0}
-        assert all(run["loaded"])
+        assert run is first or all(run["loaded"])
     assert all(run["error"] < 1e-5 for run in runs)
+    # and a process started afterwards times and searches nothing at all
+    later = subprocess.run(
+        [sys.executable, "-P", "-c", CHILD], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert later.returncode == 0, later.stderr[-3000:]
+    last = json.loads(later.stdout.strip().splitlines()[-1])
+    assert last["counts"] == {"region timing": 0, "program timing": 0, "search": 0}
+    assert last["choices"] == first["choices"] and last["uses_kernels"] == first["uses_kernels"]
 
     listed = subprocess.run(
         [sys.executable, "-P", "-m", "mirage_jax", "cache", "list"],

@@ -1,5 +1,5 @@
-"""Shared fixtures: a seeded generator, and the two interpreter precisions with the tolerance
-each one can be held to."""
+"""Shared fixtures: a seeded generator, the two interpreter precisions with the tolerance
+each one can be held to, and stored verdicts turned off."""
 
 import numpy as np
 import pytest
@@ -29,3 +29,10 @@ def _fresh_region_memo():
     region.forget()
     yield
     region.forget()
+
+
+@pytest.fixture(autouse=True)
+def no_stored_verdicts(monkeypatch):
+    """Tests share one cache root (kernels compile once per run) and many replace the timer:
+    a verdict stored by one test would decide for the next. The verdict tests turn them on."""
+    monkeypatch.setenv("MIRAGE_JAX_VERDICTS", "0")

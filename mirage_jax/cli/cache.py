@@ -7,7 +7,7 @@ import argparse
 import re
 from pathlib import Path
 
-# Importing the kernel and search caches registers their kinds of entries with the store,
+# Importing the kernel, search and verdict caches registers their kinds of entries with the store,
 # which is how the admin functions know them.
 import mirage_jax.rewrite.estimate_cache
 import mirage_jax.runtime.kernel_cache
@@ -16,6 +16,7 @@ from mirage_jax.cache import admin as cache_admin
 from mirage_jax.cache import archive as cache_archive
 from mirage_jax.cache import signing
 from mirage_jax.cache import store as cache
+from mirage_jax.superopt import verdict_cache
 
 _SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", re.IGNORECASE)
 
@@ -36,7 +37,11 @@ def add_parser(commands) -> None:
         "cache", help="list, verify, clear, export or import the search and kernel caches"
     )
     actions = cache_command.add_subparsers(dest="action", required=True)
-    actions.add_parser("list", help="each entry's kind (search/kernel), key, size and age")
+    actions.add_parser(
+        "list",
+        help="each entry's kind (search/kernel/verdict), key, size and age, and each "
+        "verdict's choice, ratio with its interval, rounds and when it was measured",
+    )
     actions.add_parser(
         "verify",
         help="re-check every entry (checksums, source against key, each library loaded in a "
@@ -121,6 +126,12 @@ def _list(root) -> int:
             f"  {e.kind:<7} {e.key:<32} {cache_admin.human_size(e.size):>10} "
             f"{cache_admin.human_age(e.age_s):>5}"
         )
+    verdicts = [e for e in found if e.kind == verdict_cache.KIND]
+    if verdicts:
+        print("verdicts (scope, label, choice, XLA/chosen ratio [interval], rounds, measured):")
+    for e in verdicts:
+        line = verdict_cache.summary(e.path)
+        print(f"  {line}" if line is not None else f"  (unreadable: {e.key})")
     return 0
 
 

@@ -28,20 +28,17 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 import jax
-import jax.numpy as jnp
-import numpy as np
 
 from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
 from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
-from mirage_jax.rewrite import budget
+from mirage_jax.rewrite import budget, whole_program
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.rewrite.explain import explain as _explain
 from mirage_jax.rewrite.progress import FunctionProgress
 from mirage_jax.rewrite.region import Outcome, Pending, Settings, finish, prepare
 from mirage_jax.rewrite.signature import Signature as _Signature
 from mirage_jax.rewrite.transparent import region_function
-from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import config as _region_config
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.superoptimize import KEEP_KERNELS_ENV, keep_kernels
@@ -456,7 +453,7 @@ def _rewrite(
         keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
     else:
         progress.stage("timing the whole program against jax.jit")
-        keep, note = _whole_program_check(jax.jit(rewritten), jax.jit(plain), sig.avals)
+        keep, note = whole_program.check(rewritten, plain, sig.avals, closed, settings.cache_dir)
     progress.close(
         f"{len(kernels)} kernel regions, " + ("kept" if keep else "slower as a whole: jax.jit")
     )
@@ -530,39 +527,6 @@ def _check_types(
         raise RuntimeError(
             f"internal error: the rewritten program returns {types[0]}, the function {types[1]}"
         )
-
-
-def _whole_program_check(
-    fast: Callable[..., Any], plain: Callable[..., Any], avals: list[jax.ShapeDtypeStruct]
-) -> tuple[bool, str]:
-    """(whether to run the rewritten program, what was measured). Each region's kernel beat
-    XLA on that region alone, but the regions' boundaries also stop XLA fusing across them:
-    the rewritten program is timed against jax.jit of the whole function, on random inputs
-    of the signature, and runs only when it is faster."""
-    rng = np.random.default_rng(0)
-    try:
-        with jax.ensure_compile_time_eval():
-            inputs: list[jax.Array] = []
-            for a in avals:
-                if jnp.issubdtype(a.dtype, jnp.floating):
-                    x = jnp.asarray(rng.standard_normal(a.shape), a.dtype)
-                else:  # integers, booleans, complex numbers, PRNG keys
-                    x = jnp.zeros(a.shape, a.dtype)
-                inputs.append(jax.device_put(x))
-            times, rounds = _profile.median_times({"xla": plain, "rewritten": fast}, inputs)
-    except Exception as e:
-        return True, f"whole program not timed ({type(e).__name__}: {e})"
-    xla_ms, rewritten_ms = times["xla"] * 1e3, times["rewritten"] * 1e3
-    if times["rewritten"] < times["xla"]:
-        return True, (
-            f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
-            f"({xla_ms / rewritten_ms:.2f}x, median of {rounds} rounds on random inputs)"
-        )
-    return False, (
-        f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
-        f"(median of {rounds} rounds on random inputs): slower, so it runs as jax.jit; the "
-        f"regions' kernels stay cached"
-    )
 
 
 def _whole_calls(program: FlatProgram, kernel_regions: list[Region]) -> list[CustomCall]:

@@ -1,10 +1,12 @@
 """Timing candidate functions against each other in this process.
 
 Each function is warmed up (its first call compiles through XLA), then all are run in
-alternating rounds and each one's median is kept. Alternating spreads slow phases of the
-machine (another process, frequency changes) over every function instead of charging them
-to whichever ran then, and the median ignores the odd preempted run. Each round starts with
-a different function, so none always runs right after the same neighbour, with its caches.
+alternating rounds and each one's samples and median are kept. Alternating spreads slow
+phases of the machine (another process, frequency changes) over every function instead of
+charging them to whichever ran then, and the median ignores the odd preempted run. The order
+within each round is a seeded random permutation, so none always runs right after the same
+neighbour, with its caches, and the rounds pair up: sample i of every function was taken in
+the same round (mirage_jax/runtime/decision.py compares them round by round).
 The arguments should be device arrays (jax.device_put): a numpy argument is copied on every
 call, and that copy can cost more than the work being timed.
 """
@@ -16,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 import jax
+import numpy as np
 
 WARMUP_CALLS = 2
 # Rounds are sized to spend about this long in all; small enough to keep superoptimize
@@ -23,6 +26,15 @@ WARMUP_CALLS = 2
 BUDGET_S = 1.0
 MIN_ROUNDS = 5
 MAX_ROUNDS = 200
+SEED = 0  # of the order within each round
+
+
+class Times(dict):
+    """{name: median seconds per call}, with `samples` {name: seconds of each round}."""
+
+    def __init__(self, samples: dict[str, list[float]]):
+        super().__init__({name: statistics.median(s) for name, s in samples.items()})
+        self.samples = samples
 
 
 def _seconds(fn: Callable, args: Sequence) -> float:
@@ -33,12 +45,12 @@ def _seconds(fn: Callable, args: Sequence) -> float:
 
 def median_times(
     functions: Mapping[str, Callable], args: Sequence, budget_s: float = BUDGET_S
-) -> tuple[dict[str, float], int]:
-    """({name: median seconds per call}, rounds) for functions all taking `args`, run in
-    rounds for about budget_s seconds."""
+) -> tuple[Times, int]:
+    """(Times of the functions all taking `args`, rounds), run in rounds for about budget_s
+    seconds."""
     names = list(functions)
     if not names:
-        return {}, 0
+        return Times({}), 0
     first = {}
     for name in names:
         for _ in range(WARMUP_CALLS):
@@ -46,8 +58,8 @@ def median_times(
     per_round = sum(first.values())
     rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget_s / max(per_round, 1e-9))))
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(rounds):
-        shift = r % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(_seconds(functions[name], args))
-    return {name: statistics.median(s) for name, s in samples.items()}, rounds
+    order = np.random.default_rng(SEED)
+    for _ in range(rounds):
+        for i in order.permutation(len(names)):
+            samples[names[i]].append(_seconds(functions[names[i]], args))
+    return Times(samples), rounds

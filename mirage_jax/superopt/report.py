@@ -63,8 +63,8 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
         mark = "  <- chosen" if name == (XLA if chosen is run.kg else chosen.hash()) else ""
         lines.append(f"  {label:<34} {seconds * 1e3:9.3f} ms{estimate}{mark}")
     lines.append(f"speedup over XLA: {speedup:.2f}x")
-    if run.confirmation and chosen is not run.kg:
-        lines.append(f"confirmed against XLA alone: {run.confirmation}")
+    if run.decision is not None:
+        lines.append(f"decision (paired bootstrap of the time ratio): {run.decision.describe()}")
     for name, why in run.dropped:
         lines.append(f"dropped {name}: {why}")
     if chosen is not run.kg:
@@ -83,3 +83,36 @@ def describe_verification(verdict: VerifyResult) -> str:
         f"equivalent to the original by finite-field fingerprints, {verdict.trials} "
         f"trials {shrunk}, false-accept bound 2^{bound:.1f}"
     )
+
+
+def loaded_text(run: Any, chosen: KernelGraph, speedup: float) -> str:
+    """The report of a superoptimize call that followed a stored verdict (`run.loaded`)."""
+    v = run.loaded
+    lines = [
+        f"superoptimize {run.kg.label} (hash {run.kg.hash()}), backend "
+        f"{run.backend}, target {run.config.target}",
+        f"verdict: loaded from the verdict cache, measured {v.get('measured_at', '?')} on "
+        f"{v.get('host', '?')} (no search, no timing in this process)",
+    ]
+    if v.get("decision"):
+        lines.append(f"decision when measured: {v['decision']}")
+    if chosen is run.kg:
+        lines.append(f"chosen: {original(run.kg)} (the stored verdict)")
+    else:
+        kernels = [bg for op in chosen.ops if (bg := op.block_graph) is not None]
+        lines.append(f"chosen: candidate {chosen.hash()}, {len(kernels)} generated kernel(s)")
+        lines.append(f"verification (run again now): {describe_verification(run.verification)}")
+        checks = v.get("checks") or {}
+        lines.append(
+            f"float checks: not run again; they passed when the verdict was measured "
+            f"(float check: {checks.get('float_check', '?')}; adversarial: "
+            f"{checks.get('adversarial', '?')})"
+        )
+    lines.append("timings when measured (medians):")
+    for name, seconds in sorted(run.timings.items(), key=lambda kv: kv[1]):
+        label = "xla (the original graph)" if name == XLA else name
+        lines.append(f"  {label:<34} {seconds * 1e3:9.3f} ms")
+    lines.append(f"speedup over XLA: {speedup:.2f}x")
+    if chosen is not run.kg:
+        lines.append(f"chosen graph:\n{chosen}")
+    return "\n".join(lines)

@@ -25,9 +25,10 @@ from mirage_jax.ir import args as _args
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.runtime import backends, toolchain
 from mirage_jax.runtime import compile as _compile
+from mirage_jax.runtime import decision as _decision
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
-from mirage_jax.superopt import report, search_cache
+from mirage_jax.superopt import report, search_cache, verdict_cache
 from mirage_jax.superopt import search as _search
 from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
@@ -36,12 +37,7 @@ from mirage_jax.superopt.search import SearchResult
 from mirage_jax.superopt.verify import VerifyResult, verify_equivalent
 
 _SEED = 0  # of the random data the candidates are timed and float-checked on
-CONFIRM_BELOW = 1.15  # speedups under this are timed again before the kernel is chosen
-# So are all wins over an XLA program shorter than this: at tens of microseconds a dispatch's
-# jitter is the size of the gain (ntrans at 0.09 ms measured 1.2x among five contenders and
-# 0.7-1.3x against XLA alone).
-CONFIRM_SHORTER_THAN_S = 1e-3
-CONFIRM_BUDGET_S = 2.0
+_BUILD_FAILURES = ("compilation failed", "first run failed")  # as _compiled records them
 # Test-only: with this set to 1, the fastest candidate that passes every correctness check is
 # kept even when XLA is faster, and optimize() keeps the rewritten program whatever the
 # whole-program timing says, so that tests run the generated kernels on real programs.
@@ -197,7 +193,8 @@ class _Run:
         self.verification: VerifyResult | None = None  # of the chosen candidate
         self.float_check: _float_check.FloatCheck | None = None  # of the chosen candidate
         self.adversarial = ""  # how many adversarial patterns ran, and their time
-        self.confirmation = ""  # the second timing of a narrow winner, when one ran
+        self.decision: _decision.Decision | None = None  # of the fastest checked candidate
+        self.loaded: dict | None = None  # the stored verdict this run followed, if any
 
     def _log(self, message: str, *args: object) -> None:
         if self.progress:
@@ -273,6 +270,26 @@ class _Run:
     # -- the whole run ---------------------------------------------------------------
 
     def choose(self) -> Superoptimized:
+        if keep_kernels():  # forced: nothing is decided, so nothing is stored or followed
+            return self._measure(None)
+        key = verdict_cache.region_key(self.kg, self.config, self.backend, self.top_k)
+        with verdict_cache.measuring(key):
+            stored = verdict_cache.load(key)
+            if stored is not None:
+                try:
+                    followed = self._follow(key, stored)
+                except Exception as e:  # a field of the wrong type, ...: measure again
+                    verdict_cache.reject(key, f"it does not read ({_error_head(e)})")
+                    followed = None
+                if followed is not None:
+                    return followed
+                self.loaded, self.verification, self.timings = None, None, {}
+            return self._measure(key)
+
+    def _measure(self, key: str | None) -> Superoptimized:
+        """Search, compile, time, check and decide; the verdict is stored under `key` (None:
+        the test-only switch forces kernels, and nothing is stored)."""
+        forced = key is None
         original = self.kg.hash()
         self.result = self._search()
         contenders = []
@@ -316,7 +333,6 @@ class _Run:
         tf32 = False
         if self.backend == "cuda":
             tf32 = toolchain.tf32_allowed()
-        forced = keep_kernels()
         adversarial: _float_check.AdversarialSuite | None = None
         for name in sorted(runnable, key=self.timings.__getitem__):
             if self.timings[name] >= self.timings[XLA] and not forced:
@@ -346,11 +362,13 @@ class _Run:
                     (name, f"adversarial float check '{pattern}' failed: {stressed.detail}")
                 )
                 continue
-            if not forced and not self._confirm_faster(name, candidate_fn, xla_fn, inputs):
-                self.dropped.append(
-                    (name, f"slower than XLA when timed again on its own ({self.confirmation})")
-                )
-                break
+            if not forced:
+                self.decision = self._decide(name, candidate_fn, xla_fn, inputs)
+                if not self.decision.kept:
+                    self.dropped.append(
+                        (name, f"not a clear win over XLA ({self.decision.describe()})")
+                    )
+                    break
             chosen, fn, source = graph, candidate_fn, runnable[name].source
             self.verification, self.float_check = verdict, check
             break
@@ -362,33 +380,120 @@ class _Run:
         self._warn_dropped(chosen)
         chosen_time = self.timings[XLA] if chosen is self.kg else self.timings[chosen.hash()]
         speedup = self.timings[XLA] / chosen_time if chosen_time > 0 else 1.0
+        # A candidate that failed to compile may compile another time (a full disk, a
+        # toolchain being upgraded): such a run's verdict is not worth keeping.
+        failed_build = any(why.startswith(_BUILD_FAILURES) for _, why in self.dropped)
+        measured = hasattr(self.timings, "samples")  # not a timer replaced by fixed times
+        if key is not None and self.result is not None and measured and not failed_build:
+            self._save_verdict(key, chosen)
         return Superoptimized(
             chosen, fn, source, dict(self.timings), speedup, report.text(self, chosen, speedup)
         )
 
-    def _confirm_faster(
+    def _decide(
         self,
         name: str,
         candidate_fn: Callable[..., Any],
         xla_fn: Callable[..., Any],
         inputs: list[jax.Array],
-    ) -> bool:
-        """A winner by less than CONFIRM_BELOW, or over an XLA time under
-        CONFIRM_SHORTER_THAN_S, is timed again against XLA alone, for longer: with four
-        contenders and a one-second budget, one noisy phase of the machine can make a slower
-        kernel look a few percent faster. The longer run's medians replace the first."""
-        first = self.timings[XLA] / self.timings[name]
-        if first >= CONFIRM_BELOW and self.timings[XLA] >= CONFIRM_SHORTER_THAN_S:
-            return True
-        again, rounds = _profile.median_times(
-            {XLA: xla_fn, name: candidate_fn}, inputs, budget_s=CONFIRM_BUDGET_S
+    ) -> _decision.Decision:
+        """Whether `name`'s win over XLA is statistically clear (mirage_jax/runtime/
+        decision.py): the first timing's rounds, then more of the two alone while the
+        interval straddles 1. Their medians replace the first ones."""
+        more_times: dict[str, list[float]] = {XLA: [], name: []}
+
+        def more(budget_s: float) -> Any:
+            again, _ = _profile.median_times(
+                {XLA: xla_fn, name: candidate_fn}, inputs, budget_s=budget_s
+            )
+            for n in more_times:
+                more_times[n] += _decision.samples_of(again, n)
+            return again
+
+        decision = _decision.decide(self.timings, XLA, name, more)
+        if more_times[XLA] and hasattr(self.timings, "samples"):
+            for n, extra in more_times.items():
+                self.timings.samples[n] = self.timings.samples[n] + extra
+                self.timings[n] = float(np.median(self.timings.samples[n]))
+        elif more_times[XLA]:  # a replaced timer: its latest times stand
+            self.timings.update({n: s[-1] for n, s in more_times.items()})
+        self.rounds = decision.rounds if decision.rounds > 1 else self.rounds
+        return decision
+
+    def _save_verdict(self, key: str, chosen: KernelGraph) -> None:
+        """Persists this run's choice with its evidence (mirage_jax/superopt/verdict_cache.py)."""
+        d = self.decision
+        picked = chosen is not self.kg
+        doc: dict[str, Any] = {
+            "scope": "region",
+            "label": self.kg.label,
+            "graph": self.kg.hash(),
+            "chosen": chosen.hash() if picked else XLA,
+            "graph_json": chosen.to_json() if picked else None,
+            "ratio": d.ratio if d is not None else 1.0,
+            "rounds": d.rounds if d is not None else self.rounds,
+            "medians": dict(self.timings),
+            "checks": (
+                {
+                    "verification": report.describe_verification(self.verification),
+                    "float_check": str(self.float_check),
+                    "adversarial": self.adversarial,
+                }
+                if picked and self.verification is not None
+                else None
+            ),
+        }
+        if d is not None:
+            doc.update(low=d.low, high=d.high, confidence=_decision.CONFIDENCE)
+            doc["decision"] = d.describe()
+        try:
+            verdict_cache.save(key, doc)
+        except OSError as e:
+            warnings.warn(
+                f"mirage_jax: the verdict of {self.kg.label} could not be stored ({e})",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def _follow(self, key: str, stored: dict) -> Superoptimized | None:
+        """The stored verdict's choice, without searching or timing; None (the verdict
+        rejected, with one warning) when it names a graph that does not load, is not proven
+        equivalent to this one, or does not compile. The float checks are not run again: the
+        verdict records that they passed when it was measured."""
+        xla_fn: Callable[..., Any] = jax.jit(_compile.compile(self.kg, self.backend))
+        medians = {str(k): float(v) for k, v in stored.get("medians", {}).items()}
+        self.loaded = stored
+        if stored["chosen"] == XLA:
+            self.timings = medians
+            return Superoptimized(
+                self.kg, xla_fn, "", medians, 1.0, report.loaded_text(self, self.kg, 1.0)
+            )
+        try:
+            graph = KernelGraph.from_json(stored["graph_json"])
+            if graph.hash() != stored["chosen"] or not stored.get("checks"):
+                raise ValueError("its graph is not the one it names, or its checks are missing")
+        except Exception as e:
+            verdict_cache.reject(key, f"its chosen graph does not load ({_error_head(e)})")
+            return None
+        verdict = verify_equivalent(self.kg, graph, seed=(self.config.seed + 1) % 2**64)
+        if not verdict:
+            verdict_cache.reject(key, f"the verifier rejects its graph: {verdict.reason}")
+            return None
+        try:
+            built = _compile.build(graph, self.backend, "superoptimize")
+        except Exception as e:
+            verdict_cache.reject(key, f"its graph does not compile ({_error_head(e)})")
+            return None
+        self.verification, self.timings = verdict, medians
+        speedup = float(stored["ratio"])
+        return Superoptimized(
+            graph,
+            jax.jit(built.fn),
+            built.source,
+            medians,
+            speedup,
+            report.loaded_text(self, graph, speedup),
         )
-        self.timings.update(again)
-        self.confirmation = (
-            f"{first:.2f}x in the first timing, "
-            f"{again[XLA] / again[name]:.2f}x over {rounds} more rounds"
-        )
-        return again[name] < again[XLA]
 
     def _warn_dropped(self, chosen: KernelGraph) -> None:
         notes = [self.search_note]

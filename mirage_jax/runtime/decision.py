@@ -1,0 +1,108 @@
+"""Whether a candidate's win over XLA is statistically clear.
+
+A kernel replaces XLA only when a confidence interval of the time ratio XLA/candidate lies
+wholly above 1. The interval is a paired bootstrap over the timing rounds
+(mirage_jax/runtime/profile.py takes sample i of every function in the same round, so a slow
+phase of the machine falls on both): rounds are resampled with replacement, and the ratio of
+the medians of each resample gives the distribution. While the interval straddles 1, more
+rounds of the two alone are taken, up to a budget; a win still unclear then keeps XLA, the
+choice that is never wrong. The resampling is seeded, so the same samples always give the
+same decision.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+CONFIDENCE = 0.95  # two-sided, of the interval of the ratio
+RESAMPLES = 2000
+SEED = 0
+# More rounds of the candidate against XLA alone, while the interval straddles 1: each call
+# of the timer spends about ROUND_BUDGET_S, and at most EXTRA_BUDGET_S are spent in all.
+ROUND_BUDGET_S = 0.5
+EXTRA_BUDGET_S = 3.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """kept: the candidate's win is clear. ratio: XLA's median over the candidate's (> 1: the
+    candidate is faster); [low, high]: its CONFIDENCE interval; rounds: the samples of each."""
+
+    kept: bool
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+
+    def describe(self) -> str:
+        verdict = (
+            "a clear win"
+            if self.kept
+            else ("a clear loss" if self.high < 1.0 else "not a clear win, so XLA is kept")
+        )
+        return (
+            f"{self.ratio:.2f}x, {CONFIDENCE:.0%} interval [{self.low:.2f}, {self.high:.2f}] "
+            f"over {self.rounds} paired rounds: {verdict}"
+        )
+
+
+def ratio_interval(
+    xla: Sequence[float], candidate: Sequence[float], seed: int = SEED
+) -> tuple[float, float, float]:
+    """(median(xla) / median(candidate), low, high): the point ratio and its CONFIDENCE
+    bootstrap interval over paired rounds (both sequences hold one sample per round)."""
+    x, c = np.asarray(xla, np.float64), np.asarray(candidate, np.float64)
+    if x.shape != c.shape or x.ndim != 1 or x.size == 0:
+        raise ValueError(
+            f"ratio_interval: expected one sample per round of each, got {x.shape} and {c.shape}"
+        )
+    if np.any(~np.isfinite(x)) or np.any(~np.isfinite(c)) or np.any(c <= 0) or np.any(x <= 0):
+        raise ValueError("ratio_interval: samples must be finite positive seconds")
+    ratio = float(np.median(x) / np.median(c))
+    picks = np.random.default_rng(seed).integers(0, x.size, size=(RESAMPLES, x.size))
+    ratios = np.median(x[picks], axis=1) / np.median(c[picks], axis=1)
+    tail = (1.0 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(ratios, [tail, 100 - tail])
+    return ratio, float(low), float(high)
+
+
+def clear_win(xla: Sequence[float], candidate: Sequence[float], seed: int = SEED) -> Decision:
+    """The decision on these samples alone: kept when the whole interval is above 1."""
+    ratio, low, high = ratio_interval(xla, candidate, seed)
+    return Decision(low > 1.0, ratio, low, high, len(xla))
+
+
+def samples_of(times: Mapping[str, float], name: str) -> list[float]:
+    """The per-round samples of `name` in a profile.Times; a timing without them (a timer
+    replaced by fixed times) counts as one exact round."""
+    samples = getattr(times, "samples", None)
+    return list(samples[name]) if samples is not None else [float(times[name])]
+
+
+def decide(
+    times: Mapping[str, float],
+    xla: str,
+    candidate: str,
+    more: Callable[[float], Mapping[str, float]],
+    extra_budget_s: float = EXTRA_BUDGET_S,
+) -> Decision:
+    """The decision on `times` (a profile.Times holding both), taking more rounds with
+    more(seconds) -> Times of the two while the interval straddles 1, up to extra_budget_s.
+    Exact times (no samples) are decided as they are."""
+    x, c = samples_of(times, xla), samples_of(times, candidate)
+    decision = clear_win(x, c)
+    exact = getattr(times, "samples", None) is None
+    spent = 0.0
+    while not exact and not decision.kept and decision.high >= 1.0 and spent < extra_budget_s:
+        step = min(ROUND_BUDGET_S, extra_budget_s - spent)
+        again = more(step)
+        spent += step
+        if getattr(again, "samples", None) is None:  # a replaced timer: decide on its times
+            return clear_win([again[xla]], [again[candidate]])
+        x += samples_of(again, xla)
+        c += samples_of(again, candidate)
+        decision = clear_win(x, c)
+    return decision

@@ -1,0 +1,105 @@
+"""The clear-win decision (mirage_jax/runtime/decision.py) on synthetic timing rounds: a
+clear win is kept, a clear loss and noise around 1 are not, more rounds are taken only while
+the interval straddles 1 and never past the budget, and a seeded result is reproducible."""
+
+import numpy as np
+import pytest
+
+from mirage_jax.runtime import decision, profile
+
+
+def rounds(centre, spread, n, seed):
+    rng = np.random.default_rng(seed)
+    return list(centre * (1 + spread * rng.uniform(-1, 1, n)))
+
+
+def test_a_clear_win_is_kept():
+    d = decision.clear_win(rounds(1.3e-3, 0.05, 30, 1), rounds(1.0e-3, 0.05, 30, 2))
+    assert d.kept and 1.2 < d.low <= d.ratio <= d.high < 1.4 and d.rounds == 30
+
+
+def test_a_clear_loss_is_not_kept():
+    d = decision.clear_win(rounds(1.0e-3, 0.05, 30, 1), rounds(1.3e-3, 0.05, 30, 2))
+    assert not d.kept and d.high < 1.0
+    assert "a clear loss" in d.describe()
+
+
+def test_noise_around_one_straddles_and_is_not_kept():
+    # 3% faster in truth, 40% noise per round, 20 rounds: the interval holds 1
+    d = decision.clear_win(rounds(1.03e-3, 0.4, 20, 1), rounds(1.0e-3, 0.4, 20, 2))
+    assert not d.kept and d.low < 1.0 < d.high
+    assert "not a clear win, so XLA is kept" in d.describe()
+
+
+def test_a_machine_wide_slow_phase_falls_on_both_and_is_paired_out():
+    # every round's speed differs by up to 3x (the machine), the candidate is 10% faster in
+    # each: unpaired this would straddle, paired it is clear
+    phase = rounds(1.0, 0.5, 25, 7)
+    xla = [1.1e-3 * p for p in phase]
+    candidate = [1.0e-3 * p for p in phase]
+    d = decision.clear_win(xla, candidate)
+    assert d.kept and d.low == pytest.approx(1.1) and d.high == pytest.approx(1.1)
+
+
+def test_the_result_is_reproducible_and_depends_on_the_seed():
+    x, c = rounds(1.05e-3, 0.3, 15, 1), rounds(1.0e-3, 0.3, 15, 2)
+    assert decision.ratio_interval(x, c) == decision.ratio_interval(x, c)
+    assert decision.ratio_interval(x, c, seed=1) != decision.ratio_interval(x, c, seed=2)
+
+
+def test_bad_samples_are_refused():
+    with pytest.raises(ValueError, match="one sample per round"):
+        decision.ratio_interval([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="finite positive"):
+        decision.ratio_interval([1.0, float("nan")], [1.0, 1.0])
+
+
+def times(xla, candidate):
+    return profile.Times({"xla": xla, "k": candidate})
+
+
+def test_decide_samples_more_while_the_interval_straddles_then_keeps_xla():
+    asked = []
+
+    def more(budget_s):
+        asked.append(budget_s)
+        return times(rounds(1.0e-3, 0.4, 10, len(asked)), rounds(1.0e-3, 0.4, 10, 50 + len(asked)))
+
+    d = decision.decide(
+        times(rounds(1.02e-3, 0.4, 10, 1), rounds(1.0e-3, 0.4, 10, 2)), "xla", "k", more
+    )
+    assert not d.kept
+    assert sum(asked) == pytest.approx(decision.EXTRA_BUDGET_S)
+    assert d.rounds == 10 * (1 + len(asked))
+
+
+def test_decide_stops_sampling_once_the_win_is_clear():
+    asked = []
+
+    def more(budget_s):
+        asked.append(budget_s)
+        return times(rounds(1.2e-3, 0.05, 40, 3), rounds(1.0e-3, 0.05, 40, 4))
+
+    # 5 noisy rounds straddle; one more batch of 40 steady ones settles it
+    first = times(rounds(1.2e-3, 0.6, 5, 1), rounds(1.0e-3, 0.6, 5, 2))
+    assert decision.clear_win(first.samples["xla"], first.samples["k"]).low < 1.0
+    d = decision.decide(first, "xla", "k", more)
+    assert d.kept and len(asked) == 1 and d.rounds == 45
+
+
+def test_profile_returns_paired_samples_in_a_seeded_random_order(monkeypatch):
+    calls = []
+    functions = {n: (lambda n=n: calls.append(n)) for n in "abcd"}
+    monkeypatch.setattr(profile, "WARMUP_CALLS", 0)
+    monkeypatch.setattr(profile, "MIN_ROUNDS", 6)
+    timed, n = profile.median_times(functions, [], budget_s=0.0)
+    assert n == 6 and all(len(timed.samples[name]) == 6 for name in "abcd")
+    assert timed["a"] == pytest.approx(np.median(timed.samples["a"]))
+    orders = [tuple(calls[i : i + 4]) for i in range(0, 24, 4)]
+    assert all(sorted(o) == list("abcd") for o in orders)
+    # not a rotation of one order: some round starts with a function at a different offset
+    rotations = {tuple("abcd"[i:] + "abcd"[:i]) for i in range(4)}
+    assert any(o not in rotations for o in orders)
+    calls.clear()
+    profile.median_times(functions, [], budget_s=0.0)
+    assert [tuple(calls[i : i + 4]) for i in range(0, 24, 4)] == orders  # seeded

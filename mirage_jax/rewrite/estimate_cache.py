@@ -2,52 +2,29 @@
 store: measured once per region graph and machine, so that every later process decides the
 same regions are worth searching, without timing XLA again.
 
-The key is the region graph's hash, the backend and the machine (CPU model, usable cores,
-the accelerator's kind, the versions): another machine measures afresh.
+The key is the region graph's hash, the backend and the machine (verdict_cache.machine():
+CPU model, cores, device, versions): another machine measures afresh. Estimates are
+decisions like verdicts, and $MIRAGE_JAX_VERDICTS=0 turns both off.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
-import os
-import platform
 from pathlib import Path
-
-import jax
 
 from mirage_jax.cache import store
 from mirage_jax.rewrite.budget import Estimate
+from mirage_jax.superopt import verdict_cache
 
 KIND = "estimate"
 DIRECTORY = "estimates"
 _FILE = "estimate.json"
 
 
-@functools.cache
-def machine(backend: str) -> dict[str, str]:
-    """What makes two machines time alike, as far as a process can tell."""
-    model = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    device = jax.devices("gpu" if backend == "cuda" else "cpu")[0]
-    return {
-        "cpu": model,
-        "cores": str(cores),
-        "device": getattr(device, "device_kind", device.platform),
-        **store.versions(),
-    }
-
-
 def _key(graph_hash: str, backend: str) -> str:
-    text = json.dumps({"graph": graph_hash, "backend": backend, **machine(backend)}, sort_keys=True)
+    parts = {"graph": graph_hash, "backend": backend, "machine": verdict_cache.machine()}
+    text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -71,7 +48,10 @@ store.register_kind(KIND, DIRECTORY, problem, files=frozenset({_FILE}))
 
 
 def load(graph_hash: str, backend: str) -> Estimate | None:
-    """The stored estimate, or None (none yet, or a damaged one, which is removed)."""
+    """The stored estimate, or None (none yet, or a damaged one, which is removed; or
+    verdicts are off: $MIRAGE_JAX_VERDICTS=0 turns estimates off with them)."""
+    if not verdict_cache.enabled():
+        return None
     entry = store.cache_root() / DIRECTORY / _key(graph_hash, backend)
     if not entry.exists() and not entry.is_symlink():
         return None
@@ -83,6 +63,8 @@ def load(graph_hash: str, backend: str) -> Estimate | None:
 
 
 def save(graph_hash: str, backend: str, estimate: Estimate) -> None:
+    if not verdict_cache.enabled():
+        return
     parent = store.cache_root() / DIRECTORY
     key = _key(graph_hash, backend)
     with store.locked(parent / ".locks" / f"{key}.lock"):
@@ -91,5 +73,5 @@ def save(graph_hash: str, backend: str, estimate: Estimate) -> None:
         with store.staged_entry(parent, key) as staging:
             store.write_json(
                 staging / _FILE,
-                {"xla_s": estimate.xla_s, "bound_s": estimate.bound_s, **machine(backend)},
+                {"xla_s": estimate.xla_s, "bound_s": estimate.bound_s},
             )

@@ -33,6 +33,7 @@ from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_va
 from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite import budget, whole_program
+from mirage_jax.rewrite.background import Background, describe_signature
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.rewrite.explain import explain as _explain
 from mirage_jax.rewrite.progress import FunctionProgress
@@ -271,6 +272,7 @@ class Optimized:
         self._settings: Settings | None = settings
         self._specializations: dict[Hashable, _Specialization] = {}
         self._jitted: Callable[..., Any] | None = None
+        self._background: Background | None = Background(self) if background else None
         # jax.jit of the function itself: it traces each signature for the frontend (so the
         # user's errors are jax.jit's, word for word) and runs it where nothing is rewritten.
         self._plain: Any = jax.jit(
@@ -278,6 +280,11 @@ class Optimized:
         )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._background is not None:
+            return self._background.call(args, kwargs)
+        return self._rewritten_jit()(*args, **kwargs)
+
+    def _rewritten_jit(self) -> Callable[..., Any]:
         # jax.jit does the per-call work (argument checking and errors, the signature, the
         # cache of compiled programs) in C++; `_trace` runs once per signature, inside it.
         jitted = self._jitted
@@ -291,7 +298,24 @@ class Optimized:
                 # which not every callable (a class, a builtin) has.
                 donate_argnames=self._donate_argnames or None,
             )
-        return jitted(*args, **kwargs)
+        return jitted
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Waits for background optimization of every signature called so far; True when
+        all are done (at once without background=True: everything is done in the call)."""
+        return True if self._background is None else self._background.wait(timeout)
+
+    def status(self) -> dict[str, str]:
+        """Per signature called so far: "optimizing" (background=True, still running as
+        jax.jit), "kernels" (the rewritten program runs), "jax.jit" (nothing kept), or
+        "failed: ..." (a background error; it runs as jax.jit)."""
+        states = {}
+        for key, spec in list(self._specializations.items()):
+            kept = spec.whole_program_kept and any(r.chosen == "kernel" for r in spec.reports)
+            states[describe_signature(key)] = "kernels" if kept else "jax.jit"
+        if self._background is not None:
+            states.update(self._background.states())
+        return states
 
     def _trace(self, *args: Any, **kwargs: Any) -> Any:
         spec, dynamic = self._specialization(args, kwargs)

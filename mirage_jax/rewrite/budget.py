@@ -116,12 +116,12 @@ def estimate(kg: KernelGraph, flops: float, backend: str) -> Estimate:
     rates = machine_rates(platform)
     bound = max(flops / rates.flops_per_s, _bytes([*kg.inputs, *kg.outputs]) / rates.bytes_per_s)
     device = jax.devices(platform)[0]
-    keys = jax.random.split(jax.random.key(0), max(1, len(kg.inputs)))
-    with jax.ensure_compile_time_eval(), jax.default_device(device):
-        # drawn on the device: numpy's generator takes seconds for a model's weights
+    with jax.ensure_compile_time_eval():
+        # XLA's time does not depend on the values; random ones would cost a generator run
+        # (or a compile) per weight, seconds for a model.
         inputs = [
-            jax.random.normal(k, t.shape, jnp.float32).astype(t.dtype)
-            for k, t in zip(keys, kg.inputs)
+            jax.device_put(np.full(t.shape, 0.5, dtype=jnp.dtype(t.dtype)), device)
+            for t in kg.inputs
         ]
         fn = jax.jit(_compile.compile(kg, backend))
         times, _ = _profile.median_times({"xla": fn}, inputs, budget_s=_XLA_TIMING_S)

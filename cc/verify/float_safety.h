@@ -100,6 +100,8 @@ class SafetyDomain {
   Value recip(const Value& a) const { return div(constant(1.0), a); }
   Value exp(const Value& a) const;
   Value sqrt(const Value& a) const;
+  // Bounded by ±1 and defined everywhere: nothing to record. It keeps its argument's sign.
+  Value erf(const Value& a) const;
   Value relu(const Value& a) const;
   Value max(const Value& a, const Value& b) const;
   Value lowest() const;

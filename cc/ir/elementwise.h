@@ -13,7 +13,8 @@
 // abstract expressions keep silu opaque and the code generators call a prelude function:
 //   square(x) = x * x,  sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x * sigmoid(x),
 //   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),  tanh(u) = 1 - 2 / (exp(2u) + 1)
-//   erfc(x) = 1 - erf(x)   (floats and kernels compute it whole: 1 - erf(x) cancels for x > 1)
+//   erfc(x) = 1 - erf(x)   (floats, kernels and the finite field replace it: 1 - erf(x)
+//                           cancels for x > 1)
 #include <optional>
 #include <string>
 #include <utility>

@@ -4,9 +4,10 @@
 // deg P <= num and deg Q <= den, over the inputs (degree 1 each) and the atoms below. It
 // feeds the Schwartz-Zippel bound in verify.cc.
 //
-// Atoms (degree 1, fresh): the results of exp, sqrt and erf, and relu's even part A(x). The
-// fingerprint evaluates them as g^x and keyed hashes; treating them as independent
-// indeterminates is the heuristic part of the bound (see verify.cc).
+// Atoms (degree 1, fresh): the results of exp, sqrt, erf and erfc (counted through its
+// generic form 1 - erf, of the same degree), and relu's even part A(x). The fingerprint
+// evaluates them as g^x and keyed hashes; treating them as independent indeterminates is the
+// heuristic part of the bound (see verify.cc).
 #include <algorithm>
 
 namespace mj::verify {

@@ -170,6 +170,8 @@ SafeValue SafetyDomain::erf(const Value& a) const {
   return computed(ff_.erf(a.ff), uint8_t(a.facts & (kNonPos | kPos)));
 }
 
+SafeValue SafetyDomain::erfc(const Value& a) const { return computed(ff_.erfc(a.ff), kNonNeg); }
+
 SafeValue SafetyDomain::relu(const Value& a) const {
   return computed(ff_.relu(a.ff), positive(a) ? kPos : kNonNeg);
 }

@@ -35,6 +35,7 @@ struct ExprDomain {
   ExprId exp(ExprId a) const { return pool.unary(ExprOp::kExp, a); }
   ExprId sqrt(ExprId a) const { return pool.unary(ExprOp::kSqrt, a); }
   ExprId relu(ExprId a) const { return pool.unary(ExprOp::kRelu, a); }
+  ExprId erf(ExprId a) const { return pool.unary(ExprOp::kErf, a); }
 };
 ExprId sigmoid(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kSigmoid, x); }
 ExprId silu(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kSilu, x); }

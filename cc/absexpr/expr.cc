@@ -10,9 +10,10 @@ namespace mj::absexpr {
 namespace {
 
 constexpr ExprOpInfo kOpInfo[] = {
-    {"var", 0, 0},  {"const", 0, 0},   {"add", 0, 2},  {"mul", 0, 2},  {"div", 0, 2},
-    {"neg", 0, 1},  {"exp", 0, 1},     {"sqrt", 0, 1}, {"silu", 0, 1}, {"gelu", 0, 1},
-    {"relu", 0, 1}, {"sigmoid", 0, 1}, {"sum", 1, 1},  {"max", 1, 1},  {"concat", 2, 2},
+    {"var", 0, 0},  {"const", 0, 0}, {"add", 0, 2},  {"mul", 0, 2},
+    {"div", 0, 2},  {"neg", 0, 1},   {"exp", 0, 1},  {"sqrt", 0, 1},
+    {"silu", 0, 1}, {"gelu", 0, 1},  {"relu", 0, 1}, {"sigmoid", 0, 1},
+    {"erf", 0, 1},  {"sum", 1, 1},   {"max", 1, 1},  {"concat", 2, 2},
 };
 constexpr size_t kNumOps = sizeof(kOpInfo) / sizeof(kOpInfo[0]);
 static_assert(kNumOps == size_t(ExprOp::kConcat) + 1, "kOpInfo must list every ExprOp");

@@ -32,6 +32,7 @@ enum class ExprOp : uint8_t {
   kGelu,
   kRelu,
   kSigmoid,  // uninterpreted except for silu(x) = x * sigmoid(x)
+  kErf,      // uninterpreted
   kSum,      // payload a: how many terms, >= 1; one child
   kMax,      // payload a: how many terms; uninterpreted (a max kept as a real max)
   kConcat,   // payload (a, b): the two parts' sizes along the concat dim; children: the parts
@@ -91,7 +92,7 @@ class ExprPool {
   ExprId mul(ExprId x, ExprId y);
   ExprId div(ExprId x, ExprId y);
   ExprId neg(ExprId x);
-  ExprId unary(ExprOp op, ExprId x);  // exp, sqrt, silu, gelu, relu, sigmoid
+  ExprId unary(ExprOp op, ExprId x);  // exp, sqrt, silu, gelu, relu, sigmoid, erf
   ExprId sum(int64_t count, ExprId e);
   ExprId max(int64_t count, ExprId e);
   ExprId concat(int64_t size_a, int64_t size_b, ExprId x, ExprId y);

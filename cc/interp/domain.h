@@ -6,7 +6,7 @@
 //   using Value = ...;
 //   Value constant(double c) const;        // exact: a binary float m*2^e maps to m*inv(2^e)
 //   Value add(Value, Value) const; sub, mul, div;
-//   Value neg(Value) const; recip, exp, sqrt;
+//   Value neg(Value) const; recip, exp, sqrt, erf;
 //   Value relu(Value) const;
 //   Value max(Value, Value) const;         // the finite field: an uninterpreted associative,
 //                                          // commutative function (cc/verify/ff_domain.h)
@@ -30,6 +30,8 @@ struct FloatDomain {
   Value recip(Value a) const { return Value(1) / a; }
   Value exp(Value a) const { return std::exp(a); }
   Value sqrt(Value a) const { return std::sqrt(a); }
+  // erf(NaN) = NaN and erf(±inf) = ±1, as lax.erf.
+  Value erf(Value a) const { return std::erf(a); }
   // NaN propagates through relu and max, as in XLA (docs/ir-semantics.md, "NaN").
   Value relu(Value a) const { return a != a ? a : (a > Value(0) ? a : Value(0)); }
   Value max(Value a, Value b) const {
@@ -39,6 +41,12 @@ struct FloatDomain {
   }
   Value lowest() const { return -std::numeric_limits<T>::infinity(); }
 };
+
+// erfc whole, as lax.erfc: 1 - erf(x) would lose every digit of erfc(x) for x past about 4.
+template <class T>
+T erfc(const FloatDomain<T>&, const T& x) {
+  return std::erfc(x);
+}
 
 // exp(s - m) for the online-softmax accumulators, m the max of s's row. Over floats a row
 // whose every score is -inf has m = -inf and holds no mass: its terms are 0, not

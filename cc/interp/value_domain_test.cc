@@ -44,9 +44,13 @@ struct BoxedDomain {
   Value exp(Value a) const { return Boxed(std::exp(a.v)); }
   Value sqrt(Value a) const { return Boxed(std::sqrt(a.v)); }
   Value relu(Value a) const { return Boxed(a.v > 0 ? a.v : 0.0); }
+  Value erf(Value a) const { return Boxed(std::erf(a.v)); }
   Value max(Value a, Value b) const { return Boxed(zero_max ? 0.0 : (a.v > b.v ? a.v : b.v)); }
   Value lowest() const { return Boxed(zero_max ? 0.0 : -INFINITY); }
 };
+
+// erfc whole, as FloatDomain computes it.
+Boxed erfc(const BoxedDomain&, const Boxed& x) { return Boxed(std::erfc(x.v)); }
 
 std::vector<DenseTensor<Boxed>> boxed(const std::vector<DenseTensor<double>>& xs) {
   std::vector<DenseTensor<Boxed>> out;
@@ -90,7 +94,10 @@ KernelGraph every_op_graph() {
   int y = k.customized({ks, kv, kg}, bg).at(0);  // [4, 4]
   y = k.unary(OpKind::kAddScalar, k.unary(OpKind::kRelu, k.unary(OpKind::kSilu, y)), 1.0);
   y = k.unary(OpKind::kMulScalar, k.unary(OpKind::kRecip, k.unary(OpKind::kSquare, y)), 0.5);
-  for (OpKind u : {OpKind::kNeg, OpKind::kExp, OpKind::kSqrt, OpKind::kRsqrt}) y = k.unary(u, y);
+  for (OpKind u :
+       {OpKind::kErf, OpKind::kErfc, OpKind::kNeg, OpKind::kExp, OpKind::kSqrt, OpKind::kRsqrt}) {
+    y = k.unary(u, y);
+  }
   const int normalized = k.binary(OpKind::kDiv, y, k.rms_norm(y, 1e-3));
   y = k.binary(OpKind::kSub, normalized, k.reduce(y, 0, ReduceKind::kMean));
   k.mark_output(k.reduce(y, 1, ReduceKind::kSum));

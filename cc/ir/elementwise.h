@@ -7,12 +7,14 @@
 //   using Value = ...;
 //   Value constant(double c) const;
 //   Value add(Value, Value) const; sub, mul, div;
-//   Value neg(Value) const; recip, exp, sqrt, relu;
+//   Value neg(Value) const; recip, exp, sqrt, relu, erf;
 // The composites below are defined from those, so every domain agrees on them; a domain may
 // overload one for its own type (found by argument-dependent lookup) to keep it whole, as the
 // abstract expressions keep silu opaque and the code generators call a prelude function:
 //   square(x) = x * x,  sigmoid(x) = 1 / (1 + exp(-x)),  silu(x) = x * sigmoid(x),
 //   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),  tanh(u) = 1 - 2 / (exp(2u) + 1)
+//   erfc(x) = 1 - erf(x)   (floats, kernels and the finite field replace it: 1 - erf(x)
+//                           cancels for x > 1)
 #include <optional>
 #include <string>
 #include <utility>
@@ -42,6 +44,11 @@ typename D::Value gelu(const D& d, const typename D::Value& x) {
   auto t =
       d.sub(d.constant(1.0), d.div(d.constant(2.0), d.add(d.exp(d.add(u, u)), d.constant(1.0))));
   return d.mul(d.mul(d.constant(0.5), x), d.add(d.constant(1.0), t));
+}
+
+template <class D>
+typename D::Value erfc(const D& d, const typename D::Value& x) {
+  return d.sub(d.constant(1.0), d.erf(x));
 }
 
 namespace internal {

@@ -26,6 +26,7 @@ struct Doubles {
   double exp(double a) const { return std::exp(a); }
   double sqrt(double a) const { return std::sqrt(a); }
   double relu(double a) const { return a > 0 ? a : 0; }
+  double erf(double a) const { return std::erf(a); }
 };
 
 TEST(OpTable, NamesAreUniqueAndParseBack) {
@@ -72,7 +73,9 @@ TEST(OpTable, HashCodesOfExistingOpsNeverMove) {
                                           "accum_rms_last",
                                           "accum_max_last",
                                           "accum_exp_sum_last",
-                                          "accum_exp_matmul"};
+                                          "accum_exp_matmul",
+                                          "erf",
+                                          "erfc"};
   ASSERT_GE(kNumOpKinds, int(first.size()));
   for (size_t k = 0; k < first.size(); ++k) EXPECT_EQ(op_kind_name(OpKind(k)), first[k]);
 }
@@ -114,6 +117,8 @@ TEST(Elementwise, UnaryFormulas) {
   EXPECT_NEAR(un(OpKind::kGelu),
               0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))), 1e-15);
   EXPECT_DOUBLE_EQ(un(OpKind::kRelu), x);
+  EXPECT_DOUBLE_EQ(un(OpKind::kErf), std::erf(x));
+  EXPECT_DOUBLE_EQ(un(OpKind::kErfc), 1 - std::erf(x));  // the generic form
   EXPECT_DOUBLE_EQ(apply_unary(d, OpKind::kRelu, 0.0, -x), 0.0);
   EXPECT_DOUBLE_EQ(un(OpKind::kNeg), -x);
   EXPECT_DOUBLE_EQ(un(OpKind::kRecip), 1 / x);

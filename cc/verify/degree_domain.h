@@ -4,9 +4,10 @@
 // deg P <= num and deg Q <= den, over the inputs (degree 1 each) and the atoms below. It
 // feeds the Schwartz-Zippel bound in verify.cc.
 //
-// Atoms (degree 1, fresh): the results of exp and sqrt, and relu's even part A(x). The
-// fingerprint evaluates them as g^x and keyed hashes; treating them as independent
-// indeterminates is the heuristic part of the bound (see verify.cc).
+// Atoms (degree 1, fresh): the results of exp, sqrt, erf and erfc (counted through its
+// generic form 1 - erf, of the same degree), and relu's even part A(x). The fingerprint
+// evaluates them as g^x and keyed hashes; treating them as independent indeterminates is the
+// heuristic part of the bound (see verify.cc).
 #include <algorithm>
 
 namespace mj::verify {
@@ -47,6 +48,7 @@ class DegreeDomain {
     return atom();
   }
   Value sqrt(Value) const { return atom(); }
+  Value erf(Value) const { return atom(); }
   // (x + A(x)) / 2 with A an atom (ff_domain.h).
   Value relu(Value a) const { return add(a, atom()); }
   // max is k a b + c (a + b) + const in the fingerprint (ff_domain.h).

@@ -116,6 +116,18 @@ FFValue FFDomain::sqrt(Value a) const {
   return r;
 }
 
+FFValue FFDomain::erf(Value a) const {
+  Value r = hashed(relu_key_ ^ 0x657266ULL, a.p);
+  r.poison = a.poison;
+  return r;
+}
+
+FFValue FFDomain::erfc(Value a) const {
+  Value r = hashed(relu_key_ ^ 0x65726663ULL, a.p);
+  r.poison = a.poison;
+  return r;
+}
+
 FFValue FFDomain::relu(Value a) const {
   // A(x) = h(x) + h(-x): even. relu = (x + A(x)) / 2, its Z_q part known where x's is.
   const uint64_t key = relu_key_ ^ 0x72656c75ULL;

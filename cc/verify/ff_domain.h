@@ -42,7 +42,7 @@ class FFDomain {
  public:
   using Value = FFValue;
 
-  // relu_key seeds the uninterpreted functions (relu, sqrt, max); both graphs of one trial
+  // relu_key seeds the uninterpreted functions (relu, sqrt, erf, max); both graphs of one trial
   // must share it. `counts`, when given, maps ops of a shrunk instance to the count their
   // mean divides by at full size (shrink.h); other ops divide by what they average.
   FFDomain(const FieldParams& f, uint64_t relu_key,
@@ -75,6 +75,13 @@ class FFDomain {
   // sqrt(x y) = sqrt(x) sqrt(y) holds over the reals only where x, y >= 0: in floats the two
   // differ in where they are NaN. rsqrt, rms_norm and accum_rms_last take their roots here.
   Value sqrt(Value a) const;
+  // Uninterpreted as sqrt is, under its own key: erf is not a polynomial, so erf(x) equals
+  // only erf(x) (not x, not a tanh-form GELU's pieces, not erf(2x) / 2).
+  Value erf(Value a) const;
+  // Uninterpreted too, under a third key, rather than 1 - erf(x): equal over the reals, but
+  // in float32 1 - erf(x) loses every digit of erfc's tail, so no candidate may trade one
+  // for the other.
+  Value erfc(Value a) const;
   // (x + A(x)) / 2 with A an uninterpreted even function (a keyed hash of x plus that of -x),
   // which is what relu is with A = |.|: relu(x) - relu(-x) = x holds, as over the reals, and
   // nothing that needs more of |.| than evenness.
@@ -124,5 +131,8 @@ class FFDomain {
   uint64_t half_p_, half_q_;  // inverses of 2
   const std::unordered_map<const ir::Op*, int64_t>* counts_;
 };
+
+// The op table's erfc (cc/ir/elementwise.h), replaced by the keyed function above.
+inline FFValue erfc(const FFDomain& d, const FFValue& x) { return d.erfc(x); }
 
 }  // namespace mj::verify

@@ -166,6 +166,12 @@ SafeValue SafetyDomain::sqrt(const Value& a) const {
   return computed(ff_.sqrt(a.ff), positive(a) ? kPos : kNonNeg);
 }
 
+SafeValue SafetyDomain::erf(const Value& a) const {
+  return computed(ff_.erf(a.ff), uint8_t(a.facts & (kNonPos | kPos)));
+}
+
+SafeValue SafetyDomain::erfc(const Value& a) const { return computed(ff_.erfc(a.ff), kNonNeg); }
+
 SafeValue SafetyDomain::relu(const Value& a) const {
   return computed(ff_.relu(a.ff), positive(a) ? kPos : kNonNeg);
 }

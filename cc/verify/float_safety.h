@@ -100,6 +100,10 @@ class SafetyDomain {
   Value recip(const Value& a) const { return div(constant(1.0), a); }
   Value exp(const Value& a) const;
   Value sqrt(const Value& a) const;
+  // Bounded by ±1 and defined everywhere: nothing to record. It keeps its argument's sign.
+  Value erf(const Value& a) const;
+  // In [0, 2]: not known positive, as float32 erfc is 0 from x = 10.06 on.
+  Value erfc(const Value& a) const;
   Value relu(const Value& a) const;
   Value max(const Value& a, const Value& b) const;
   Value lowest() const;
@@ -109,6 +113,9 @@ class SafetyDomain {
   const FFDomain& ff_;
   PartialOps* log_;
 };
+
+// The op table's erfc (cc/ir/elementwise.h), as the finite field has it.
+inline SafeValue erfc(const SafetyDomain& d, const SafeValue& x) { return d.erfc(x); }
 
 std::vector<interp::DenseTensor<SafeValue>> safe_values(
     const std::vector<interp::DenseTensor<FFValue>>& in);

@@ -7,7 +7,8 @@
 // graphs in ff_domain.h, and accepts when every output element agrees.
 //
 // Model. Every tensor element is a rational function P / Q of the input variables and of
-// "atoms": the results of exp and sqrt, and relu's even part (relu(x) = (x + A(x)) / 2).
+// "atoms": the results of exp, sqrt, erf and erfc, and relu's even part
+// (relu(x) = (x + A(x)) / 2).
 // degree_domain.h bounds deg P and deg Q per
 // element (inputs and atoms have degree 1; + and - give (max(n1 + e2, n2 + e1), e1 + e2),
 // * gives (n1 + n2, e1 + e2), / swaps, constants and max have degree 0).
@@ -29,11 +30,11 @@
 // candidate (degree < 2^10) gets eps < 2^-50 and runs kMinTrials = 2 trials.
 //
 // What is heuristic (the Mirage paper's own theorem rests on similar assumptions):
-//  - exp, sqrt and relu's even part are treated as independent indeterminates. They are not:
-//    sqrt and A are keyed hashes of their argument's Z_p value (so equal arguments give equal
-//    atoms, and a collision of two different arguments' hashes is a further ~1/p event), exp
-//    a homomorphism. The exp-collision term is charged once per trial, not once per pair of
-//    exp atoms.
+//  - exp, sqrt, erf, erfc and relu's even part are treated as independent indeterminates.
+//    They are not: sqrt, erf, erfc and A are keyed hashes of their argument's Z_p value (so
+//    equal arguments give equal atoms, and a collision of two different arguments' hashes is
+//    a further ~1/p event), exp a homomorphism. The exp-collision term is charged once per
+//    trial, not once per pair of exp atoms.
 //  - max is an uninterpreted associative, commutative function (ff_domain.h): a stabilizing
 //    max cancels exactly, one that does not cancel is rejected, and its degree is counted
 //    as a product's (a max over n elements has degree n times theirs). Graphs equal only by

@@ -197,7 +197,7 @@ def non_negative(d: Expr) -> bool:
     max(0, var), the clamp of a variance, be the variance itself."""
     if d.op == "unary":
         kind, c = d.attr
-        if kind in ("square", "exp", "sqrt", "rsqrt", "sigmoid", "relu"):
+        if kind in ("square", "exp", "sqrt", "rsqrt", "sigmoid", "relu", "erfc"):
             return True
         if kind in ("mul_scalar", "add_scalar") and c >= 0:
             return non_negative(d.args[0])

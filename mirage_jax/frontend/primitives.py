@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from math import prod
+from math import erf, erfc, prod
 from typing import Any, Protocol
 
 import jax.numpy as jnp
@@ -258,6 +258,8 @@ _UNARY: dict[str, tuple[str, Callable[[np.float64], Any]]] = {
     "logistic": ("sigmoid", lambda c: 1.0 / (1.0 + np.exp(-c))),
     "neg": ("neg", np.negative),
     "square": ("square", np.square),
+    "erf": ("erf", erf),
+    "erfc": ("erfc", erfc),
 }
 
 
@@ -470,6 +472,8 @@ _FOLLOW = {
     "neg",
     "logistic",
     "tanh",
+    "erf",
+    "erfc",
     "square",
     "sqrt",
     "rsqrt",
@@ -711,7 +715,7 @@ def _register(
 
 
 _register(
-    ("exp", "sqrt", "rsqrt", "logistic", "neg", "square"),
+    ("exp", "sqrt", "rsqrt", "logistic", "neg", "square", "erf", "erfc"),
     convert=_convert_unary,
     factors=_factors_same_shape,
 )

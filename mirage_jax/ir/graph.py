@@ -102,6 +102,14 @@ class _Graph:
     def relu(self, x: Tensor) -> Tensor:
         return self._unary("relu", x)
 
+    def erf(self, x: Tensor) -> Tensor:
+        """The error function, as lax.erf: erf(NaN) = NaN, erf(±inf) = ±1."""
+        return self._unary("erf", x)
+
+    def erfc(self, x: Tensor) -> Tensor:
+        """1 - erf(x), computed whole as lax.erfc (no cancellation for large x)."""
+        return self._unary("erfc", x)
+
     def sigmoid(self, x: Tensor) -> Tensor:
         return self._unary("sigmoid", x)
 

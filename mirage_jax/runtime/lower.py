@@ -28,6 +28,8 @@ _UNARY: dict[str, Callable] = {
     "sigmoid": jax.nn.sigmoid,
     "neg": jnp.negative,
     "recip": jnp.reciprocal,
+    "erf": lax.erf,
+    "erfc": lax.erfc,
 }
 _BINARY: dict[str, Callable] = {
     "add": jnp.add,

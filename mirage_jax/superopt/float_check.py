@@ -243,7 +243,7 @@ def _degree(kg: KernelGraph, scaled: set[int]) -> float:
             value = -ins[0] / 2
         elif kind == "recip":
             value = -ins[0]
-        elif kind in ("exp", "sigmoid", "silu", "gelu", "rms_norm"):
+        elif kind in ("exp", "sigmoid", "silu", "gelu", "erf", "erfc", "rms_norm"):
             value = 0.0
         else:  # add, sub, scalar ops, reductions, concat, relu, customized
             value = max(ins, default=0.0)

@@ -293,7 +293,8 @@ def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
 
 def test_tanh_and_gelu():
     """tanh becomes 2·sigmoid(2z) - 1 (a kernel graph has no tanh); jax.nn.gelu's tanh
-    form is recognized as the kernel graph's gelu; the exact (erf) gelu is not a region op."""
+    form is recognized as the kernel graph's gelu; the exact form (lax.erfc, and the formula
+    with lax.erf) converts with the kernel graph's erfc and erf."""
     rng = np.random.default_rng(3)
     args = (_rand(rng, 8, 32), _rand(rng, 32, 16))
 
@@ -313,8 +314,15 @@ def test_tanh_and_gelu():
     def erf_gelu(x, w):
         return jax.nn.gelu(x @ w, approximate=False)
 
-    part = _whole(erf_gelu, *args)
-    assert any(reason.startswith("erf") for reason in part.unsupported.values())
+    (r,) = _whole(erf_gelu, *args).regions
+    _check_region(r, args, kinds=["erfc", "matmul"])
+
+    def erf_formula_gelu(x, w):
+        h = x @ w
+        return 0.5 * h * (1.0 + jax.lax.erf(h / np.sqrt(2.0).astype(np.float32)))
+
+    (r,) = _whole(erf_formula_gelu, *args).regions
+    _check_region(r, args, kinds=["erf(", "matmul"])
 
 
 def test_scalar_inputs_meet_tensors():

@@ -1,6 +1,7 @@
 """The verifier against the float64 interpreter: pairs of small kernel graphs, drawn at random,
 that are identities, identities only on part of the domain, or non-identities (elementwise ops,
-reductions, matmuls, sqrt, rsqrt, division, exp, max, relu, softmax with and without its max),
+reductions, matmuls, sqrt, rsqrt, division, exp, max, relu, erf, erfc, softmax with and without
+its max),
 are evaluated on many inputs (negative values, exact zeros, large magnitudes). The verifier must
 never accept a pair whose float64 results differ, NaN and inf positions included. Pairs float64
 cannot tell apart but the verifier rejects are false rejects (or safety rejects the inputs
@@ -129,6 +130,20 @@ RULES = {
         softmax(a, True),
         softmax_times_recip(a),
     ),
+    "erf of a commuted sum": lambda a, b, c: (
+        unary("erf", binary("add", a, b)),
+        unary("erf", binary("add", b, a)),
+    ),
+    # holding over the reals, but not modeled (erf is uninterpreted; erfc is not traded for
+    # 1 - erf, which loses its tail in float32)
+    "erf is odd": lambda a, b, c: (
+        unary("erf", unary("neg", a)),
+        unary("neg", unary("erf", a)),
+    ),
+    "erfc is 1 - erf": lambda a, b, c: (
+        unary("erfc", a),
+        scalar("add_scalar", unary("neg", unary("erf", a)), 1.0),
+    ),
     # holding over the reals on part of the domain at most
     "sqrt of a product": lambda a, b, c: (
         unary("sqrt", binary("mul", a, b)),
@@ -174,6 +189,10 @@ RULES = {
         scalar("add_scalar", a, 0.0),
     ),
     "sub commutes": lambda a, b, c: (binary("sub", a, b), binary("sub", b, a)),
+    "erf is linear": lambda a, b, c: (
+        unary("erf", scalar("mul_scalar", a, 2.0)),
+        scalar("mul_scalar", unary("erf", a), 2.0),
+    ),
     "a tiny constant": lambda a, b, c: (
         scalar("add_scalar", a, 0.0),
         scalar("add_scalar", a, 2.0**-30),
@@ -292,6 +311,7 @@ EXPECTED_ACCEPTED = {
     "mean is sum / 8",
     "relu(a) - relu(-a) is a",
     "softmax with its max, times a recip",
+    "erf of a commuted sum",
 }
 
 

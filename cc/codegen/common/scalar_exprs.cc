@@ -36,12 +36,14 @@ struct TextDomain {
   std::string exp(const std::string& x) const { return call(f.exp, x); }
   std::string sqrt(const std::string& x) const { return call(f.sqrt, x); }
   std::string relu(const std::string& x) const { return call(f.relu, x); }
+  std::string erf(const std::string& x) const { return call(f.erf, x); }
 };
 
 std::string square(const TextDomain& d, const std::string& x) { return d.call(d.f.square, x); }
 std::string sigmoid(const TextDomain& d, const std::string& x) { return d.call(d.f.sigmoid, x); }
 std::string silu(const TextDomain& d, const std::string& x) { return d.call(d.f.silu, x); }
 std::string gelu(const TextDomain& d, const std::string& x) { return d.call(d.f.gelu_tanh, x); }
+std::string erfc(const TextDomain& d, const std::string& x) { return d.call(d.f.erfc, x); }
 
 }  // namespace
 

@@ -19,6 +19,8 @@ struct ScalarFunctions {
   const char* gelu_tanh;
   const char* relu;
   const char* sigmoid;
+  const char* erf;
+  const char* erfc;
 };
 
 // An exact float32 literal (hex float), so a constant means the same in the kernel as in the

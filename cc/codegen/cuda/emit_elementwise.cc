@@ -12,10 +12,11 @@ using ir::OpKind;
 
 namespace {
 
-// The functions of prelude.cc: CUDA's own exp and sqrt (IEEE sqrt, exp within 2 ulp).
+// The functions of prelude.cc: CUDA's own exp, sqrt, erf and erfc (IEEE sqrt, the others
+// within a few ulp; NaN in NaN out and the limits at ±inf, as lax.erf and lax.erfc).
 constexpr common::ScalarFunctions kCuda{
-    "cuda codegen",       "expf",          "mj_cuda::square", "sqrtf", "mj_cuda::silu",
-    "mj_cuda::gelu_tanh", "mj_cuda::relu", "mj_cuda::sigmoid"};
+    "cuda codegen",       "expf",          "mj_cuda::square",  "sqrtf", "mj_cuda::silu",
+    "mj_cuda::gelu_tanh", "mj_cuda::relu", "mj_cuda::sigmoid", "erff",  "erfcf"};
 
 }  // namespace
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 from mirage_jax.cache import store
@@ -47,31 +48,35 @@ def problem(entry: Path) -> str | None:
 store.register_kind(KIND, DIRECTORY, problem, files=frozenset({_FILE}))
 
 
-def load(graph_hash: str, backend: str) -> Estimate | None:
-    """The stored estimate, or None (none yet, or a damaged one, which is removed; or
-    verdicts are off: $MIRAGE_JAX_VERDICTS=0 turns estimates off with them)."""
-    if not verdict_cache.enabled():
-        return None
-    entry = store.cache_root() / DIRECTORY / _key(graph_hash, backend)
+def _load(entry: Path) -> Estimate | None:
     if not entry.exists() and not entry.is_symlink():
         return None
     try:
         return _read(entry)
     except Exception:
-        store.remove_entry(entry)  # measured again and rewritten by the caller
+        store.remove_entry(entry)  # measured again and rewritten
         return None
 
 
-def save(graph_hash: str, backend: str, estimate: Estimate) -> None:
+def load_or_measure(graph_hash: str, backend: str, measure: Callable[[], Estimate]) -> Estimate:
+    """The stored estimate, else measure() stored. Processes started together measure once:
+    the measurement runs under the key's lock, and the others wait and read it. With verdicts
+    off ($MIRAGE_JAX_VERDICTS=0, which turns estimates off with them) it measures, storing
+    nothing."""
     if not verdict_cache.enabled():
-        return
+        return measure()
     parent = store.cache_root() / DIRECTORY
     key = _key(graph_hash, backend)
+    found = _load(parent / key)
+    if found is not None:
+        return found
     with store.locked(parent / ".locks" / f"{key}.lock"):
-        if (parent / key).exists():
-            return  # another process measured it first: its figures stand
+        found = _load(parent / key)  # another process may have measured it meanwhile
+        if found is not None:
+            return found
+        estimate = measure()
         with store.staged_entry(parent, key) as staging:
             store.write_json(
-                staging / _FILE,
-                {"xla_s": estimate.xla_s, "bound_s": estimate.bound_s},
+                staging / _FILE, {"xla_s": estimate.xla_s, "bound_s": estimate.bound_s}
             )
+    return estimate

@@ -131,12 +131,10 @@ def prepare(region: Region, settings: Settings) -> Pending | Outcome:
     estimate = _ESTIMATES.get(key)
     if estimate is None:
         try:
-            with _cache_root(settings):
-                estimate = estimate_cache.load(*key)
-                if estimate is None:
-                    with jax.ensure_compile_time_eval():
-                        estimate = budget.estimate(rg.graph, flops, settings.backend)
-                    estimate_cache.save(*key, estimate)
+            with _cache_root(settings), jax.ensure_compile_time_eval():
+                estimate = estimate_cache.load_or_measure(
+                    *key, lambda: budget.estimate(rg.graph, flops, settings.backend)
+                )
         except Exception:
             # Only an economy: without an estimate the region is searched, and whatever
             # failed here (no device for the backend, say) fails there with its own report.

@@ -60,12 +60,18 @@ def generate_code(kg: KernelGraph, backend: str = "cpu") -> str:
     return _source(_kernels(kg, target, target.options()))
 
 
-def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> CompiledGraph:
-    """`compile`'s function together with the source it compiled (generated once)."""
+Generated = dict[int, tuple[str, str]]  # op index -> (handler symbol, source)
+
+
+def build(
+    kg: KernelGraph, backend: str = "cpu", what: str = "compile", generated: Generated | None = None
+) -> CompiledGraph:
+    """`compile`'s function together with the source it compiled (generated once: `generated`
+    is prebuild's code for this graph, when it ran)."""
     _check_graph(kg, what)
     target = backend_named(backend, what)
     options = target.options()
-    kernels = _kernels(kg, target, options)
+    kernels = generated if generated is not None else _kernels(kg, target, options)
 
     def library(kernel: tuple[str, str]) -> Path:
         symbol, source = kernel
@@ -94,15 +100,17 @@ def build(kg: KernelGraph, backend: str = "cpu", what: str = "compile") -> Compi
     return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
 
 
-def prebuild(graphs: list[KernelGraph], backend: str = "cpu") -> None:
+def prebuild(graphs: list[KernelGraph], backend: str = "cpu") -> dict[str, Generated]:
     """Compiles the kernel libraries of several graphs at once, one compiler per core, into
-    the kernel cache, so that building them one by one afterwards finds them there. Errors
-    are left for that build to report (the same error, with its candidate's name)."""
+    the kernel cache, so that building them one by one afterwards (with the code returned
+    here, by graph hash) finds them there. Errors are left for that build to report (the
+    same error, with its candidate's name)."""
     target = backend_named(backend, "prebuild")
     options = target.options()
+    generated = {kg.hash(): _kernels(kg, target, options) for kg in graphs}
     sources: dict[str, str] = {}  # source -> its symbol; shared kernels once
-    for kg in graphs:
-        for symbol, source in _kernels(kg, target, options).values():
+    for kernels in generated.values():
+        for symbol, source in kernels.values():
             sources.setdefault(source, symbol)
 
     def library(item: tuple[str, str]) -> None:
@@ -115,6 +123,7 @@ def prebuild(graphs: list[KernelGraph], backend: str = "cpu") -> None:
     if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(library, sources.items()))
+    return generated
 
 
 def _usable_cores() -> int:

@@ -185,6 +185,7 @@ class _Run:
         self.device = device  # where inputs live, so jit runs everything there
         self.top_k, self.progress = top_k, progress
         self.dropped: list[tuple[str, str]] = []  # (candidate hash, why)
+        self.generated: dict[str, _compile.Generated] = {}  # prebuilt code by graph hash
         self.search_note = ""
         self.result: SearchResult | None = None
         self.costs: dict[str, float] = {}  # the cost model's estimate of each timed candidate
@@ -258,7 +259,9 @@ class _Run:
         (recorded)."""
         stage = "compilation"
         try:
-            built = _compile.build(graph, self.backend, "superoptimize")
+            built = _compile.build(
+                graph, self.backend, "superoptimize", self.generated.get(graph.hash())
+            )
             fn = jax.jit(built.fn)
             stage = "first run"
             outputs = jax.block_until_ready(fn(*inputs))
@@ -310,9 +313,13 @@ class _Run:
         xla_fn: Callable[..., Any] = jax.jit(_compile.compile(self.kg, self.backend))
         want = jax.block_until_ready(xla_fn(*inputs))
 
+        self.generated = {}
         if len(contenders) > 1:
             self._log("compiling %d candidates in parallel", len(contenders))
-            _compile.prebuild([graph for graph, _ in contenders], self.backend)
+            try:
+                self.generated = _compile.prebuild([g for g, _ in contenders], self.backend)
+            except Exception:  # each candidate's own build reports what failed
+                self.generated = {}
         runnable: dict[str, _Runnable] = {}
         for i, (graph, _) in enumerate(contenders):
             name = graph.hash()
@@ -480,7 +487,9 @@ class _Run:
             verdict_cache.reject(key, f"the verifier rejects its graph: {verdict.reason}")
             return None
         try:
-            built = _compile.build(graph, self.backend, "superoptimize")
+            built = _compile.build(
+                graph, self.backend, "superoptimize", self.generated.get(graph.hash())
+            )
         except Exception as e:
             verdict_cache.reject(key, f"its graph does not compile ({_error_head(e)})")
             return None

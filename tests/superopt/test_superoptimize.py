@@ -260,8 +260,8 @@ def test_a_wrong_kernel_fails_the_float_check_and_the_next_best_is_used(ranked, 
     wrong, right = ranked[0].hash(), ranked[1].hash()
     real_build = _compile.build
 
-    def build_with_a_bug(kg, backend="cpu", what="compile"):
-        built = real_build(kg, backend, what)
+    def build_with_a_bug(kg, backend="cpu", what="compile", generated=None):
+        built = real_build(kg, backend, what, generated)
         if kg.hash() != wrong:
             return built
         fn = built.fn

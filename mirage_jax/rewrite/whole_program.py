@@ -122,14 +122,7 @@ def _measure(
             "medians": dict(times),
             "decision": decision.describe(),
         }
-        try:
-            verdict_cache.save(key, doc)
-        except OSError as e:
-            warnings.warn(
-                f"mirage_jax: the whole-program verdict could not be stored ({e})",
-                RuntimeWarning,
-                stacklevel=3,
-            )
+        verdict_cache.save_or_warn(key, doc, "the whole program")
     if decision.kept:
         return True, measured
     return False, f"{measured}: it runs as jax.jit; the regions' kernels stay cached"

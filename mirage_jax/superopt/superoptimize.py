@@ -453,14 +453,7 @@ class _Run:
         if d is not None:
             doc.update(low=d.low, high=d.high, confidence=_decision.CONFIDENCE)
             doc["decision"] = d.describe()
-        try:
-            verdict_cache.save(key, doc)
-        except OSError as e:
-            warnings.warn(
-                f"mirage_jax: the verdict of {self.kg.label} could not be stored ({e})",
-                RuntimeWarning,
-                stacklevel=4,
-            )
+        verdict_cache.save_or_warn(key, doc, self.kg.label)
 
     def _follow(self, key: str, stored: dict) -> Superoptimized | None:
         """The stored verdict's choice, without searching or timing; None (the verdict

@@ -196,6 +196,19 @@ def save(key: str, verdict: dict[str, Any]) -> None:
         (staging / _META).write_text(json.dumps(meta, indent=1))
 
 
+def save_or_warn(key: str, verdict: dict[str, Any], what: str) -> None:
+    """save(), where a cache that cannot be written is one warning, not an error: the
+    decision still holds in this process."""
+    try:
+        save(key, verdict)
+    except OSError as e:
+        warnings.warn(
+            f"mirage_jax: the verdict of {what} could not be stored ({e})",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
 def summary(entry: Path) -> str | None:
     """One line of `cache list` for a sound verdict entry: scope, label, decision, ratio
     with interval, rounds, when; None when it does not read."""

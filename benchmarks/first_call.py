@@ -69,6 +69,13 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--warm", type=int, default=3, help="warm processes per case")
     parser.add_argument("--budget", default="default", help="optimize(budget_s=)")
+    parser.add_argument(
+        "--cold-repeats",
+        type=int,
+        default=0,
+        help="also run this many more cold processes per case, each on an empty cache, and "
+        "count how often the kept-kernel set differs from the first",
+    )
     args = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f}; {args.layers} layers, small size")
     header = "case | jit s | cold s | warm s (each) | background s | same decision"
@@ -80,6 +87,10 @@ def main() -> None:
             cold = run(name, args.layers, "cold", cache, args.budget)
             warm = [run(name, args.layers, "warm", cache, args.budget) for _ in range(args.warm)]
             background = run(name, args.layers, "background", other, args.budget)
+        repeats = []
+        for _ in range(args.cold_repeats):
+            with tempfile.TemporaryDirectory() as fresh:
+                repeats.append(run(name, args.layers, "cold", fresh, args.budget))
         decisions = {json.dumps(r["chosen"]) for r in [cold, *warm]}
         warm_s = ", ".join(f"{w['seconds']:.1f}" for w in warm)
         print(
@@ -89,6 +100,13 @@ def main() -> None:
             f"{'yes' if len(decisions) == 1 else 'NO'} "
             f"(kernels: {cold['kernels']}, {[w['kernels'] for w in warm]})"
         )
+        if repeats:
+            differ = sum(r["chosen"] != cold["chosen"] for r in repeats)
+            cold_s = ", ".join(f"{r['seconds']:.1f}" for r in repeats)
+            print(
+                f"  {len(repeats)} more cold runs ({cold_s} s): the kernel set differs from the "
+                f"first in {differ}"
+            )
         sys.stdout.flush()
 
 

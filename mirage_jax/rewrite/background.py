@@ -17,10 +17,13 @@ re-deciding it.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
+
+import jax
 
 from mirage_jax.rewrite.signature import Signature
 
@@ -61,11 +64,19 @@ class Background:
         result = opt._plain(*args, **kwargs)  # the user's errors stop here, in their thread
         with self._lock:
             if key not in self._futures:
-                self._futures[key] = self._worker.submit(self._specialize, key, *abstract)
+                abstract_args, abstract_kwargs = abstract
+                self._futures[key] = self._worker.submit(
+                    self._specialize, key, abstract_args, abstract_kwargs, result
+                )
         return result
 
-    def _specialize(self, key: Any, args: list, kwargs: dict) -> None:
+    def _specialize(self, key: Any, args: list, kwargs: dict, first_result: Any) -> None:
         opt = self._opt
+        # The first call's own computation runs first: on a machine of few cores the worker
+        # would otherwise slow down the very call it exists to keep fast.
+        with contextlib.suppress(Exception):  # a donated or deleted result: nothing to wait on
+            jax.block_until_ready(first_result)
+        del first_result
         try:
             # Tracing the optimized jit runs the specialization inside its trace, as a
             # first call would, and leaves it under the trace's own key.

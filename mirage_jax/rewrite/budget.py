@@ -37,6 +37,8 @@ DEFAULT_BUDGET_S = 20.0
 SKIP_WITHIN = 0.10
 # Below this many seconds of gain per call a kernel's dispatch eats the gain.
 MIN_GAIN_S = 20e-6
+# A run this many times past its budget does no more regions (they run as plain JAX).
+OVERRUN = 2.0
 # Of each region's share, this much goes to its search; the rest pays compile and timing.
 SEARCH_FRACTION = 0.5
 SEARCH_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
@@ -169,3 +171,7 @@ class FunctionBudget:
 
     def left(self) -> float:
         return max(0.0, self.seconds - self.spent())
+
+    def overrun(self) -> bool:
+        """Whether this run is past OVERRUN times its budget."""
+        return self.spent() > OVERRUN * self.seconds

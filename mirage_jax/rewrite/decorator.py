@@ -512,10 +512,11 @@ def _optimize_regions(
         [g[0].config.time_budget_s for g in ordered],
     )
     for group, allotment in zip(ordered, allotments):
-        # A group is started only with time left for its planned search: a region that
-        # cannot be done within the budget runs as plain JAX (and is searched by a later
-        # process, whose warm regions leave it the time).
-        spent = not forced and spending.left() < allotment.search_s
+        # The plan fits the budget, so every planned group is done: cutting groups by the
+        # clock would make the kept kernels depend on the machine's load. Only a run far
+        # past its budget (a slow compiler, a loaded machine) leaves the rest as plain JAX,
+        # to be done by a later process.
+        spent = not forced and spending.overrun()
         for pending in group:
             if spent:
                 outcomes[id(pending.region)] = (

@@ -69,8 +69,8 @@ def test_identical_regions_are_optimized_once(kernels_always_win, monkeypatch):
 
 def test_a_spent_budget_leaves_the_remaining_regions_to_xla(kernels_always_win, monkeypatch):
     calls = counting(monkeypatch)
-    lefts = iter([100.0])  # the first region finds time; after it, none is left
-    monkeypatch.setattr(budget.FunctionBudget, "left", lambda self: next(lefts, 0.0))
+    overruns = iter([False])  # the first region is on time; after it, the run is overrun
+    monkeypatch.setattr(budget.FunctionBudget, "overrun", lambda self: next(overruns, True))
 
     def different(x, g, w1, w2):  # two regions of different graphs
         return rmsnorm_linear(x, g, w1), rmsnorm_linear(x[:4], g, w2)

@@ -153,7 +153,7 @@ def plan(gains: list[float], budget_s: float, caps: list[float]) -> list[Allotme
     out = []
     for gain, cap in zip(gains, caps):
         share = budget_s * (gain / total if total > 0 else 1.0 / len(gains))
-        search = min(search_step(share * SEARCH_FRACTION), search_step(cap))
+        search = min(search_step(share * SEARCH_FRACTION), cap)  # a config's own cap exactly
         top_k = max(1, min(4, int(share * (1 - SEARCH_FRACTION) / COMPILE_S)))
         out.append(Allotment(search, top_k))
     return out

@@ -1,6 +1,7 @@
 """`python -m mirage_jax demo`: runs end to end, reports what it checked, and its verdict
 depends on the checks (a verifier that accepts everything makes it fail)."""
 
+import os
 import re
 import subprocess
 import sys
@@ -17,14 +18,18 @@ def demo_run(tmp_path_factory):
     """The demo as a user runs it: the paper's shapes throughout (about 2 s).
 
     It runs outside the checkout so that it imports the installed package, compiled
-    extension included, not the source folder (the same reason the suite runs with -P).
+    extension included, not the source folder (the same reason the suite runs with -P), and
+    on a cache of its own: a verdict another test stored for the same graph would be followed
+    without a search or a timing, and the report checked here would not be the first run's.
     """
+    home = tmp_path_factory.mktemp("demo")
     return subprocess.run(
         [sys.executable, "-m", "mirage_jax", "demo"],
         capture_output=True,
         text=True,
         timeout=300,
-        cwd=tmp_path_factory.mktemp("demo"),
+        cwd=home,
+        env={**os.environ, "MIRAGE_JAX_CACHE": str(home / "cache")},
     )
 
 

@@ -10,5 +10,6 @@ void bind_interp(nanobind::module_& m);
 void bind_verify(nanobind::module_& m);
 void bind_search(nanobind::module_& m);
 void bind_codegen(nanobind::module_& m);
+void bind_cpu_dispatch(nanobind::module_& m);
 
 }  // namespace mj::python

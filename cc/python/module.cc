@@ -15,4 +15,5 @@ NB_MODULE(_core, m) {
   mj::python::bind_verify(m);
   mj::python::bind_search(m);
   mj::python::bind_codegen(m);
+  mj::python::bind_cpu_dispatch(m);
 }

@@ -94,8 +94,9 @@ def build(
     }
 
     def lower_customized(index: int, args: Any) -> Any:
-        call = jax.ffi.ffi_call(targets[index], result_types[index], vmap_method="sequential")
-        return call(*args)
+        target = targets[index]
+        call = jax.ffi.ffi_call(target.name, result_types[index], vmap_method="sequential")
+        return call(*args, **target.attributes)
 
     return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
 

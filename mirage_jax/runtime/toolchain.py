@@ -63,9 +63,9 @@ def ffi_include_dir() -> str:
 # -- g++: CPU kernels ----------------------------------------------------------------------
 
 GXX = "g++"
-# The XLA FFI headers come in with -isystem, which also keeps their own warnings out of our
-# output. -fvisibility=hidden exports only the handler, which the generated code declares
-# with default visibility.
+# A CPU kernel includes only the C++ standard library (its XLA FFI handler is the
+# extension's). -fvisibility=hidden exports only its entry and signature, which the
+# generated code declares with default visibility.
 GXX_FLAGS = ("-O3", "-march=native", "-shared", "-fPIC", "-std=c++17", "-fvisibility=hidden")
 
 
@@ -86,8 +86,6 @@ def compile_cpu_library(source: Path, library: Path) -> None:
     command = [
         find_gxx(),
         *GXX_FLAGS,
-        "-isystem",
-        ffi_include_dir(),
         str(source),
         "-o",
         str(library),

@@ -216,11 +216,11 @@ std::string generate_cpu_kernel(const BlockGraph& bg, const std::string& symbol)
   w.line("");
   emit_run_blocks(w, bg, plan);
   w.line("");
-  emit_handler_impl(w, bg, plan, symbol);
+  emit_task(w);
   w.close("  // namespace");
   w.close("  // namespace " + ns);
   w.line("");
-  emit_handler_symbol(w, bg, symbol, ns);
+  emit_entry(w, bg, plan, symbol, ns);
   return w.str();
 }
 

@@ -3,21 +3,13 @@
 namespace mj::codegen::cpu {
 
 const std::string& cpu_prelude() {
-  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V2
-#define MIRAGE_JAX_CPU_PRELUDE_V2
+  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V3
+#define MIRAGE_JAX_CPU_PRELUDE_V3
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <vector>
-
-#include "xla/ffi/api/ffi.h"
 
 namespace mj_cpu {
 namespace {  // internal linkage: every loaded kernel library keeps its own copy
@@ -333,82 +325,25 @@ inline void matmul(const float* __restrict a, const float* __restrict b, float* 
   matmul_group<M, K, N, 1, lda, ldb, ldc, 0, kAhead, kAccumulate>(a, b, c);
 }
 
-// ---- the grid: blocks as tasks on XLA's intra-op thread pool ------------------------------
-// A "block" here is one call of the kernel's run_blocks: one group of consecutive blocks of
-// the block graph (KernelPlan::block_group), whose arena slices sit side by side.
-
-// Tiles of one block live in a per-thread arena that is reused across blocks and calls.
-inline float* thread_arena(int64_t floats) {
-  static thread_local std::vector<float> storage;
-  if (int64_t(storage.size()) < floats + 16) storage.resize(size_t(floats + 16));
-  const auto address = reinterpret_cast<std::uintptr_t>(storage.data());
-  return reinterpret_cast<float*>((address + 63) & ~std::uintptr_t(63));
-}
-
-template <class Io>
-using BlockFn = void (*)(const Io&, float*, int64_t);
-
-// Shared by the caller and the pool tasks through a shared_ptr: a task may start after the
-// handler has returned, finds no block left, and must still find this object alive.
-template <class Io>
-struct GridJob {
-  GridJob(const Io& io, BlockFn<Io> fn, int64_t blocks, int64_t chunk, int64_t arena_floats)
-      : io(io), fn(fn), blocks(blocks), chunk(chunk), arena_floats(arena_floats) {}
-
-  void work() {
-    float* arena = nullptr;
-    for (;;) {
-      const int64_t begin = next.fetch_add(chunk, std::memory_order_relaxed);
-      if (begin >= blocks) return;
-      if (arena == nullptr) arena = thread_arena(arena_floats);
-      const int64_t end = std::min(begin + chunk, blocks);
-      for (int64_t b = begin; b < end; ++b) fn(io, arena, b);
-      if (done.fetch_add(end - begin, std::memory_order_acq_rel) + (end - begin) == blocks) {
-        std::lock_guard<std::mutex> lock(mu);
-        finished.notify_all();
-      }
-    }
-  }
-
-  // Only blocks claimed by running tasks can be outstanding, so this never waits on a task
-  // that has not started.
-  void wait() {
-    std::unique_lock<std::mutex> lock(mu);
-    finished.wait(lock, [&] { return done.load(std::memory_order_acquire) == blocks; });
-  }
-
-  const Io io;
-  const BlockFn<Io> fn;
-  const int64_t blocks, chunk, arena_floats;
-  std::atomic<int64_t> next{0}, done{0};
-  std::mutex mu;
-  std::condition_variable finished;
-};
-
-template <class Io>
-void run_grid(xla::ffi::ThreadPool& pool, const Io& io, BlockFn<Io> fn, int64_t blocks,
-              int64_t arena_floats) {
-  const int64_t threads = blocks > 1 ? pool.num_threads() : 0;
-  if (threads <= 0) {  // no pool (or one block): run every block here
-    float* arena = thread_arena(arena_floats);
-    for (int64_t b = 0; b < blocks; ++b) fn(io, arena, b);
-    return;
-  }
-  // A few chunks per thread balance uneven blocks without an atomic per block.
-  const int64_t chunk = std::max<int64_t>(1, blocks / ((threads + 1) * 4));
-  const int64_t chunks = (blocks + chunk - 1) / chunk;
-  auto job = std::make_shared<GridJob<Io>>(io, fn, blocks, chunk, arena_floats);
-  // The caller works too, so threads - 1 helpers keep one worker per pool thread: more
-  // would time-slice memory streams that each want a core.
-  const int64_t helpers = std::min<int64_t>(threads - 1, chunks - 1);
-  for (int64_t i = 0; i < helpers; ++i) pool.Schedule([job]() { job->work(); });
-  job->work();  // the calling thread takes chunks too
-  job->wait();
-}
-
 }  // namespace
 }  // namespace mj_cpu
-#endif  // MIRAGE_JAX_CPU_PRELUDE_V2
+
+// ---- the grid: tasks run by the dispatcher (cc/python/cpu_dispatch.cc) ------------------
+// A kernel library holds no threading and no XLA header (they took most of its compile
+// time): the extension's one XLA FFI handler checks the buffers against the kernel's
+// signature, then calls its entry with a MjCpuGridV1, whose run spreads the tasks over XLA's
+// intra-op thread pool and hands each thread its arena. A task is one call of the kernel's
+// run_blocks: one group of consecutive blocks of the block graph (KernelPlan::block_group),
+// whose arena slices sit side by side.
+extern "C" {
+typedef void (*MjCpuTaskFn)(const void* io, float* arena, int64_t task);
+struct MjCpuGridV1 {
+  void* context;
+  void (*run)(void* context, MjCpuTaskFn task, const void* io, int64_t tasks,
+              int64_t arena_floats);
+};
+}
+#endif  // MIRAGE_JAX_CPU_PRELUDE_V3
 )PRELUDE";
   return text;
 }

@@ -8,9 +8,9 @@ import os
 import pytest
 from fuzz_programs import generate, run_program
 
-# 40 in the default suite (about a quarter of its time on two cores); MIRAGE_JAX_FUZZ_N=100
-# (or more) for the full differential run, benchmarks/fuzz.py for thousands.
-N_PROGRAMS = int(os.environ.get("MIRAGE_JAX_FUZZ_N", "40"))
+# 100 in the default suite (about 4 minutes on two cores); MIRAGE_JAX_FUZZ_N for more,
+# benchmarks/fuzz.py for thousands.
+N_PROGRAMS = int(os.environ.get("MIRAGE_JAX_FUZZ_N", "100"))
 # Programs that fail for a known bug owned elsewhere: seed -> reason (strict xfail, so the
 # entry must go when the bug is fixed).
 KNOWN = {}

@@ -42,11 +42,12 @@ OVERRUN = 2.0
 # Of each region's share, this much goes to its search; the rest pays compile and timing.
 SEARCH_FRACTION = 0.5
 SEARCH_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
-_XLA_TIMING_S = 0.2
+_XLA_TIMING_S = 0.2  # wall time of each region's XLA measurement
 ESTIMATE = "xla estimate"  # the name XLA's timing of a region goes by here
-# A candidate's compilation, in seconds, for sizing how many to compile (g++ -O3 of one
-# generated kernel here; prebuilt in parallel, one per core).
-COMPILE_S = 5.0  # wall time of each region's XLA measurement
+# What one more candidate costs, in seconds, for sizing how many to compile: g++ -O3 of its
+# kernel (0.65-1.1 s for the paper's kernels here, built in parallel, one per core) and its
+# share of the timing rounds (0.5 s steps).
+CANDIDATE_S = 2.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,7 +155,7 @@ def plan(gains: list[float], budget_s: float, caps: list[float]) -> list[Allotme
     for gain, cap in zip(gains, caps):
         share = budget_s * (gain / total if total > 0 else 1.0 / len(gains))
         search = min(search_step(share * SEARCH_FRACTION), cap)  # a config's own cap exactly
-        top_k = max(1, min(4, int(share * (1 - SEARCH_FRACTION) / COMPILE_S)))
+        top_k = max(1, min(4, int(share * (1 - SEARCH_FRACTION) / CANDIDATE_S)))
         out.append(Allotment(search, top_k))
     return out
 

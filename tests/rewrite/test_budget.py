@@ -88,7 +88,7 @@ def test_a_spent_budget_leaves_the_remaining_regions_to_xla(kernels_always_win, 
 def test_the_plan_shares_the_budget_by_gain_in_fixed_steps():
     plan = budget.plan([3.0, 1.0, 0.0], 40.0, [60.0, 60.0, 2.0])
     assert [a.search_s for a in plan] == [15.0, 4.0, 1.0]  # 15 of 40*0.75*0.5, 5 -> 4, floor
-    assert [a.top_k for a in plan] == [3, 1, 1]
+    assert [a.top_k for a in plan] == [4, 2, 1]  # 15 s, 5 s, 0 s left for candidates
     assert budget.plan([1.0], 1000.0, [5.0])[0].search_s == 5.0  # the config's cap, exactly
     # no gain known (estimates failed): equal shares, 8 s · ½ each · ½ for the search
     assert [a.search_s for a in budget.plan([0.0, 0.0], 8.0, [60.0, 60.0])] == [2.0, 2.0]

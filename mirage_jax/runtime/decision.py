@@ -1,13 +1,15 @@
 """Whether a candidate's win over XLA is statistically clear.
 
 A kernel replaces XLA only when a confidence interval of the time ratio XLA/candidate lies
-wholly above 1. The interval is a paired bootstrap over the timing rounds
+wholly above MIN_SPEEDUP (1.03): a win of a percent or two is within what the load of a
+machine moves between processes, so it would be kept by one process and dropped by the
+next, and it is not worth a kernel. The interval is a paired bootstrap over the timing rounds
 (mirage_jax/runtime/profile.py takes sample i of every function in the same round, so a slow
 phase of the machine falls on both): rounds are resampled with replacement, and the ratio of
-the medians of each resample gives the distribution. While the interval straddles 1, more
-rounds of the two alone are taken, up to a budget; a win still unclear then keeps XLA, the
-choice that is never wrong. The resampling is seeded, so the same samples always give the
-same decision.
+the medians of each resample gives the distribution. While the interval straddles
+MIN_SPEEDUP, more rounds of the two alone are taken, up to a budget; a win still unclear
+then keeps XLA, the choice that is never wrong. The resampling is seeded, so the same
+samples always give the same decision.
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 CONFIDENCE = 0.95  # two-sided, of the interval of the ratio
+# The least speedup a kept candidate must show: the whole interval lies above it.
+MIN_SPEEDUP = 1.03
 RESAMPLES = 2000
 SEED = 0
-# More rounds of the candidate against XLA alone, while the interval straddles 1: each call
-# of the timer spends about ROUND_BUDGET_S, and at most EXTRA_BUDGET_S are spent in all.
+# More rounds of the candidate against XLA alone, while the interval straddles MIN_SPEEDUP:
+# each call of the timer spends about ROUND_BUDGET_S, and at most EXTRA_BUDGET_S in all.
 ROUND_BUDGET_S = 0.5
 EXTRA_BUDGET_S = 3.0
 
@@ -41,7 +45,11 @@ class Decision:
         verdict = (
             "a clear win"
             if self.kept
-            else ("a clear loss" if self.high < 1.0 else "not a clear win, so XLA is kept")
+            else (
+                "a clear loss"
+                if self.high < 1.0
+                else f"not a clear win of {MIN_SPEEDUP:.2f}x or more, so XLA is kept"
+            )
         )
         return (
             f"{self.ratio:.2f}x, {CONFIDENCE:.0%} interval [{self.low:.2f}, {self.high:.2f}] "
@@ -70,9 +78,10 @@ def ratio_interval(
 
 
 def clear_win(xla: Sequence[float], candidate: Sequence[float], seed: int = SEED) -> Decision:
-    """The decision on these samples alone: kept when the whole interval is above 1."""
+    """The decision on these samples alone: kept when the whole interval is above
+    MIN_SPEEDUP."""
     ratio, low, high = ratio_interval(xla, candidate, seed)
-    return Decision(low > 1.0, ratio, low, high, len(xla))
+    return Decision(low > MIN_SPEEDUP, ratio, low, high, len(xla))
 
 
 def samples_of(times: Mapping[str, float], name: str) -> list[float]:
@@ -90,13 +99,16 @@ def decide(
     extra_budget_s: float = EXTRA_BUDGET_S,
 ) -> Decision:
     """The decision on `times` (a profile.Times holding both), taking more rounds with
-    more(seconds) -> Times of the two while the interval straddles 1, up to extra_budget_s.
+    more(seconds) -> Times of the two while the interval straddles MIN_SPEEDUP, up to
+    extra_budget_s.
     Exact times (no samples) are decided as they are."""
     x, c = samples_of(times, xla), samples_of(times, candidate)
     decision = clear_win(x, c)
     exact = getattr(times, "samples", None) is None
     spent = 0.0
-    while not exact and not decision.kept and decision.high >= 1.0 and spent < extra_budget_s:
+    while (
+        not exact and not decision.kept and decision.high > MIN_SPEEDUP and spent < extra_budget_s
+    ):
         step = min(ROUND_BUDGET_S, extra_budget_s - spent)
         again = more(step)
         spent += step

@@ -28,7 +28,17 @@ def test_noise_around_one_straddles_and_is_not_kept():
     # 3% faster in truth, 40% noise per round, 20 rounds: the interval holds 1
     d = decision.clear_win(rounds(1.03e-3, 0.4, 20, 1), rounds(1.0e-3, 0.4, 20, 2))
     assert not d.kept and d.low < 1.0 < d.high
-    assert "not a clear win, so XLA is kept" in d.describe()
+    assert "not a clear win of 1.03x or more, so XLA is kept" in d.describe()
+
+
+def test_a_steady_win_of_two_percent_is_too_small_to_keep():
+    # 2% faster in every round: clear, but a load that moves it a few percent between
+    # processes would keep it in one and drop it in the next
+    phase = rounds(1.0, 0.2, 40, 5)
+    d = decision.clear_win([1.02e-3 * p for p in phase], [1.0e-3 * p for p in phase])
+    assert not d.kept and d.low == pytest.approx(1.02) and d.high == pytest.approx(1.02)
+    d = decision.clear_win([1.05e-3 * p for p in phase], [1.0e-3 * p for p in phase])
+    assert d.kept and d.low == pytest.approx(1.05)
 
 
 def test_a_machine_wide_slow_phase_falls_on_both_and_is_paired_out():

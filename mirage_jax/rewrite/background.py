@@ -53,15 +53,15 @@ class Background:
         try:
             sig = Signature(opt, args, kwargs)
         except Exception:  # jax.jit raises the user's error in its own words
-            return opt._plain(*args, **kwargs)
+            return opt._plain_call(*args, **kwargs)
         key = sig.key
         future = self._futures.get(key)
         if future is not None and future.done() and key not in self._failed:
             return opt._rewritten_jit()(*args, **kwargs)
         if future is not None:
-            return opt._plain(*args, **kwargs)
+            return opt._plain_call(*args, **kwargs)
         abstract = sig.rebuild(sig.avals)  # before the call, which may donate its arrays
-        result = opt._plain(*args, **kwargs)  # the user's errors stop here, in their thread
+        result = opt._plain_call(*args, **kwargs)  # the user's errors stop here, in their thread
         with self._lock:
             if key not in self._futures:
                 abstract_args, abstract_kwargs = abstract

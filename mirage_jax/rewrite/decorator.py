@@ -278,6 +278,19 @@ class Optimized:
         self._plain: Any = jax.jit(
             fun, static_argnums=self._static_argnums, static_argnames=self._static_argnames
         )
+        # The same, donating as asked: what a call runs while nothing is rewritten yet
+        # (background=True), so a donated buffer is given up as under jax.jit.
+        self._plain_call: Any = (
+            jax.jit(
+                fun,
+                static_argnums=self._static_argnums,
+                static_argnames=self._static_argnames,
+                donate_argnums=self._donate_argnums,
+                donate_argnames=self._donate_argnames or None,
+            )
+            if self._donate_argnums or self._donate_argnames
+            else self._plain
+        )
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._background is not None:

@@ -86,3 +86,20 @@ def test_without_background_wait_and_status_report_what_was_done(kernels_always_
         mj.optimize(rmsnorm_linear, background="yes")
     with pytest.raises(ValueError, match="budget_s"):
         mj.optimize(rmsnorm_linear, budget_s=0)
+
+
+def test_a_donated_argument_is_given_up_as_under_jax_jit_while_optimizing(kernels_always_win):
+    def f(x, g, w):
+        return rmsnorm_linear(x, g, w), x * 2.0  # the second output can take x's buffer
+
+    opt = mj.optimize(f, background=True, donate_argnums=0)
+    plain = jax.jit(f, donate_argnums=0)
+    x, g, w = inputs()
+    for _ in range(2):  # the first call (jax.jit), then one after the rewrite landed
+        x1, x2 = x + 0.0, x + 0.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "some donated buffers were not usable", as jax.jit
+            got, want = opt(x1, g, w), plain(x2, g, w)
+        assert normwise(got[0], want[0]) < 1e-5 and normwise(got[1], want[1]) == 0
+        assert x1.is_deleted() == x2.is_deleted()
+        assert opt.wait(timeout=300)

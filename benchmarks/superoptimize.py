@@ -8,7 +8,12 @@ reference, on device-resident arrays, in one process and alternating call by cal
 benchmarks/kernels.py. Prints a markdown table of median milliseconds and speedups.
 
     python benchmarks/superoptimize.py [--runs 30] [--only gated_mlp] [--budget 45]
-        [--attention] [--json out]
+        [--attention] [--top-k 8] [--json out]
+
+Each row also says how well the cost model ranked the candidates the cold call compiled and
+timed (benchmarks/ranking.py): the Spearman correlation of its estimates with the measured
+medians, and the place of the fastest measured candidate in its order. `--top-k` sets how
+many are compiled (superoptimize's default is 4; 8 lets "fastest in the top 4" fail).
 
 The search configs are sized so that one search takes well under a minute on a 2-core
 machine: one kernel-level op (the whole program fused into one customized op) and at most 5-6
@@ -34,6 +39,7 @@ import jax
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kernels import _inputs, _max_rel_err, time_pair
+from ranking import ranking
 
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs as pg
@@ -94,6 +100,9 @@ def main():
         action="store_true",
         help="also try gqa_prefill, gqa_decode and qknorm_gqa with the attention preset",
     )
+    parser.add_argument(
+        "--top-k", type=int, default=4, help="candidates compiled and timed per program"
+    )
     parser.add_argument("--report", action="store_true", help="print superoptimize's reports")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args()
@@ -111,11 +120,16 @@ def main():
         os.environ["MIRAGE_JAX_CACHE"] = root
         try:
             t0 = time.perf_counter()
-            opt = mj.superoptimize(ref, config=config, cache_dir=root, progress=False)
+            opt = mj.superoptimize(
+                ref, config=config, cache_dir=root, progress=False, top_k=args.top_k
+            )
             cold = time.perf_counter() - t0
             cold_report = opt.report()
+            ranked = ranking(opt.costs, opt.timings)
             t0 = time.perf_counter()
-            opt = mj.superoptimize(ref, config=config, cache_dir=root, progress=False)
+            opt = mj.superoptimize(
+                ref, config=config, cache_dir=root, progress=False, top_k=args.top_k
+            )
             warm = time.perf_counter() - t0
         finally:
             if old_env is None:
@@ -159,12 +173,17 @@ def main():
                 search_s=enumerate_s,
                 search=search,
                 warm_search=_report_line(report, "search:"),
+                timed_candidates=ranked.candidates,
+                spearman=ranked.spearman,
+                fastest_at_cost_rank=ranked.fastest_rank,
             )
         )
         print(
             f"  {name}: chose {chosen}; xla {xla_ms:.2f} ms, superoptimized {mj_ms:.2f} ms "
             f"({xla_ms / mj_ms:.2f}x; superoptimize said {opt.speedup:.2f}x), err {err:.1e}, "
-            f"superoptimize cold {cold:.1f} s, warm {warm:.1f} s, load {load:.1f}\n"
+            f"superoptimize cold {cold:.1f} s, warm {warm:.1f} s, load {load:.1f}; "
+            f"{ranked.candidates} candidates timed, Spearman {ranked.spearman:.2f}, fastest "
+            f"at cost rank {ranked.fastest_rank}\n"
             f"    cold search: {search}\n    warm search: {_report_line(report, 'search:')}",
             flush=True,
         )
@@ -172,21 +191,31 @@ def main():
     print()
     print(
         "| program | chosen | XLA ms | superoptimized ms | speedup | max rel err "
-        "| search s (cold) | superoptimize cold s | warm s |"
+        "| search s (cold) | superoptimize cold s | warm s | timed | Spearman "
+        "| fastest at cost rank |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['program']} | {r['chosen']} | {r['xla_ms']:.2f} | {r['mirage_ms']:.2f} "
             f"| {r['speedup']:.2f}x | {r['max_rel_err']:.1e} | {r['search_s']:.1f} "
             f"| {r['cold_s']:.1f} "
-            f"| {r['warm_s']:.1f} |"
+            f"| {r['warm_s']:.1f} | {r['timed_candidates']} | {r['spearman']:.2f} "
+            f"| {r['fastest_at_cost_rank'] or '-'} |"
         )
     if rows:
         sp = [r["speedup"] for r in rows]
         print(
             f"\ngeometric mean speedup: {math.exp(sum(map(math.log, sp)) / len(sp)):.2f}x "
             f"over {len(sp)} programs"
+        )
+        rhos = [r["spearman"] for r in rows if not math.isnan(r["spearman"])]
+        ranked_rows = [r for r in rows if r["fastest_at_cost_rank"] is not None]
+        top4 = sum(r["fastest_at_cost_rank"] <= 4 for r in ranked_rows)
+        print(
+            f"cost model: mean Spearman {sum(rhos) / len(rhos) if rhos else math.nan:.2f} over "
+            f"{len(rhos)} programs with 3 or more timed candidates; the fastest measured "
+            f"candidate was in its top 4 in {top4} of {len(ranked_rows)} programs"
         )
     for s in skipped:
         print(f"skipped: {s}")

@@ -57,6 +57,9 @@ class Superoptimized:
     source: the generated code of its kernels; "" when it runs on XLA alone.
     timings: median seconds per call by candidate hash, and "xla" for the original.
     speedup: the original's time over the chosen one's (1.0 when XLA won).
+    costs: the cost model's estimate in seconds of each timed candidate, by hash, when this
+    call searched and timed ({} when it followed a stored verdict); with `timings` it says
+    how well the model ranked them (benchmarks/ranking.py).
     """
 
     def __init__(
@@ -67,8 +70,10 @@ class Superoptimized:
         timings: dict[str, float],
         speedup: float,
         report_text: str,
+        costs: dict[str, float] | None = None,
     ):
         self.graph = graph
+        self.costs = dict(costs or {})
         self.source = source
         self.timings = timings
         self.speedup = speedup
@@ -394,7 +399,13 @@ class _Run:
         if key is not None and self.result is not None and measured and not failed_build:
             self._save_verdict(key, chosen)
         return Superoptimized(
-            chosen, fn, source, dict(self.timings), speedup, report.text(self, chosen, speedup)
+            chosen,
+            fn,
+            source,
+            dict(self.timings),
+            speedup,
+            report.text(self, chosen, speedup),
+            {name: cost for name, cost in self.costs.items() if name in runnable},
         )
 
     def _decide(

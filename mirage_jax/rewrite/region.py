@@ -8,7 +8,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import threading
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -65,9 +67,29 @@ Outcome = tuple[RegionKernel | None, RegionReport]
 
 # Every transformer layer repeats its regions: one superoptimize per distinct graph and
 # settings in this process, whatever function or layer it comes from. Values are the
-# Superoptimized, or the reason it could not run (a string).
-_SUPEROPTIMIZED: dict[tuple, Superoptimized | str] = {}
-_ESTIMATES: dict[tuple, budget.Estimate] = {}
+# Superoptimized, or the reason it could not run (a string). Bounded, least recently used
+# out first: a long-lived process that meets many shapes would otherwise keep every
+# compiled region; one evicted is read back from the verdict and kernel caches.
+MEMO_ENTRIES = 512
+_SUPEROPTIMIZED: OrderedDict[tuple, Superoptimized | str] = OrderedDict()
+_ESTIMATES: OrderedDict[tuple, budget.Estimate] = OrderedDict()
+_MEMO_LOCK = threading.Lock()  # background workers share the memo with callers
+
+
+def _recall(memo: OrderedDict, key: tuple) -> Any:
+    with _MEMO_LOCK:
+        value = memo.get(key)
+        if value is not None:
+            memo.move_to_end(key)
+        return value
+
+
+def _remember(memo: OrderedDict, key: tuple, value: Any) -> None:
+    with _MEMO_LOCK:
+        memo[key] = value
+        memo.move_to_end(key)
+        while len(memo) > MEMO_ENTRIES:
+            memo.popitem(last=False)
 
 
 def _cache_root(settings: Settings):
@@ -79,8 +101,9 @@ def _cache_root(settings: Settings):
 def forget() -> None:
     """Drops this process's memo of superoptimized regions and estimates (for tests that
     change what superoptimize would decide on the same graph)."""
-    _SUPEROPTIMIZED.clear()
-    _ESTIMATES.clear()
+    with _MEMO_LOCK:
+        _SUPEROPTIMIZED.clear()
+        _ESTIMATES.clear()
 
 
 @dataclass
@@ -128,7 +151,7 @@ def prepare(region: Region, settings: Settings) -> Pending | Outcome:
     if keep_kernels():  # tests force kernels: every region is searched, none estimated
         return Pending(region, rg, config, None, settings)
     key = (rg.graph.hash(), settings.backend)
-    estimate = _ESTIMATES.get(key)
+    estimate = _recall(_ESTIMATES, key)
     if estimate is None:
         try:
             with _cache_root(settings), jax.ensure_compile_time_eval():
@@ -139,7 +162,7 @@ def prepare(region: Region, settings: Settings) -> Pending | Outcome:
             # Only an economy: without an estimate the region is searched, and whatever
             # failed here (no device for the backend, say) fails there with its own report.
             return Pending(region, rg, config, None, settings)
-        _ESTIMATES[key] = estimate
+        _remember(_ESTIMATES, key, estimate)
     why_not = estimate.why_not()
     if why_not is not None:
         return None, new_report("xla", why_not)
@@ -155,7 +178,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
         config = dataclasses.replace(config, time_budget_s=search_s)
     root = settings.cache_dir if settings.cache_dir is not None else store.cache_root()
     key = (rg.graph.hash(), settings.backend, str(root), config, top_k)
-    fast = _SUPEROPTIMIZED.get(key)
+    fast = _recall(_SUPEROPTIMIZED, key)
     if fast is None:
         try:
             # Regions are specialized while jax traces (under jit, vmap, grad): the search's
@@ -171,7 +194,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
                 )
         except Exception as e:
             fast = f"superoptimize failed: {type(e).__name__}: {e}"
-        _SUPEROPTIMIZED[key] = fast
+        _remember(_SUPEROPTIMIZED, key, fast)
     if isinstance(fast, str):
         return None, warn_fallback(pending.report("xla", fast))
     if fast.graph is rg.graph or not any(op.kind == "customized" for op in fast.graph.ops):

@@ -67,6 +67,19 @@ def test_identical_regions_are_optimized_once(kernels_always_win, monkeypatch):
     assert len(calls) == 1  # the second layer's region reused the first's result
 
 
+def test_the_memo_keeps_the_most_recently_used_regions_only(kernels_always_win, monkeypatch):
+    calls = counting(monkeypatch)
+    monkeypatch.setattr(_optimize_region, "MEMO_ENTRIES", 1)
+    x, g, w = inputs()
+    for f in (rmsnorm_linear, lambda x, g, w: rmsnorm_linear(x[:4], g, w), rmsnorm_linear):
+        mj.optimize(f)(x, g, w)
+    # two graphs, one memo entry: the second evicted the first, which the third call then
+    # superoptimized again
+    assert len(calls) == 3 and len(_optimize_region._SUPEROPTIMIZED) == 1
+    mj.optimize(rmsnorm_linear)(x, g, w)
+    assert len(calls) == 3  # the most recent one is still remembered
+
+
 def test_a_spent_budget_leaves_the_remaining_regions_to_xla(kernels_always_win, monkeypatch):
     calls = counting(monkeypatch)
     overruns = iter([False])  # the first region is on time; after it, the run is overrun

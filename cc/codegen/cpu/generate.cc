@@ -156,7 +156,11 @@ void emit_body(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
       emit_input_load(w, bg, plan, op);
     }
   }
-  if (!in_group_loop) open_group_loop(w, bg, plan);
+  if (!in_group_loop) {
+    // After a group matmul: a new loop, whose accumulators may read inputs in place.
+    open_group_loop(w, bg, plan);
+    emit_in_place_pointers(w, bg, plan, /*with_body=*/true);
+  }
   emit_accumulators_update(w, bg, plan);
   w.close();
 }

@@ -3,6 +3,7 @@ from typing import Annotated
 
 import numpy
 from numpy.typing import NDArray
+from typing_extensions import CapsuleType
 
 class IRError(ValueError):
     pass
@@ -274,8 +275,6 @@ class SearchResultInfo:
 def search(target: KernelGraph, config: SearchConfig, hook: object | None) -> SearchResultInfo: ...
 def generate_cpu_kernel(block_graph: BlockGraph, symbol: str) -> str: ...
 def cpu_kernel_symbol(block_graph: BlockGraph) -> str: ...
-def cpu_dispatch_handler() -> object: ...
-def register_cpu_kernel(name: str, entry: int, signature: int) -> None: ...
 def generate_cuda_kernel(
     block_graph: BlockGraph,
     symbol: str,
@@ -296,3 +295,12 @@ def cuda_kernel_estimate(
     """
 
 def cuda_shared_memory_limit(arch: str) -> int: ...
+def cpu_dispatch_handler() -> CapsuleType:
+    """
+    The XLA FFI handler that runs every registered CPU kernel (jax.ffi target "mirage_jax_cpu"; the call's `kernel` attribute names the kernel).
+    """
+
+def register_cpu_kernel(name: str, entry: int, signature: int) -> None:
+    """
+    Makes the CPU kernel `name` callable through cpu_dispatch_handler: `entry` and `signature` are the addresses of the library's exported `name` and `name_signature`. A name registers once; later registrations are ignored (names are content hashes).
+    """

@@ -79,6 +79,8 @@ def _load(symbol: str, library: Path, platform: str) -> None:
             )
         entry = ctypes.cast(function, ctypes.c_void_p).value
         describe = ctypes.cast(signature, ctypes.c_void_p).value
+        if not entry or not describe:  # a symbol at address 0: nothing to call
+            raise KernelLoadError(f"kernel library {library} exports '{symbol}' at address 0")
         try:
             _core.register_cpu_kernel(symbol, entry, describe)
         except ValueError as e:

@@ -144,10 +144,14 @@ TEST(GenerateCpuKernel, ExportsTheSymbolWithDefaultVisibility) {
   const std::string symbol = cpu_kernel_symbol(f.bg);
   EXPECT_EQ(symbol.rfind("mj_cpu_", 0), 0u);
   const std::string source = generate_cpu_kernel(f.bg, symbol);
-  EXPECT_NE(source.find("extern \"C\" __attribute__((visibility(\"default\"))) XLA_FFI_Error* " +
-                        symbol + "(XLA_FFI_CallFrame* call_frame);"),
-            std::string::npos);
-  EXPECT_NE(source.find("XLA_FFI_DEFINE_HANDLER_SYMBOL(" + symbol + ","), std::string::npos);
+  const std::string exported = "extern \"C\" __attribute__((visibility(\"default\"))) ";
+  EXPECT_NE(
+      source.find(exported + "void " + symbol + "(const MjCpuGridV1* grid, void* const* buffers)"),
+      std::string::npos);
+  EXPECT_NE(source.find(exported + "const int64_t* " + symbol + "_signature()"), std::string::npos);
+  // A kernel library includes no XLA header: the extension's handler calls it.
+  EXPECT_EQ(source.find("xla/ffi"), std::string::npos);
+  EXPECT_EQ(source.find("XLA_FFI"), std::string::npos);
   EXPECT_THROW(generate_cpu_kernel(f.bg, "not an identifier"), IrError);
 }
 

@@ -5,11 +5,9 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmark_support import BENCHMARKS, import_benchmarks
 
 
 @pytest.fixture(scope="module")
@@ -27,13 +25,7 @@ def quick_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bench_modules():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import programs
-        import run
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return programs, run
+    return import_benchmarks("programs", "run")
 
 
 def test_quick_run_succeeds_and_writes_three_files(quick_run):
@@ -98,11 +90,7 @@ def test_markdown_table_has_a_row_per_program(quick_run, bench_modules):
 def test_flop_counts_follow_the_jaxpr(bench_modules):
     import jax.numpy as jnp
 
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import roofline
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    (roofline,) = import_benchmarks("roofline")
     x, w = jnp.ones((8, 64)), jnp.ones((64, 32))
     assert roofline.count_flops(lambda x, w: x @ w, [x, w]) == 2 * 8 * 64 * 32
     # matmul, then one flop per element of the exp; the transpose is free

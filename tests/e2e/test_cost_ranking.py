@@ -2,23 +2,16 @@
 (superoptimize's costs, which they read, are checked in tests/superopt)."""
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from benchmark_support import import_benchmarks
 
 
 @pytest.fixture(scope="module")
 def ranking():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import ranking
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return ranking
+    (module,) = import_benchmarks("ranking")
+    return module
 
 
 def closed_form(a, b):

@@ -65,7 +65,7 @@ def test_the_command_buffer_holds_the_custom_call(tmp_path):
     env["MIRAGE_JAX_CACHE"] = str(tmp_path / "cache")
     root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT],
+        [sys.executable, "-P", "-c", SCRIPT],
         capture_output=True,
         text=True,
         env=env,

@@ -47,7 +47,7 @@ for c in candidates:
 
 def run_candidates(name, cache):
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, name],
+        [sys.executable, "-P", "-c", CHILD, name],
         capture_output=True,
         text=True,
         timeout=600,

@@ -55,7 +55,7 @@ def test_the_generated_code_has_the_group_matmul_then_the_accumulator():
 
 def test_the_kernel_runs_and_matches_the_reference(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(Path(__file__).parent)],
+        [sys.executable, "-P", "-c", CHILD, str(Path(__file__).parent)],
         capture_output=True,
         text=True,
         timeout=300,

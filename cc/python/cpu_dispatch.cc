@@ -1,5 +1,5 @@
 // The one XLA FFI handler of every generated CPU kernel. A kernel library exports plain C
-// functions (cc/codegen/cpu/emit_handler.h): compiling them without XLA's headers and
+// functions (cc/codegen/cpu/emit_entry.h): compiling them without XLA's headers and
 // threading takes a third of the time. This handler, registered once per process as the
 // target "mirage_jax_cpu", finds the kernel named by the call's `kernel` attribute, checks
 // the buffers XLA passes against the kernel's own signature, and runs the kernel's tasks on
@@ -8,18 +8,20 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include "cc/codegen/cpu/emit_entry.h"
 #include "cc/python/bindings.h"
 #include "xla/ffi/api/ffi.h"
 
@@ -39,7 +41,7 @@ struct MjCpuGridV1 {
 namespace mj::python {
 namespace {
 
-constexpr int64_t kSignatureVersion = 1;  // cc/codegen/cpu/emit_handler.h
+using codegen::cpu::kCpuSignatureVersion;
 constexpr int64_t kMaxBuffers = 1024, kMaxRank = 16;
 
 struct Buffer {
@@ -54,11 +56,12 @@ struct Kernel {
 
 // Kernels are registered, never removed: a compiled XLA program may call one at any time.
 std::shared_mutex registry_mutex;
-std::unordered_map<std::string, std::unique_ptr<const Kernel>> registry;
+// An ordered map, to look a call's attribute up as a string_view (no allocation per call).
+std::map<std::string, std::unique_ptr<const Kernel>, std::less<>> registry;
 
 const Kernel* find_kernel(std::string_view name) {
   std::shared_lock<std::shared_mutex> lock(registry_mutex);
-  const auto found = registry.find(std::string(name));
+  const auto found = registry.find(name);
   return found == registry.end() ? nullptr : found->second.get();
 }
 
@@ -68,16 +71,16 @@ std::string shape_text(const std::vector<int64_t>& dims) {
   return text + "]";
 }
 
-// The kernel's signature words (see kSignatureVersion) as buffers; invalid_argument when
+// The kernel's signature words (see kCpuSignatureVersion) as buffers; invalid_argument when
 // they are not a signature this dispatcher reads.
 Kernel read_signature(const int64_t* words, const std::string& name) {
   const auto bad = [&](const std::string& why) {
     return std::invalid_argument("CPU kernel " + name + " has an unreadable signature: " + why);
   };
   if (words == nullptr) throw bad("none");
-  if (words[0] != kSignatureVersion) {
+  if (words[0] != kCpuSignatureVersion) {
     throw bad("version " + std::to_string(words[0]) + ", expected " +
-              std::to_string(kSignatureVersion) +
+              std::to_string(kCpuSignatureVersion) +
               " (built by another mirage_jax: clear the "
               "kernel cache)");
   }

@@ -6,7 +6,7 @@
 #include "cc/codegen/common/kernel_symbol.h"
 #include "cc/codegen/cpu/emit_accumulators.h"
 #include "cc/codegen/cpu/emit_compute.h"
-#include "cc/codegen/cpu/emit_handler.h"
+#include "cc/codegen/cpu/emit_entry.h"
 #include "cc/codegen/cpu/emit_tile_io.h"
 #include "cc/codegen/cpu/kernel_plan.h"
 #include "cc/codegen/cpu/prelude.h"

@@ -1,4 +1,4 @@
-#include "cc/codegen/cpu/emit_handler.h"
+#include "cc/codegen/cpu/emit_entry.h"
 
 #include <vector>
 

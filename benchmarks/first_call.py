@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 
 CHILD = r"""
 import dataclasses, json, sys, time
@@ -107,6 +108,9 @@ def main() -> None:
                 f"  {len(repeats)} more cold runs ({cold_s} s): the kernel set differs from the "
                 f"first in {differ}"
             )
+            sets = Counter(json.dumps(r["chosen"]) for r in [cold, *repeats])
+            for chosen, count in sets.most_common():
+                print(f"    {count} run(s) chose {chosen}")
         sys.stdout.flush()
 
 

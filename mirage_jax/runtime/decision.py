@@ -1,14 +1,18 @@
 """Whether a candidate's win over XLA is statistically clear.
 
 A kernel replaces XLA only when a confidence interval of the time ratio XLA/candidate lies
-wholly above MIN_SPEEDUP (1.03): a win of a percent or two is within what the load of a
-machine moves between processes, so it would be kept by one process and dropped by the
-next, and it is not worth a kernel. The interval is a paired bootstrap over the timing rounds
-(mirage_jax/runtime/profile.py takes sample i of every function in the same round, so a slow
-phase of the machine falls on both): rounds are resampled with replacement, and the ratio of
-the medians of each resample gives the distribution. While the interval straddles
-MIN_SPEEDUP, more rounds of the two alone are taken, up to a budget; a win still unclear
-then keeps XLA, the choice that is never wrong. The resampling is seeded, so the same
+wholly above MIN_SPEEDUP (1.10): a win of a few percent is within what the load of a
+machine moves between processes (measured here: up to ±10% on programs of milliseconds), so
+it would be kept by one process and dropped by the next, and it is not worth a kernel. At
+1.03, the zoo's Llama prefill attention kernel (1.02x, interval [0.98, 1.05], in one run) was
+kept in 6 of 10 cold runs and dropped in 4; the fusions worth having win by 1.2-2.5x.
+
+The interval is a paired bootstrap over the timing rounds (mirage_jax/runtime/profile.py
+takes sample i of every function in the same round, so a slow phase of the machine falls on
+both): rounds are resampled with replacement, and the ratio of the medians of each resample
+gives the distribution. While the interval straddles MIN_SPEEDUP, more rounds of the two
+alone are taken, up to a budget; a win still unclear then keeps XLA, the choice that is never
+wrong. The resampling is seeded, so the same
 samples always give the same decision.
 """
 
@@ -21,7 +25,7 @@ import numpy as np
 
 CONFIDENCE = 0.95  # two-sided, of the interval of the ratio
 # The least speedup a kept candidate must show: the whole interval lies above it.
-MIN_SPEEDUP = 1.03
+MIN_SPEEDUP = 1.10
 RESAMPLES = 2000
 SEED = 0
 # More rounds of the candidate against XLA alone, while the interval straddles MIN_SPEEDUP:

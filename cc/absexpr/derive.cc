@@ -36,6 +36,9 @@ struct ExprDomain {
   ExprId sqrt(ExprId a) const { return pool.unary(ExprOp::kSqrt, a); }
   ExprId relu(ExprId a) const { return pool.unary(ExprOp::kRelu, a); }
   ExprId erf(ExprId a) const { return pool.unary(ExprOp::kErf, a); }
+  // A term in x and the mask, not c: an over-approximation is all pruning needs, and the
+  // verifier keeps select apart from any arithmetic (ff_domain.h).
+  ExprId select(ExprId mask, ExprId x, double) const { return pool.add(pool.mul(x, mask), mask); }
 };
 ExprId sigmoid(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kSigmoid, x); }
 ExprId silu(const ExprDomain& d, ExprId x) { return d.pool.unary(ExprOp::kSilu, x); }
@@ -54,7 +57,7 @@ class Deriver {
       return ir::apply_unary(ExprDomain{pool_}, op.kind, op.scalar, in(op, 0), kWho);
     }
     if (ir::is_binary_elementwise(op.kind)) {
-      return ir::apply_binary(ExprDomain{pool_}, op.kind, in(op, 0), in(op, 1), kWho);
+      return ir::apply_binary(ExprDomain{pool_}, op.kind, op.scalar, in(op, 0), in(op, 1), kWho);
     }
     switch (op.kind) {
       case OpKind::kMatmul: return matmul(op.inputs[0], op.inputs[1]);

@@ -151,7 +151,7 @@ class ForLoopAccumulator {
     Tile sum;
     for (size_t i = 0; i < s_iters_.size(); ++i) {
       Tile term = matmul_op(d_, shifted_exp(s_iters_[i], m), v_iters_[i]);
-      sum = i == 0 ? std::move(term) : binary_op(d_, ir::OpKind::kAdd, sum, term);
+      sum = i == 0 ? std::move(term) : binary_op(d_, ir::OpKind::kAdd, 0.0, sum, term);
     }
     return sum;
   }

@@ -11,6 +11,7 @@
 //   Value max(Value, Value) const;         // the finite field: an uninterpreted associative,
 //                                          // commutative function (cc/verify/ff_domain.h)
 //   Value lowest() const;                  // identity of max (-inf for floats)
+//   Value select(Value mask, Value x, double c) const;  // mask != 0 ? x : c
 // What each elementwise op computes from these is written once, in cc/ir/ops.def and
 // cc/ir/elementwise.h (sigmoid, silu, gelu and square are composites defined there).
 #include <cmath>
@@ -40,6 +41,8 @@ struct FloatDomain {
     return a > b ? a : b;
   }
   Value lowest() const { return -std::numeric_limits<T>::infinity(); }
+  // jnp.where(mask, x, c): a NaN mask counts as nonzero (true), as a NaN converts to bool.
+  Value select(Value mask, Value x, double c) const { return mask != Value(0) ? x : Value(c); }
 };
 
 // erfc whole, as lax.erfc: 1 - erf(x) would lose every digit of erfc(x) for x past about 4.

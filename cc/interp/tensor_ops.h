@@ -27,7 +27,7 @@ DenseTensor<typename D::Value> unary_op(const D& d, ir::OpKind kind, double scal
 }
 
 template <class D>
-DenseTensor<typename D::Value> binary_op(const D& d, ir::OpKind kind,
+DenseTensor<typename D::Value> binary_op(const D& d, ir::OpKind kind, double c,
                                          const DenseTensor<typename D::Value>& a,
                                          const DenseTensor<typename D::Value>& b) {
   const ir::Shape shape = numpy_broadcast(a.shape, b.shape, std::string(ir::op_kind_name(kind)));
@@ -36,7 +36,7 @@ DenseTensor<typename D::Value> binary_op(const D& d, ir::OpKind kind,
   DenseTensor<typename D::Value> out{shape, {}};
   out.data.reserve(ia.size());
   for (size_t i = 0; i < ia.size(); ++i) {
-    out.data.push_back(ir::apply_binary(d, kind, a.data[ia[i]], b.data[ib[i]]));
+    out.data.push_back(ir::apply_binary(d, kind, c, a.data[ia[i]], b.data[ib[i]]));
   }
   return out;
 }
@@ -180,7 +180,8 @@ template <class D>
 DenseTensor<typename D::Value> eval_shared_op(
     const D& d, const ir::Op& op, const std::vector<const DenseTensor<typename D::Value>*>& args) {
   if (ir::is_unary_elementwise(op.kind)) return unary_op(d, op.kind, op.scalar, *args.at(0));
-  if (ir::is_binary_elementwise(op.kind)) return binary_op(d, op.kind, *args.at(0), *args.at(1));
+  if (ir::is_binary_elementwise(op.kind))
+    return binary_op(d, op.kind, op.scalar, *args.at(0), *args.at(1));
   switch (op.kind) {
     case ir::OpKind::kMatmul: return matmul_op(d, *args.at(0), *args.at(1));
     case ir::OpKind::kReduce: return reduce_op(d, *args.at(0), op);

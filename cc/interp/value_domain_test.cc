@@ -45,6 +45,7 @@ struct BoxedDomain {
   Value sqrt(Value a) const { return Boxed(std::sqrt(a.v)); }
   Value relu(Value a) const { return Boxed(a.v > 0 ? a.v : 0.0); }
   Value erf(Value a) const { return Boxed(std::erf(a.v)); }
+  Value select(Value mask, Value x, double c) const { return mask.v != 0 ? x : Boxed(c); }
   Value max(Value a, Value b) const { return Boxed(zero_max ? 0.0 : (a.v > b.v ? a.v : b.v)); }
   Value lowest() const { return Boxed(zero_max ? 0.0 : -INFINITY); }
 };
@@ -98,7 +99,8 @@ KernelGraph every_op_graph() {
        {OpKind::kErf, OpKind::kErfc, OpKind::kNeg, OpKind::kExp, OpKind::kSqrt, OpKind::kRsqrt}) {
     y = k.unary(u, y);
   }
-  const int normalized = k.binary(OpKind::kDiv, y, k.rms_norm(y, 1e-3));
+  int normalized = k.binary(OpKind::kDiv, y, k.rms_norm(y, 1e-3));
+  normalized = k.binary(OpKind::kSelect, normalized, k.unary(OpKind::kRelu, y), -3.0);
   y = k.binary(OpKind::kSub, normalized, k.reduce(y, 0, ReduceKind::kMean));
   k.mark_output(k.reduce(y, 1, ReduceKind::kSum));
   return k;

@@ -26,7 +26,7 @@ int append_op(Graph& g, const Op& like, const std::vector<int>& inputs) {
   }
   switch (info.cls) {
     case OpClass::kUnary: return g.unary(like.kind, inputs[0], like.scalar);
-    case OpClass::kBinary: return g.binary(like.kind, inputs[0], inputs[1]);
+    case OpClass::kBinary: return g.binary(like.kind, inputs[0], inputs[1], like.scalar);
     case OpClass::kMatmul: return g.matmul(inputs[0], inputs[1]);
     case OpClass::kReduce: return g.reduce(inputs[0], like.dim, like.reduce);
     case OpClass::kRmsNorm: return g.rms_norm(inputs[0], like.scalar);

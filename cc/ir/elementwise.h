@@ -8,6 +8,7 @@
 //   Value constant(double c) const;
 //   Value add(Value, Value) const; sub, mul, div;
 //   Value neg(Value) const; recip, exp, sqrt, relu, erf;
+//   Value select(Value mask, Value x, double c) const;  // mask != 0 ? x : c
 // The composites below are defined from those, so every domain agrees on them; a domain may
 // overload one for its own type (found by argument-dependent lookup) to keep it whole, as the
 // abstract expressions keep silu opaque and the code generators call a prelude function:
@@ -83,11 +84,12 @@ typename D::Value apply_unary(const D& d, OpKind kind, double c, const typename 
                 " is not a unary elementwise op");
 }
 
-// One element of binary op `kind`; IrError naming `who` for another kind.
+// One element of binary op `kind` with scalar c (select's fill; 0 for the others); IrError
+// naming `who` for another kind.
 template <class D>
-typename D::Value apply_binary(const D& d, OpKind kind, const typename D::Value& x,
+typename D::Value apply_binary(const D& d, OpKind kind, double c, const typename D::Value& x,
                                const typename D::Value& y, const char* who = "interpret") {
-  if (auto v = internal::elementwise<OpClass::kBinary>(d, kind, 0.0, x, y)) return *std::move(v);
+  if (auto v = internal::elementwise<OpClass::kBinary>(d, kind, c, x, y)) return *std::move(v);
   throw IrError(std::string(who) + ": " + std::string(op_kind_name(kind)) +
                 " is not a binary elementwise op");
 }

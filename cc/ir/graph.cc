@@ -91,7 +91,7 @@ int Graph::unary(OpKind kind, int x, double scalar) {
   return add_op(std::move(op), {tensors_[x].shape}, tensors_[x].dtype);
 }
 
-int Graph::binary(OpKind kind, int a, int b) {
+int Graph::binary(OpKind kind, int a, int b, double scalar) {
   if (!is_binary_elementwise(kind)) {
     ir_fail("binary", "'" + std::string(op_kind_name(kind)) + "' is not a binary elementwise op");
   }
@@ -103,6 +103,10 @@ int Graph::binary(OpKind kind, int a, int b) {
   Op op;
   op.kind = kind;
   op.inputs = {a, b};
+  if (has_scalar(kind)) {
+    check_finite(name, "the fill constant", scalar);
+    op.scalar = scalar;
+  }
   return add_op(std::move(op), {out}, common_dtype(tensors_[a].dtype, tensors_[b].dtype));
 }
 

@@ -68,7 +68,7 @@ class Graph {
   virtual ~Graph() = default;
 
   int unary(OpKind kind, int x, double scalar = 0.0);
-  int binary(OpKind kind, int a, int b);
+  int binary(OpKind kind, int a, int b, double scalar = 0.0);  // scalar: select's fill
   int matmul(int a, int b);
   int reduce(int x, int dim, ReduceKind kind);  // dim may be negative (python style)
   int rms_norm(int x, double eps);

@@ -27,6 +27,7 @@ struct Doubles {
   double sqrt(double a) const { return std::sqrt(a); }
   double relu(double a) const { return a > 0 ? a : 0; }
   double erf(double a) const { return std::erf(a); }
+  double select(double mask, double x, double c) const { return mask != 0 ? x : c; }
 };
 
 TEST(OpTable, NamesAreUniqueAndParseBack) {
@@ -75,7 +76,8 @@ TEST(OpTable, HashCodesOfExistingOpsNeverMove) {
                                           "accum_exp_sum_last",
                                           "accum_exp_matmul",
                                           "erf",
-                                          "erfc"};
+                                          "erfc",
+                                          "select"};
   ASSERT_GE(kNumOpKinds, int(first.size()));
   for (size_t k = 0; k < first.size(); ++k) EXPECT_EQ(op_kind_name(OpKind(k)), first[k]);
 }
@@ -99,6 +101,7 @@ TEST(OpTable, PredicatesFollowTheClass) {
   EXPECT_TRUE(has_scalar(OpKind::kMulScalar));
   EXPECT_TRUE(has_scalar(OpKind::kAccumRmsLast));
   EXPECT_FALSE(has_scalar(OpKind::kExp));
+  EXPECT_TRUE(has_scalar(OpKind::kSelect));
   EXPECT_FALSE(legal_at_block_level(OpKind::kCustomized));
   EXPECT_EQ(op_info(OpKind::kCustomized).arity, -1);
 }
@@ -130,12 +133,17 @@ TEST(Elementwise, UnaryFormulas) {
 
 TEST(Elementwise, BinaryFormulas) {
   const Doubles d;
-  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kAdd, 3.0, 4.0), 7.0);
-  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kSub, 3.0, 4.0), -1.0);
-  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kMul, 3.0, 4.0), 12.0);
-  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kDiv, 3.0, 4.0), 0.75);
-  EXPECT_IR_ERROR(apply_binary(d, OpKind::kExp, 3.0, 4.0), "exp", "not a binary elementwise op");
-  EXPECT_IR_ERROR(apply_binary(d, OpKind::kAccumExpMatmul, 3.0, 4.0), "accum_exp_matmul");
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kAdd, 0.0, 3.0, 4.0), 7.0);
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kSub, 0.0, 3.0, 4.0), -1.0);
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kMul, 0.0, 3.0, 4.0), 12.0);
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kDiv, 0.0, 3.0, 4.0), 0.75);
+  // select: x where the mask is nonzero, else the fill; the fill reaches only select
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kSelect, -9.0, 3.0, 1.0), 3.0);
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kSelect, -9.0, std::nan(""), 0.0), -9.0);
+  EXPECT_DOUBLE_EQ(apply_binary(d, OpKind::kAdd, -9.0, 3.0, 4.0), 7.0);
+  EXPECT_IR_ERROR(apply_binary(d, OpKind::kExp, 0.0, 3.0, 4.0), "exp",
+                  "not a binary elementwise op");
+  EXPECT_IR_ERROR(apply_binary(d, OpKind::kAccumExpMatmul, 0.0, 3.0, 4.0), "accum_exp_matmul");
 }
 
 }  // namespace

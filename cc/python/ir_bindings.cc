@@ -86,10 +86,10 @@ void bind_graph_base(nb::module_& m) {
           "kind"_a, "x"_a, "scalar"_a = 0.0)
       .def(
           "binary",
-          [](Graph& g, const std::string& kind, int a, int b) {
-            return g.binary(parse_op_kind(kind), a, b);
+          [](Graph& g, const std::string& kind, int a, int b, double scalar) {
+            return g.binary(parse_op_kind(kind), a, b, scalar);
           },
-          "kind"_a, "a"_a, "b"_a)
+          "kind"_a, "a"_a, "b"_a, "scalar"_a = 0.0)
       .def("matmul", &Graph::matmul, "a"_a, "b"_a)
       .def(
           "reduce",

@@ -216,6 +216,7 @@ void enumerate_block_graphs(const KernelState& parent, const std::vector<int>& i
   search.proposals.online_softmax = preset_splits_reductions(shared.config);
   search.proposals.forloop_range = layout.forloop_range;
   search.proposals.scalars = shared.scalars;
+  search.proposals.select_fills = shared.select_fills;
   search.proposals.max = shared.target_has_max;
   search.output_cap = cap;
   search.allow_partials = partials_allowed(shared.config, parent.ops);

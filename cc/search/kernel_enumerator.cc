@@ -95,6 +95,7 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
   opts.level = Level::kKernel;
   opts.concat = cfg.preset == "lora";
   opts.scalars = shared.scalars;
+  opts.select_fills = shared.select_fills;
   opts.max = shared.target_has_max;
   if (s.last_key) opts.min_newest_input = std::max(0, s.last_key->newest_input());
   for_each_proposal(s.graph, opts, [&](const Op& op) {

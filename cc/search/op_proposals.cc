@@ -61,6 +61,11 @@ bool uses_concats_as_contractions(const Graph& g, const Op& op) {
   return true;
 }
 
+bool is_input(const Graph& g, int t) {
+  const int p = g.tensor(t).producer;
+  return p >= 0 && g.ops()[p].kind == OpKind::kInput;
+}
+
 }  // namespace
 
 void for_each_proposal(const Graph& g, const ProposalOptions& o,
@@ -84,6 +89,14 @@ void for_each_proposal(const Graph& g, const ProposalOptions& o,
       for (OpKind k : kOrdered) f(make(op, k, {t, u}));
       if (block && o.forloop_range > 1 && o.online_softmax) {
         f(make(op, OpKind::kAccumExpMatmul, {t, u}));
+      }
+      // A select's mask is a program input (a boolean mask made outside the region): only
+      // inputs are proposed as masks.
+      if (u != t && is_input(g, u)) {
+        for (double c : o.select_fills) {
+          make(op, OpKind::kSelect, {t, u}).scalar = c;
+          f(op);
+        }
       }
       if (o.concat && u != t && int(g.tensor(u).shape.size()) == rank) {
         // Along a matmul's contraction dims only: the left operand's last, the right's

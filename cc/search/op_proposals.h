@@ -23,7 +23,8 @@ struct ProposalOptions {
   // cannot reject, so without this every tensor's max would be explored. The enumerators
   // then let a max be read only as a stabilizer (stabilizers.h).
   bool max = false;
-  std::vector<double> scalars;  // the target's constants
+  std::vector<double> scalars;       // the target's constants
+  std::vector<double> select_fills;  // the fills of the target's selects
   // Only ops reading at least one tensor with id >= this: the canonical order (op_key.h)
   // rejects every other op anyway, so they are not even proposed.
   int min_newest_input = 0;

@@ -87,7 +87,15 @@ std::string bad_config(const SearchConfig& c) {
 std::vector<double> target_scalars(const KernelGraph& target) {
   std::set<double> s;
   for (const Op& op : target.ops()) {
-    if (ir::has_scalar(op.kind)) s.insert(op.scalar);  // the constants and the eps
+    if (ir::has_scalar(op.kind) && op.kind != OpKind::kSelect) s.insert(op.scalar);
+  }
+  return {s.begin(), s.end()};
+}
+
+std::vector<double> target_select_fills(const KernelGraph& target) {
+  std::set<double> s;
+  for (const Op& op : target.ops()) {
+    if (op.kind == OpKind::kSelect) s.insert(op.scalar);
   }
   return {s.begin(), s.end()};
 }
@@ -151,6 +159,7 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
     outs.erase(kUnitClass);
     shared.output_classes.assign(outs.begin(), outs.end());
     shared.scalars = target_scalars(target);
+    shared.select_fills = target_select_fills(target);
     for (const Op& op : target.ops()) {
       shared.target_has_max |= op.kind == OpKind::kReduce && op.reduce == ReduceKind::kMax;
     }

@@ -50,9 +50,10 @@ struct SearchShared {
   const ir::KernelGraph& target;
   const SearchConfig& config;
   TargetClasses classes;
-  std::vector<int> output_classes;  // index classes the target's outputs have
-  std::vector<double> scalars;      // the target's constants (eps, scales), sorted
-  bool target_has_max = false;      // whether max ops may be proposed (op_proposals.h)
+  std::vector<int> output_classes;   // index classes the target's outputs have
+  std::vector<double> scalars;       // the target's constants (eps, scales), sorted
+  std::vector<double> select_fills;  // the fills of the target's selects, sorted
+  bool target_has_max = false;       // whether max ops may be proposed (op_proposals.h)
   // Whether the target takes exp of anything not bounded above (cc/verify/float_safety.h);
   // when not, a candidate may only take exp of x - max(x) (stabilizers.h).
   bool target_has_unbounded_exp = false;

@@ -49,6 +49,8 @@ class DegreeDomain {
   }
   Value sqrt(Value) const { return atom(); }
   Value erf(Value) const { return atom(); }
+  // A keyed function of (mask, x) in the fingerprint (ff_domain.h): a fresh atom.
+  Value select(Value, Value, double) const { return atom(); }
   // (x + A(x)) / 2 with A an atom (ff_domain.h).
   Value relu(Value a) const { return add(a, atom()); }
   // max is k a b + c (a + b) + const in the fingerprint (ff_domain.h).

@@ -1,6 +1,7 @@
 #include "cc/verify/ff_domain.h"
 
 #include <cmath>
+#include <cstring>
 
 #include "cc/verify/splitmix.h"
 
@@ -125,6 +126,15 @@ FFValue FFDomain::erf(Value a) const {
 FFValue FFDomain::erfc(Value a) const {
   Value r = hashed(relu_key_ ^ 0x65726663ULL, a.p);
   r.poison = a.poison;
+  return r;
+}
+
+FFValue FFDomain::select(Value mask, Value x, double c) const {
+  uint64_t bits;
+  static_assert(sizeof bits == sizeof c);
+  std::memcpy(&bits, &c, sizeof bits);
+  Value r = hashed(relu_key_ ^ 0x73656c656374ULL ^ mix64(bits) ^ mix64(mix64(mask.p)), x.p);
+  r.poison = x.poison != FFPoison::kNone ? x.poison : mask.poison;
   return r;
 }
 

@@ -82,6 +82,11 @@ class FFDomain {
   // in float32 1 - erf(x) loses every digit of erfc's tail, so no candidate may trade one
   // for the other.
   Value erfc(Value a) const;
+  // select(x, mask; c) uninterpreted too: a keyed hash of x's and the mask's Z_p parts and of
+  // c. An arithmetic model (mask x + (1 - mask) c) would let a candidate trade the select for
+  // that arithmetic, which is wrong in floats wherever x is NaN or inf under a 0 of the mask
+  // (a padded row's scores); keyed, only the same select of the same values is equal.
+  Value select(Value mask, Value x, double c) const;
   // (x + A(x)) / 2 with A an uninterpreted even function (a keyed hash of x plus that of -x),
   // which is what relu is with A = |.|: relu(x) - relu(-x) = x holds, as over the reals, and
   // nothing that needs more of |.| than evenness.

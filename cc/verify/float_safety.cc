@@ -176,6 +176,14 @@ SafeValue SafetyDomain::relu(const Value& a) const {
   return computed(ff_.relu(a.ff), positive(a) ? kPos : kNonNeg);
 }
 
+SafeValue SafetyDomain::select(const Value& mask, const Value& x, double c) const {
+  uint8_t f = 0;
+  if (has(x, kNonPos) && c <= 0) f |= kNonPos;
+  if (has(x, kNonNeg) && c >= 0) f |= kNonNeg;
+  if (positive(x) && c > 0) f |= kPos;
+  return computed(ff_.select(mask.ff, x.ff, c), f);
+}
+
 SafeValue SafetyDomain::max(const Value& a, const Value& b) const {
   if (has(a, kLowest) && has(b, kLowest)) return a;
   if (has(a, kLowest) && b.max) return b;  // the identity leaves a max as it is

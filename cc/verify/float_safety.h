@@ -105,6 +105,8 @@ class SafetyDomain {
   // In [0, 2]: not known positive, as float32 erfc is 0 from x = 10.06 on.
   Value erfc(const Value& a) const;
   Value relu(const Value& a) const;
+  // x or c: what both have in common of sign.
+  Value select(const Value& mask, const Value& x, double c) const;
   Value max(const Value& a, const Value& b) const;
   Value lowest() const;
   int64_t logical_count(const ir::Op& op, int64_t n) const { return ff_.logical_count(op, n); }

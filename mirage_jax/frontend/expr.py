@@ -2,8 +2,8 @@
 (mirage_jax/frontend/to_graph.py), and the rewrites that normalize it.
 
 An `Expr` is one kernel-graph op to be: "input", "unary" (attr: kind, scalar), "binary"
-(attr: kind), "reduce" (attr: dim, kind) or "matmul"; its shape is the kernel tensor's. What a
-jaxpr value became is an `Operand`:
+(attr: kind), "select" (args: x, mask; attr: the fill), "reduce" (attr: dim, kind) or
+"matmul"; its shape is the kernel tensor's. What a jaxpr value became is an `Operand`:
 - a `Value`: an Expr plus its layout, the logical dims each of its axes holds
   (mirage_jax/frontend/layout.py);
 - a `Lazy`: a layout change of a region input (transposes, reshapes, broadcasts, dtype
@@ -124,6 +124,10 @@ def unary(kind: str, d: Expr, scalar: float = 0.0) -> Expr:
 
 def binary(kind: str, a: Expr, b: Expr) -> Expr:
     return Expr("binary", [a, b], kind, broadcast_shapes(a.shape, b.shape))
+
+
+def select(x: Expr, mask: Expr, c: float) -> Expr:
+    return Expr("select", [x, mask], float(c), broadcast_shapes(x.shape, mask.shape))
 
 
 def reduce(d: Expr, dim: int, kind: str) -> Expr:

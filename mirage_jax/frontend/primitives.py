@@ -147,6 +147,8 @@ def admit_reason(node: Node, producers: dict[Var, Node]) -> str | None:
             return f"{name}: operand {v} has no elements"
         if name == "convert_element_type" and v is node.invars[0]:
             continue  # converted by XLA before the kernel, from any dtype (an int mask)
+        if name == "select_n" and v is node.invars[0]:
+            continue  # a boolean mask, made 0/1 floats by XLA before the kernel
         if getattr(v.dtype, "name", None) not in KERNEL_DTYPES:
             return f"{name}: operand {v} of dtype {v.dtype} (kernels take {KERNEL_DTYPES})"
     found = RULES.get(name)
@@ -187,7 +189,9 @@ def _admit_max(node: Node, producers: dict[Var, Node]) -> str | None:
 def _admit_select_n(node: Node, producers: dict[Var, Node]) -> str | None:
     if isinstance(node.invars[0], Lit):
         return None  # jnp.var's where(n - ddof > 0, ...), its predicate folded (flat._fold)
-    return "select_n: on a computed predicate"
+    if len(node.invars) == 3 and node.invars[0].dtype == np.bool_:
+        return None  # jnp.where(mask, x, c): a select, when one case is a constant
+    return "select_n: on a non-boolean predicate, or of more than two cases"
 
 
 def _admit_conv(node: Node, producers: dict[Var, Node]) -> str | None:
@@ -301,10 +305,45 @@ def _convert_integer_pow(b: Builder, node: Node, out: Var, x: Operand) -> Operan
 
 
 def _convert_select_n(b: Builder, node: Node, out: Var, which: Operand, *cases: Operand) -> Operand:
+    """A folded predicate picks its case; jnp.where(mask, x, c) (select_n(mask, c, x)) and
+    jnp.where(mask, c, x) become select(x, mask, c), the mask an input made 0/1 floats (and
+    negated for the second form) by XLA before the kernel."""
     predicate = node.invars[0]
-    if not isinstance(predicate, Lit):
-        raise b.unsupported(node, "on a computed predicate")
-    return cases[int(predicate.value.reshape(()))]
+    if isinstance(predicate, Lit):
+        return cases[int(predicate.value.reshape(()))]
+    if not isinstance(which, Lazy):
+        raise b.unsupported(node, "on a mask computed in the region")
+    false_case, true_case = cases
+    if isinstance(false_case, float) and not isinstance(true_case, float):
+        x, c, negate = true_case, false_case, False
+    elif isinstance(true_case, float) and not isinstance(false_case, float):
+        x, c, negate = false_case, true_case, True
+    else:
+        raise b.unsupported(node, "where neither case, or both, is a constant")
+    if not np.isfinite(np.asarray(c, out.dtype)):
+        raise b.unsupported(node, f"with fill {c} (kernels hold finite constants)")
+    mask = _mask_as_float(b, which, negate, out.dtype)
+    xv, mv, groups = _pair(b, node, out, x, mask)
+    return Value(expr.select(xv.d, mv.d, c), groups, out.shape)
+
+
+def _mask_as_float(b: Builder, mask: Lazy, negate: bool, dtype: Any) -> Lazy:
+    """A boolean mask (negated if asked) as 0/1 of `dtype`: layout nodes XLA runs before the
+    kernel, as it does for an input's transposes."""
+    for primitive, params, out_dtype in (
+        *((lax.not_p, {}, np.dtype(np.bool_)),) * negate,
+        (
+            lax.convert_element_type_p,
+            {"new_dtype": dtype, "weak_type": False, "sharding": None},
+            dtype,
+        ),
+    ):
+        nodes = (*mask.chain, *mask.pending)
+        src = nodes[-1].outvars[0] if nodes else b.region.inputs[mask.index]
+        var = Var(-1, mask.shape, out_dtype)
+        node = Node(-1, primitive, params, [src], [var], "")
+        mask = mask.then(node)
+    return mask
 
 
 def _convert_max(b: Builder, node: Node, out: Var, a: Operand, c: Operand) -> Operand:

@@ -316,6 +316,8 @@ def _convert(region: Region, policy: str) -> RegionGraph:
                 t = getattr(kg, kind)(args[0])
         elif d.op == "binary":
             t = getattr(kg, d.attr)(*args)
+        elif d.op == "select":
+            t = kg.select(args[0], args[1], d.attr)
         elif d.op == "reduce":
             t = kg.reduce(args[0], d.attr[0], d.attr[1])
         elif d.op == "matmul":

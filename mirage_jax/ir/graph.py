@@ -125,6 +125,14 @@ class _Graph:
     def add_scalar(self, x: Tensor, c: float) -> Tensor:
         return self._unary("add_scalar", x, _args.scalar(c, "add_scalar", "c"))
 
+    def select(self, x: Tensor, mask: Tensor, c: float) -> Tensor:
+        """x where mask is nonzero, else the constant c: jnp.where(mask, x, c) for a boolean
+        mask given as 0/1. Exact: a NaN or inf of x where the mask is 0 does not reach the
+        result."""
+        ix, im = self._id(x, "select", "x"), self._id(mask, "select", "mask")
+        fill = _args.scalar(c, "select", "c")
+        return self._tensor(self._core.binary("select", ix, im, fill))
+
     def matmul(self, a: Tensor, b: Tensor) -> Tensor:
         ia, ib = self._id(a, "matmul", "a"), self._id(b, "matmul", "b")
         return self._tensor(self._core.matmul(ia, ib))

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from mirage_jax.ir.graph import BlockGraph, _Graph
 
 # Which attributes an op kind carries; other kinds report None for them.
-_SCALAR_KINDS = frozenset({"mul_scalar", "add_scalar", "rms_norm", "accum_rms_last"})
+_SCALAR_KINDS = frozenset({"mul_scalar", "add_scalar", "rms_norm", "accum_rms_last", "select"})
 _DIM_KINDS = frozenset({"reduce", "concat"})
 
 
@@ -108,7 +108,8 @@ class Op:
 
     @property
     def scalar(self) -> float | None:
-        """The constant of mul_scalar/add_scalar, or eps of rms_norm/accum_rms_last."""
+        """The constant of mul_scalar/add_scalar, eps of rms_norm/accum_rms_last, or the fill
+        of select."""
         return self._info.scalar if self.kind in _SCALAR_KINDS else None
 
     @property

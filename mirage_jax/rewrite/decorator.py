@@ -24,7 +24,7 @@ import numbers
 import os
 import warnings
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, overload
 
 import jax
@@ -34,7 +34,7 @@ from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite import budget, whole_program
 from mirage_jax.rewrite.background import Background, describe_signature
-from mirage_jax.rewrite.explain import RegionReport
+from mirage_jax.rewrite.explain import RegionReport, left_out
 from mirage_jax.rewrite.explain import explain as _explain
 from mirage_jax.rewrite.progress import FunctionProgress
 from mirage_jax.rewrite.region import Outcome, Pending, Settings, finish, prepare
@@ -391,6 +391,7 @@ class _Specialization:
     backend: str
     note: str = ""  # the whole-program timing, when there are kernels
     whole_program_kept: bool = True  # False: slower than jax.jit as a whole, runs as that
+    left_out: list[str] = field(default_factory=list)  # explain.left_out
 
     def call(self, leaves: list[Any]) -> Any:
         return jax.tree_util.tree_unflatten(self.out_tree, self.run(*leaves))
@@ -482,9 +483,10 @@ def _rewrite(
                 run_nodes([unit], env)
         return [read_value(env, v) for v in program.outvars]
 
+    cut = left_out(part)
     if not kernels:  # the function itself, exactly as jax.jit would run it
         progress.close("no kernel kept: runs as jax.jit")
-        return _Specialization(plain, out_tree, reports, settings.backend)
+        return _Specialization(plain, out_tree, reports, settings.backend, left_out=cut)
     _check_types(rewritten, out_shapes, sig.avals)
     if keep_kernels():
         keep, note = True, f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
@@ -495,7 +497,7 @@ def _rewrite(
         f"{len(kernels)} kernel regions, " + ("kept" if keep else "slower as a whole: jax.jit")
     )
     return _Specialization(
-        rewritten if keep else plain, out_tree, reports, settings.backend, note, keep
+        rewritten if keep else plain, out_tree, reports, settings.backend, note, keep, cut
     )
 
 

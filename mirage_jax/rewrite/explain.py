@@ -77,6 +77,34 @@ def source_lines(sources) -> list[str]:
     return out
 
 
+# At most this many nodes left out next to the regions are listed.
+MAX_LEFT_OUT = 12
+
+
+def left_out(part) -> list[str]:
+    """The nodes left to plain JAX that touch a region (read one of its values or make one of
+    its inputs), with why each was left out: what cut the regions apart. A model's other
+    plain-JAX nodes (its embeddings, its masks' comparisons) are not listed."""
+    in_region = {n.index for r in part.regions for n in r.nodes}
+    made_by = {v: n.index for n in part.program.nodes for v in n.outvars}
+    read_by: dict = {}
+    for n in part.program.nodes:
+        for v in n.invars:
+            read_by.setdefault(v, set()).add(n.index)
+    out: list[str] = []
+    for n in part.program.nodes:
+        reason = part.unsupported.get(n.index)
+        if reason is None or n.index in in_region:
+            continue
+        reads = any(made_by.get(v) in in_region for v in n.invars if v in made_by)
+        feeds = any(read_by.get(v, set()) & in_region for v in n.outvars)
+        if reads or feeds:
+            line = f"{describe_sources([n.source])}: {reason}"
+            if line not in out:
+                out.append(line)
+    return out
+
+
 def explain(spec) -> str:
     """The explanation of one specialization (an optimize.decorator._Specialization)."""
     if spec.backend == "xla":
@@ -96,4 +124,12 @@ def explain(spec) -> str:
         )
     if spec.note:
         head += "\n" + spec.note
+    if spec.left_out:
+        shown = spec.left_out[:MAX_LEFT_OUT]
+        more = len(spec.left_out) - len(shown)
+        head += "\nleft to plain JAX next to the regions:\n" + "\n".join(
+            "  " + line for line in shown
+        )
+        if more:
+            head += f"\n  ... and {more} more"
     return "\n\n".join([head] + [str(r) for r in spec.reports])

@@ -68,6 +68,8 @@ def _predefined(step: _Step, args: list):
         return args[0] + step.scalar
     if kind in _BINARY:
         return _BINARY[kind](args[0], args[1])
+    if kind == "select":  # jnp.where(mask, x, c): the mask is 0/1 (any nonzero keeps x)
+        return jnp.where(args[1] != 0, args[0], jnp.asarray(step.scalar, args[0].dtype))
     if kind == "matmul":
         return jnp.matmul(args[0], args[1], precision=lax.Precision.HIGHEST)
     if kind == "reduce":

@@ -217,6 +217,25 @@ def _mask_inputs(kg: KernelGraph) -> list[int]:
     return masks
 
 
+def _select_mask_inputs(kg: KernelGraph) -> list[int]:
+    """The inputs that are select masks (jnp.where(mask, x, c), mask as 0/1): standard-normal
+    values are all nonzero, which would never take the fill."""
+    input_ids = [t.id for t in kg.inputs]
+    masks: list[int] = []
+    for op in kg.ops:
+        if op.kind == "select" and op.inputs[1].id in input_ids:
+            i = input_ids.index(op.inputs[1].id)
+            if i not in masks:
+                masks.append(i)
+    return masks
+
+
+def _keep_mask(variant: int) -> Callable[[np.ndarray], np.ndarray]:
+    """A select mask of 0/1: the padding pattern of _padding_mask, 0 where it masks."""
+    masked = _padding_mask(1.0, variant)
+    return lambda x: (masked(x) == 0).astype(np.float32)
+
+
 def _degree(kg: KernelGraph, scaled: set[int]) -> float:
     """The largest polynomial degree, in a common factor c of the `scaled` inputs, of any
     exp argument: scaling those inputs by c scales the exp arguments by about c**degree.
@@ -245,6 +264,8 @@ def _degree(kg: KernelGraph, scaled: set[int]) -> float:
             value = -ins[0]
         elif kind in ("exp", "sigmoid", "silu", "gelu", "erf", "erfc", "rms_norm"):
             value = 0.0
+        elif kind == "select":  # x or a constant: the mask does not scale it
+            value = ins[0]
         else:  # add, sub, scalar ops, reductions, concat, relu, customized
             value = max(ins, default=0.0)
         for t in op.outputs:
@@ -355,6 +376,15 @@ def patterns(kg: KernelGraph) -> list[Pattern]:
                     + ("" if exact else ", non-finite elements only"),
                     {i: _padding_mask(value, variant)},
                     1.0 if exact else math.inf,
+                )
+            )
+    selects = _select_mask_inputs(kg)
+    for i in selects[:MAX_INPUTS_PER_ROLE]:
+        for variant in range(2):
+            found.append(
+                Pattern(
+                    f"select mask of 0/1 (fully masked, left- and right-padded rows) on input {i}",
+                    {i: _keep_mask(variant)},
                 )
             )
     per_input = range(min(len(kg.inputs), MAX_INPUTS_PER_ROLE))

@@ -37,6 +37,9 @@ struct TextDomain {
   std::string sqrt(const std::string& x) const { return call(f.sqrt, x); }
   std::string relu(const std::string& x) const { return call(f.relu, x); }
   std::string erf(const std::string& x) const { return call(f.erf, x); }
+  std::string select(const std::string& mask, const std::string& x, double c) const {
+    return "((" + mask + ") != 0.0f ? (" + x + ") : " + float_literal(c, f.generator) + ")";
+  }
 };
 
 std::string square(const TextDomain& d, const std::string& x) { return d.call(d.f.square, x); }
@@ -62,9 +65,9 @@ std::string unary_expr(const ScalarFunctions& f, OpKind kind, double scalar, con
   return ir::apply_unary(TextDomain{f}, kind, scalar, x, f.generator);
 }
 
-std::string binary_expr(const ScalarFunctions& f, OpKind kind, const std::string& a,
+std::string binary_expr(const ScalarFunctions& f, OpKind kind, double scalar, const std::string& a,
                         const std::string& b) {
-  return ir::apply_binary(TextDomain{f}, kind, a, b, f.generator);
+  return ir::apply_binary(TextDomain{f}, kind, scalar, a, b, f.generator);
 }
 
 }  // namespace mj::codegen::common

@@ -29,7 +29,7 @@ std::string float_literal(double value, const char* generator);
 
 std::string unary_expr(const ScalarFunctions& f, ir::OpKind kind, double scalar,
                        const std::string& x);
-std::string binary_expr(const ScalarFunctions& f, ir::OpKind kind, const std::string& a,
-                        const std::string& b);
+std::string binary_expr(const ScalarFunctions& f, ir::OpKind kind, double scalar,
+                        const std::string& a, const std::string& b);
 
 }  // namespace mj::codegen::common

@@ -33,7 +33,7 @@ std::string elementwise_expr(const Op& op, int chained,
   size_t next = 0;
   for (int t : op.inputs) args.push_back(t == chained ? "v" : operand_exprs.at(next++));
   if (is_unary_elementwise(op.kind)) return unary_expr(op.kind, op.scalar, args.at(0));
-  return binary_expr(op.kind, args.at(0), args.at(1));
+  return binary_expr(op.kind, op.scalar, args.at(0), args.at(1));
 }
 
 void emit_reduce(CodeWriter& w, const Shape& x_shape, const std::string& x, const Op& op,

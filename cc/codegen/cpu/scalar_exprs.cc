@@ -22,8 +22,8 @@ std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
   return common::unary_expr(kCpu, kind, scalar, x);
 }
 
-std::string binary_expr(OpKind kind, const std::string& a, const std::string& b) {
-  return common::binary_expr(kCpu, kind, a, b);
+std::string binary_expr(OpKind kind, double scalar, const std::string& a, const std::string& b) {
+  return common::binary_expr(kCpu, kind, scalar, a, b);
 }
 
 }  // namespace mj::codegen::cpu

@@ -12,6 +12,6 @@ namespace mj::codegen::cpu {
 std::string float_literal(double value);
 
 std::string unary_expr(ir::OpKind kind, double scalar, const std::string& x);
-std::string binary_expr(ir::OpKind kind, const std::string& a, const std::string& b);
+std::string binary_expr(ir::OpKind kind, double scalar, const std::string& a, const std::string& b);
 
 }  // namespace mj::codegen::cpu

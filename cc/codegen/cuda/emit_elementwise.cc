@@ -26,8 +26,8 @@ std::string unary_expr(OpKind kind, double scalar, const std::string& x) {
   return common::unary_expr(kCuda, kind, scalar, x);
 }
 
-std::string binary_expr(OpKind kind, const std::string& a, const std::string& b) {
-  return common::binary_expr(kCuda, kind, a, b);
+std::string binary_expr(OpKind kind, double scalar, const std::string& a, const std::string& b) {
+  return common::binary_expr(kCuda, kind, scalar, a, b);
 }
 
 namespace {
@@ -44,8 +44,9 @@ void emit_chain_ops(const Emit& e, const std::vector<int>& pass, size_t first, i
                                   : read_element(e, t, broadcast_index(e.bg.tensor(t).shape, idx)));
     }
     e.w.line("v = " +
-             (is_unary_elementwise(op.kind) ? unary_expr(op.kind, op.scalar, args.at(0))
-                                            : binary_expr(op.kind, args.at(0), args.at(1))) +
+             (is_unary_elementwise(op.kind)
+                  ? unary_expr(op.kind, op.scalar, args.at(0))
+                  : binary_expr(op.kind, op.scalar, args.at(0), args.at(1))) +
              ";");
     chained = op.outputs.at(0);
   }

@@ -13,7 +13,7 @@ namespace mj::codegen::cuda {
 // An exact float32 literal (hex float), so a constant means the same as in the interpreter.
 std::string float_literal(double value);
 std::string unary_expr(ir::OpKind kind, double scalar, const std::string& x);
-std::string binary_expr(ir::OpKind kind, const std::string& a, const std::string& b);
+std::string binary_expr(ir::OpKind kind, double scalar, const std::string& a, const std::string& b);
 
 // Emits the pass `pass` (op indices, head first; plan.pass_ending_at). A head that is not
 // elementwise (reduce, rms_norm, an accumulator) has already written its own tile, or is a

@@ -10,7 +10,8 @@ Whether a region can be laid out as a kernel graph is only known by converting i
 that cannot take a computed operand in the layout it was computed in (a LayoutConflict: the
 attention einsum of a projection's output, a reshape that regroups the dims of a computed
 value) is cut from that operand's region, which then hands the value over at its boundary,
-and a node that cannot be converted at all is left out.
+and a node that cannot be converted at all is left out. Before any of that, chains of
+dependent matmuls that no one kernel computes are cut apart (mirage_jax/frontend/chains.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import jax.extend.core as jcore
 
 from mirage_jax.frontend import primitives
+from mirage_jax.frontend.chains import chain_cuts
 from mirage_jax.frontend.expr import LayoutConflict, NodeNotSupported, RegionNotSupported
 from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, flatten
 from mirage_jax.frontend.primitives import admit_reason
@@ -43,7 +45,8 @@ def partition(closed_jaxpr_or_flat: jcore.ClosedJaxpr | FlatProgram) -> Partitio
     nodes = prog.nodes
     producers = {v: n for n in nodes for v in n.outvars}
     reasons = {n.index: admit_reason(n, producers) for n in nodes}
-    cuts: set[tuple[int, int]] = set()  # (producer, consumer) kept in different regions
+    # (producer, consumer) kept in different regions: dependent matmuls (chains.py) first
+    cuts: set[tuple[int, int]] = chain_cuts(nodes)
     converted: set[frozenset[int]] = set()  # node sets known to convert
     while True:
         _whole_calls_only(prog, reasons)

@@ -93,11 +93,11 @@ def main() -> None:
             with tempfile.TemporaryDirectory() as fresh:
                 repeats.append(run(name, args.layers, "cold", fresh, args.budget))
         decisions = {json.dumps(r["chosen"]) for r in [cold, *warm]}
-        warm_s = ", ".join(f"{w['seconds']:.1f}" for w in warm)
+        warm_s = ", ".join(f"{w['seconds']:.2f}" for w in warm)
         print(
-            f"{name} | {jit['seconds']:.1f} | {cold['seconds']:.1f} | "
+            f"{name} | {jit['seconds']:.2f} | {cold['seconds']:.2f} | "
             f"{warm_s} | "
-            f"{background['seconds']:.1f} | "
+            f"{background['seconds']:.2f} | "
             f"{'yes' if len(decisions) == 1 else 'NO'} "
             f"(kernels: {cold['kernels']}, {[w['kernels'] for w in warm]})"
         )

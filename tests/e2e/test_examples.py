@@ -49,7 +49,14 @@ def test_quickstart_optimizes_checks_and_times(tmp_path):
     assert done.returncode == 0, out + done.stderr
     assert "rmsnorm_linear(x[8,512], g[512], w[512,768])" in out
     # the regions, the μGraph chosen and how it was verified
-    assert re.search(r"^1 region\(s\), [01] run as generated kernels", out, re.MULTILINE)
+    # the kernel runs, or it beat XLA on its region but not the whole call by the decision's
+    # margin (a loaded machine), and the function runs as jax.jit
+    assert re.search(
+        r"^1 region\(s\), ([01] run as generated kernels|1 with a kernel that beat XLA on the "
+        r"region alone)",
+        out,
+        re.MULTILINE,
+    ), out
     assert "primitives: mul reduce_sum" in out and "dot_general" in out
     assert "kernel graph" in out
     if "chosen: candidate" in out:

@@ -128,7 +128,23 @@ def rmsnorm_linear_without_eps(dtype="float32"):
 
 # -- every wrong graph is caught, by the pattern built for it ------------------------------
 
+
+def where_masked_softmax_with_a_wrong_fill():
+    """softmax(where(M, S, finfo.min)) and the same with a fill of +1e4: equal wherever the
+    mask is nonzero, so on standard-normal masks (never 0); far apart on a 0/1 mask."""
+    graphs = []
+    for fill in (float(np.finfo(np.float32).min), 1e4):
+        g = KernelGraph()
+        s, m = g.new_input((8, 16), "float32"), g.new_input((8, 16), "float32")
+        t = g.select(s, m, fill)
+        e = g.exp(g.sub(t, g.reduce(t, -1, "max")))
+        g.mark_output(g.div(e, g.reduce(e, -1, "sum")))
+        graphs.append(g)
+    return tuple(graphs)
+
+
 WRONG = {
+    "select with a wrong fill": (where_masked_softmax_with_a_wrong_fill, "select mask of 0/1"),
     "unstabilized softmax (split-KV partials without maxima)": (
         split_kv_without_maxima,
         "logits ×",

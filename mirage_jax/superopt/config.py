@@ -22,7 +22,7 @@ from mirage_jax import _core
 from mirage_jax.ir import args as _args
 from mirage_jax.ir.graph import KernelGraph
 
-PRESETS = ("mlp", "attention", "lora")
+PRESETS = ("auto", "mlp", "attention", "lora")
 TARGETS = {
     "cpu": _core.Target.cpu_host,
     "a100": _core.Target.a100,
@@ -64,7 +64,8 @@ class SearchConfig:
     """What to search and for how long (cc/search).
 
     preset: "mlp" (grids split only indices that reach the outputs), "attention" (grids may
-        also split a reduced index: split-KV partial results) or "lora" (allows concat).
+        also split a reduced index: split-KV partial results), "lora" (allows concat), or
+        "auto": the one the graph's structure asks for (preset_for).
     time_budget_s: wall time; the best found so far comes back when it is spent.
     threads: worker threads; None uses every core this process may run on.
     pruning: abstract-expression pruning; turn off only for ablations (it is hours slower).
@@ -75,12 +76,15 @@ class SearchConfig:
         accepted (the rest are dropped unverified; every returned candidate is verified).
     grid_sizes, forloop_ranges: when given, replace the sizes derived from the shapes and the
         target (each must still divide the dims it splits).
+    deepen: climb to the limits from narrow ones (mirage_jax/superopt/deepening.py), so
+        that what narrower limits find is never lost to wider ones; False runs the limits as
+        given, in one depth-first search.
     seed: the verifier's randomness.
     target: the machine the cost model ranks for: "cpu" (this host's class), "a100", "h100",
         "h200".
     """
 
-    preset: str = "mlp"
+    preset: str = "auto"
     time_budget_s: float = 120.0
     threads: int | None = None
     pruning: bool = True
@@ -97,6 +101,7 @@ class SearchConfig:
     forloop_ranges: tuple[int, ...] | None = None
     seed: int = 0
     target: str = "cpu"
+    deepen: bool = True
 
     def __post_init__(self) -> None:
         checked = {
@@ -124,6 +129,7 @@ class SearchConfig:
             "forloop_ranges": _sizes(self.forloop_ranges, "forloop_ranges"),
             "seed": self._seed(self.seed),
             "target": _args.choice(self.target, tuple(TARGETS), "SearchConfig", "target"),
+            "deepen": self._flag(self.deepen, "deepen"),
         }
         # Normalized values (numpy ints to int, lists to tuples) keep the config hashable.
         for name, value in checked.items():
@@ -173,7 +179,15 @@ class SearchConfig:
             raise ValueError(f"{_where('seed')} must be in [0, 2**64), got {seed}")
         return seed
 
+    def for_graph(self, graph: KernelGraph) -> SearchConfig:
+        """This config with an "auto" preset replaced by the one `graph` asks for."""
+        if self.preset != "auto":
+            return self
+        return dataclasses.replace(self, preset=preset_for(graph))
+
     def _to_core(self) -> _core.SearchConfig:
+        if self.preset == "auto":
+            raise ValueError("SearchConfig: an 'auto' preset is resolved by for_graph(graph)")
         core = _core.SearchConfig()
         for name in (
             "preset",
@@ -196,6 +210,22 @@ class SearchConfig:
         core.forloop_ranges_override = list(self.forloop_ranges or ())
         core.target = TARGETS[self.target]()
         return core
+
+
+def preset_for(graph: KernelGraph) -> str:
+    """ "attention" for a graph with an exp (a softmax: split-KV partials pay off); "lora" for
+    a sum of two matmuls one of which multiplies another's result (X·W + (X·A)·B: one matmul
+    over concatenated operands); else "mlp"."""
+    ops = graph.ops
+    if any(op.kind == "exp" for op in ops):
+        return "attention"
+
+    def made_by_matmul(t) -> bool:
+        return t.producer.kind == "matmul"
+
+    chained = any(op.kind == "matmul" and any(map(made_by_matmul, op.inputs)) for op in ops)
+    summed = any(op.kind == "add" and all(map(made_by_matmul, op.inputs)) for op in ops)
+    return "lora" if chained and summed else "mlp"
 
 
 def _usable_cores() -> int:

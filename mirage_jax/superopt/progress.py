@@ -39,6 +39,16 @@ class SearchProgress:
             info.seconds,
         )
 
+    def followed_by(self, later: SearchProgress) -> SearchProgress:
+        """`later`, a report of the next search of a sequence, counted after this one's
+        states, candidates and seconds (its tasks are its own)."""
+        return dataclasses.replace(
+            later,
+            states_explored=self.states_explored + later.states_explored,
+            candidates_accepted=self.candidates_accepted + later.candidates_accepted,
+            seconds=self.seconds + later.seconds,
+        )
+
     def summary(self) -> str:
         return (
             f"{self.tasks_done}/{self.tasks_total} tasks, {self.states_explored:,} states, "

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt import deepening
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
 
@@ -104,6 +105,7 @@ def search(
             f"search: argument 'config' must be a mirage_jax SearchConfig, "
             f"got {type(config).__name__}"
         )
+    config = config.for_graph(graph)
     reporter: ProgressReporter | None
     hook: ProgressHook | None
     if isinstance(progress, bool):
@@ -121,18 +123,44 @@ def search(
     # The C++ search keeps reporting while its threads unwind; a hook that said stop is
     # not asked again.
     stop_requested = False
+    # A deepened search's rungs report from zero each: shown after the rungs before them.
+    earlier = SearchProgress(0, 0, 0, 0, 0.0)
 
     def core_hook(info: _core.SearchProgressInfo) -> bool:
         nonlocal stop_requested
         if hook is not None and not stop_requested:
-            stop_requested = hook(SearchProgress.from_core(info)) is False
+            report = earlier.followed_by(SearchProgress.from_core(info))
+            stop_requested = hook(report) is False
         return not stop_requested
 
+    searched_hook = None if hook is None else core_hook
+
+    def run_rung(rung: SearchConfig) -> SearchResult:
+        nonlocal earlier
+        result = _run(graph, rung, searched_hook)
+        stats = result.stats
+        seconds = stats.seconds_saturate + stats.seconds_enumerate + stats.seconds_rank
+        earlier = earlier.followed_by(
+            SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, seconds)
+        )
+        return result
+
     try:
-        info = _core.search(graph._core, config._to_core(), None if hook is None else core_hook)
+        if config.deepen:
+            runs = deepening.climb(config, run_rung)
+            return _merged(runs, config.max_verified)
+        return _run(graph, config, searched_hook)
     finally:
         if reporter is not None:
             reporter.close()
+
+
+def _run(
+    graph: KernelGraph,
+    config: SearchConfig,
+    hook: Callable[[_core.SearchProgressInfo], bool] | None,
+) -> SearchResult:
+    info = _core.search(graph._core, config._to_core(), hook)
     stats = info.stats
     return SearchResult(
         candidates=[KernelGraph._wrap(core) for core in info.candidates],
@@ -149,4 +177,29 @@ def search(
             seconds_rank=stats.seconds_rank,
         ),
         reason=info.reason,
+    )
+
+
+def _merged(results: list[SearchResult], max_verified: int | None) -> SearchResult:
+    """One result of a deepened search's rungs: their candidates once each (a narrow rung's
+    graphs come again in the wider ones), best first, at most max_verified of them as from
+    one search; the stats summed; the last rung's reason, else the first reason given."""
+    best: dict[str, tuple[float, KernelGraph]] = {}
+    for result in results:
+        for graph, cost in zip(result.candidates, result.costs, strict=True):
+            key = graph.hash()
+            if key not in best or cost < best[key][0]:
+                best[key] = (cost, graph)
+    ranked = sorted(best.values(), key=lambda cg: cg[0])[:max_verified]
+    total = {
+        f.name: sum(getattr(r.stats, f.name) for r in results)
+        for f in dataclasses.fields(SearchStats)
+    }
+    reasons = [r.reason for r in results]
+    reason = reasons[-1] or next((r for r in reasons if r), "")
+    return SearchResult(
+        candidates=[graph for _, graph in ranked],
+        costs=[cost for cost, _ in ranked],
+        stats=SearchStats(**total),
+        reason=reason,
     )

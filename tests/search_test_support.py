@@ -8,10 +8,10 @@ import time
 import pytest
 
 import mirage_jax as mj
-from mirage_jax import _core
 from mirage_jax.ir import paper_graphs
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.runtime import toolchain
+from mirage_jax.superopt import search as search_module
 
 CONFIG = mj.SearchConfig(threads=2, max_kernel_ops=1, max_block_ops=5)
 
@@ -137,19 +137,20 @@ def fused_candidates(result):
 
 
 def install_counters(set_attribute) -> dict:
-    """Counts calls of the C++ search and of the kernel compiler; `set_attribute` is
-    monkeypatch.setattr here and the builtin setattr in the second process."""
+    """Counts searches (mj.search's calls: a deepened search climbs several rungs of the C++
+    search in one) and calls of the kernel compiler; `set_attribute` is monkeypatch.setattr
+    here and the builtin setattr in the second process."""
     counts = {"search": 0, "compile": 0}
-    real_search, real_compile = _core.search, toolchain.compile_cpu_library
+    real_search, real_compile = search_module.search, toolchain.compile_cpu_library
 
-    def search(*args):
+    def search(*args, **kwargs):
         counts["search"] += 1
-        return real_search(*args)
+        return real_search(*args, **kwargs)
 
     def compile_library(source, library):
         counts["compile"] += 1
         return real_compile(source, library)
 
-    set_attribute(_core, "search", search)
+    set_attribute(search_module, "search", search)
     set_attribute(toolchain, "compile_cpu_library", compile_library)
     return counts

@@ -5,6 +5,7 @@ as lax ops (mirage_jax/runtime/lower.py). The target is a Backend record
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -80,7 +81,8 @@ def build(
     workers = max(1, min(len(kernels), target.parallel_builds))
     if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            libraries = dict(zip(kernels, pool.map(library, kernels.values())))
+            built = pool.map(in_callers_context(library), kernels.values())
+            libraries = dict(zip(kernels, built))
     else:
         libraries = {index: library(kernel) for index, kernel in kernels.items()}
     targets = {
@@ -123,8 +125,16 @@ def prebuild(graphs: list[KernelGraph], backend: str = "cpu") -> dict[str, Gener
     workers = max(1, min(len(sources), _usable_cores()))
     if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            list(pool.map(library, sources.items()))
+            list(pool.map(in_callers_context(library), sources.items()))
     return generated
+
+
+def in_callers_context(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`fn` for a pool's threads, each call run in a copy of the caller's context: the cache
+    root a caller chose (store.using_cache_root, a context variable) is not seen by a thread
+    the pool started, which would build into the default cache root instead."""
+    context = contextvars.copy_context()
+    return lambda item: context.copy().run(fn, item)
 
 
 def _usable_cores() -> int:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from mirage_jax import _core
 from mirage_jax.ir import args as _args
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.ir.handles import Tensor
 
 PRESETS = ("auto", "mlp", "attention", "lora")
 TARGETS = {
@@ -220,7 +221,7 @@ def preset_for(graph: KernelGraph) -> str:
     if any(op.kind == "exp" for op in ops):
         return "attention"
 
-    def made_by_matmul(t) -> bool:
+    def made_by_matmul(t: Tensor) -> bool:
         return t.producer.kind == "matmul"
 
     chained = any(op.kind == "matmul" and any(map(made_by_matmul, op.inputs)) for op in ops)

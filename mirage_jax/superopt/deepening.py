@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from mirage_jax.superopt.config import SearchConfig
+
+if TYPE_CHECKING:  # search.py imports this module
+    from mirage_jax.superopt.search import SearchResult
 
 # The first rung's block ops. A limit is a bound, not an exact count, so smaller block graphs
 # are in it too; rungs below it would repeat its work for the few forms they hold.
@@ -55,7 +59,7 @@ class Climb:
     """The state of a deepened search: the budget left, and the rungs' results so far."""
 
     config: SearchConfig
-    results: list = dataclasses.field(default_factory=list)
+    results: list[SearchResult] = dataclasses.field(default_factory=list)
     spent_s: float = 0.0
 
     def budget_for(self, rung: int, total: int) -> float:
@@ -65,7 +69,7 @@ class Climb:
         return left if rung == total - 1 else max(left / (total - rung), MIN_RUNG_S)
 
 
-def climb(config: SearchConfig, run: Callable[[SearchConfig], object]) -> list:
+def climb(config: SearchConfig, run: Callable[[SearchConfig], SearchResult]) -> list[SearchResult]:
     """Runs `run` on every rung of `config` within its budget and returns their results.
     Stops after a rung stopped by the caller (reason "stopped"), and when the budget is
     spent; a rung whose search cannot start (its reason is anything but running out of time)

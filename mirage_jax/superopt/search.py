@@ -25,7 +25,8 @@ from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
 @dataclasses.dataclass(frozen=True)
 class SearchStats:
     """What one search did. Verification time is summed over threads, so it can exceed the
-    enumeration's wall time."""
+    enumeration's wall time. A deepened search (SearchConfig.deepen) sums its rungs: a
+    candidate found on several rungs is verified and counted on each."""
 
     states_explored: int  # partial graphs built, kernel and block level
     states_pruned: int  # rejected by the abstract-expression check

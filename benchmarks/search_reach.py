@@ -13,9 +13,8 @@ row with `deepen=False` shows what the depth-first search at those limits reache
 
     python benchmarks/search_reach.py [--only lora,...] [--budget 60] [--no-compare]
 
-The paper's μGraph is one fused form; a search may rank another fused form first (another
-grid, another loop range), so "rank of the paper's form" is a floor on what was reached, not
-the quality of the first candidate, which benchmarks/superoptimize.py times.
+The rank says how far the cost model's order puts a fused form, not how fast it runs:
+benchmarks/superoptimize.py times the best candidates against jax.jit.
 """
 
 from __future__ import annotations

@@ -82,8 +82,7 @@ def climb(config: SearchConfig, run: Callable[[SearchConfig], SearchResult]) -> 
         budget = state.budget_for(i, len(ladder))
         result = run(dataclasses.replace(rung, time_budget_s=budget))
         state.results.append(result)
-        stats = result.stats
-        state.spent_s += stats.seconds_saturate + stats.seconds_enumerate + stats.seconds_rank
+        state.spent_s += result.stats.seconds
         if result.reason not in ("", "time budget spent"):
             break
     return state.results

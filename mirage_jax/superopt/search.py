@@ -38,6 +38,11 @@ class SearchStats:
     seconds_rank: float
     candidates_unverified: int = 0  # found but never verified (max_verified)
 
+    @property
+    def seconds(self) -> float:
+        """Wall seconds of the search (verification runs inside the enumeration)."""
+        return self.seconds_saturate + self.seconds_enumerate + self.seconds_rank
+
     def __str__(self) -> str:
         unverified = (
             f", {self.candidates_unverified:,} more left unverified"
@@ -140,16 +145,15 @@ def search(
         nonlocal earlier
         result = _run(graph, rung, searched_hook)
         stats = result.stats
-        seconds = stats.seconds_saturate + stats.seconds_enumerate + stats.seconds_rank
         earlier = earlier.followed_by(
-            SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, seconds)
+            SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, stats.seconds)
         )
         return result
 
     try:
         if config.deepen:
             runs = deepening.climb(config, run_rung)
-            return _merged(runs, config.max_verified)
+            return _merged(runs, config.max_verified, graph.hash())
         return _run(graph, config, searched_hook)
     finally:
         if reporter is not None:
@@ -181,17 +185,23 @@ def _run(
     )
 
 
-def _merged(results: list[SearchResult], max_verified: int | None) -> SearchResult:
+def _merged(results: list[SearchResult], max_verified: int | None, original: str) -> SearchResult:
     """One result of a deepened search's rungs: their candidates once each (a narrow rung's
-    graphs come again in the wider ones), best first, at most max_verified of them as from
-    one search; the stats summed; the last rung's reason, else the first reason given."""
+    graphs come again in the wider ones), best first, at most max_verified of them besides
+    the original graph (hash `original`), which stays as in one search's result; the stats
+    summed; the last rung's reason, else the first reason given."""
     best: dict[str, tuple[float, KernelGraph]] = {}
     for result in results:
         for graph, cost in zip(result.candidates, result.costs, strict=True):
             key = graph.hash()
             if key not in best or cost < best[key][0]:
                 best[key] = (cost, graph)
-    ranked = sorted(best.values(), key=lambda cg: cg[0])[:max_verified]
+    ranked = sorted(best.values(), key=lambda cg: cg[0])
+    if max_verified is not None:
+        found = [cg for cg in ranked if cg[1].hash() != original][:max_verified]
+        ranked = sorted(
+            found + [cg for cg in ranked if cg[1].hash() == original], key=lambda cg: cg[0]
+        )
     total = {
         f.name: sum(getattr(r.stats, f.name) for r in results)
         for f in dataclasses.fields(SearchStats)

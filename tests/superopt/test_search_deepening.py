@@ -142,3 +142,13 @@ def test_a_deepened_search_reports_progress_across_its_rungs(narrow, deepened):
     # The rungs after the first went on from its count, and the stats sum every rung.
     assert states[-1] > narrow.stats.states_explored
     assert result.stats.states_explored > narrow.stats.states_explored
+
+
+def test_max_verified_keeps_the_original_besides_the_best_candidates(lora):
+    """As one search returns max_verified candidates and the original, so does a deepened
+    one: cutting the merged rungs to max_verified must not drop the original graph."""
+    ref, _ = lora
+    config = dataclasses.replace(WIDE, max_block_ops=5, max_verified=1, time_budget_s=BUDGET_S)
+    result = mj.search(ref, config, progress=False)
+    assert ref.hash() in hashes(result)
+    assert len(result) == 2

@@ -37,6 +37,9 @@ class Side:
     free: tuple[int, ...]
     out_dim: dict[int, int]  # batch and free dim -> the result's dim
     groups: Groups | None
+    # A lazy operand's held-back transposes (expr.Lazy.perm): logical dim i is dim held[i]
+    # of the value XLA holds, so a layout is free when it keeps that value's order.
+    held: tuple[int, ...] | None = None
 
     def reals(self, dims: Sequence[int]) -> set[int]:
         return {d for d in dims if self.shape[d] != 1}
@@ -53,8 +56,14 @@ class Arrangement:
     copies: int  # elements XLA copies to prepare the lazy operands in these layouts
 
 
-def sides(node: Node, lhs_groups: Groups | None, rhs_groups: Groups | None) -> tuple[Side, Side]:
-    """The lhs and rhs of dot_general `node`, each with its layout or None (lazy)."""
+def sides(
+    node: Node,
+    lhs_groups: Groups | None,
+    rhs_groups: Groups | None,
+    held: tuple[tuple[int, ...] | None, tuple[int, ...] | None] = (None, None),
+) -> tuple[Side, Side]:
+    """The lhs and rhs of dot_general `node`, each with its layout or None (lazy), and a
+    lazy one's held-back transposes (`held`)."""
     (lc, rc), (lb, rb) = node.params["dimension_numbers"]
     ls, rs = node.invars[0].shape, node.invars[1].shape
     lf = [d for d in range(len(ls)) if d not in lc and d not in lb]
@@ -62,8 +71,8 @@ def sides(node: Node, lhs_groups: Groups | None, rhs_groups: Groups | None) -> t
     nb = len(lb)
     lout = {d: i for i, d in enumerate(lb)} | {d: nb + i for i, d in enumerate(lf)}
     rout = {d: i for i, d in enumerate(rb)} | {d: nb + len(lf) + i for i, d in enumerate(rf)}
-    lhs = Side(tuple(ls), tuple(lc), tuple(lb), tuple(lf), lout, lhs_groups)
-    rhs = Side(tuple(rs), tuple(rc), tuple(rb), tuple(rf), rout, rhs_groups)
+    lhs = Side(tuple(ls), tuple(lc), tuple(lb), tuple(lf), lout, lhs_groups, held[0])
+    rhs = Side(tuple(rs), tuple(rc), tuple(rb), tuple(rf), rout, rhs_groups, held[1])
     return lhs, rhs
 
 
@@ -166,12 +175,17 @@ def _arrange(a: Side, b: Side, a_is_lhs: bool) -> Arrangement | None:
     flat = [d for g in out for d in g]
     if len(flat) != len(set(flat)) or len(out) > MAX_RANK:
         return None
-    copies = 0
-    for side, g in ((a, ga), (b, gb)):
-        if side.groups is None:
-            p = presentation(g, side.shape, side.shape)
-            copies += 0 if p.is_free else p.elements
+    copies = sum(_copies(side, g) for side, g in ((a, ga), (b, gb)) if side.groups is None)
     return Arrangement(a_is_lhs, ga, gb, out, copies)
+
+
+def _copies(side: Side, groups: Groups) -> int:
+    """Elements XLA copies to lay lazy `side` out as `groups`: none when the layout keeps
+    the order of the value it holds (held-back transposes included, as Builder.place)."""
+    p = presentation(groups, side.shape, side.shape)
+    held = side.held or tuple(range(len(side.shape)))
+    moved = [held[d] for d in p.perm if p.expand[d] != 1]
+    return 0 if not p.materialized and moved == sorted(moved) else p.elements
 
 
 def arrange(lhs: Side, rhs: Side, last: set[int]) -> Arrangement | None:

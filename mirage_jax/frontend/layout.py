@@ -206,7 +206,10 @@ def canonical(shape: Sequence[int], policy: str, reduced: Sequence[int] = ()) ->
     in runs split where `reduced` dims meet the others (a reduction needs its dims on axes of
     their own). policy "fold": the leading dims of each run fold into one axis and the last
     dim keeps an axis of its own (the rows of an activation `[B, T, D]` fold into one, the
-    features stay); "split": one axis per dim. Size-1 dims ride along as placeholders.
+    features stay); "split": one axis per dim; "fold-swapped": "fold" with its last two axes
+    exchanged (an activation computed as `[D, rows]`, so that it can be a matmul's B against
+    a weight held as `[out, in]`, as a tied embedding's `x @ embedding.T`, with no copy of the
+    weight). Size-1 dims ride along as placeholders.
     Beyond MAX_RANK axes, neighbouring axes of one kind fold, leading ones first; None when
     that is not enough."""
     n = len(shape)
@@ -219,7 +222,7 @@ def canonical(shape: Sequence[int], policy: str, reduced: Sequence[int] = ()) ->
     for d in dims:
         kind = d in reduced
         last = d == dims[-1] and not reduced
-        if runs and policy == "fold" and runs[-1][0] == kind and not last:
+        if runs and policy != "split" and runs[-1][0] == kind and not last:
             runs[-1][1].append(d)
         else:
             runs.append((kind, [d]))
@@ -242,6 +245,8 @@ def canonical(shape: Sequence[int], policy: str, reduced: Sequence[int] = ()) ->
                 g.insert(g.index(after[0]), d)
             else:
                 groups[-1].append(d)
+    if policy == "fold-swapped" and len(groups) >= 2:
+        groups[-2], groups[-1] = groups[-1], groups[-2]
     return tuple(tuple(g) for g in groups)
 
 

@@ -586,6 +586,7 @@ def _convert_dot_general(b: Builder, node: Node, out: Var, x: Operand, y: Operan
         node,
         x.groups if isinstance(x, Value) else None,
         y.groups if isinstance(y, Value) else None,
+        (x.perm if isinstance(x, Lazy) else None, y.perm if isinstance(y, Lazy) else None),
     )
     v, _ = _matmul(b, node, x, y, lhs, rhs, _reduced_later(b, out))
     return Value(v.d, v.groups, out.shape)

@@ -9,8 +9,10 @@ mirage_jax/frontend/primitives.py.
 Layouts are chosen as conversion goes: a computed value's where it is computed, a lazy value's
 where it is used. A value first laid out with nothing to go by takes the "fold" policy (the
 leading dims of an activation on one axis of rows); when that cannot lay the region out, the
-"split" policy (one axis per dim) is tried. What XLA must copy at the region's boundary (a
-transposed or broadcast input, a transposed output) is counted in `RegionGraph.copies`.
+"split" policy (one axis per dim) is tried, and "fold-swapped" (rows on the last axis); of
+those that lay it out, the one copying fewest elements is used. What XLA must copy at the
+region's boundary (a transposed or broadcast input, a transposed output) is counted in
+`RegionGraph.copies`.
 
 The graph is built as a small expression DAG first, normalized (mean, silu, gelu, square),
 and then only what the outputs reach is emitted into the KernelGraph.
@@ -43,7 +45,7 @@ from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.ir.handles import Tensor
 
 _DTYPES = {"float32": "float32", "bfloat16": "bfloat16", "float16": "float16"}
-POLICIES = ("fold", "split")
+POLICIES = ("fold", "split", "fold-swapped")
 
 
 @dataclass(frozen=True)
@@ -251,15 +253,24 @@ class _Builder:
 
 def region_to_graph(region: Region) -> RegionGraph:
     """Builds the KernelGraph of `region`, or raises RegionNotSupported (a LayoutConflict or
-    NodeNotSupported when cutting the region or leaving a node out would help)."""
+    NodeNotSupported when cutting the region or leaving a node out would help). Of the
+    policies that lay it out, the first that copies fewest elements at the boundary wins."""
     first: RegionNotSupported | None = None
+    best: RegionGraph | None = None
     for policy in POLICIES:
         try:
             # Constants fold as IEEE arithmetic does (primitives.fold), without numpy's warnings.
             with np.errstate(all="ignore"):
-                return _convert(region, policy)
+                rg = _convert(region, policy)
         except RegionNotSupported as e:
             first = first or e
+            continue
+        if best is None or rg.copies < best.copies:
+            best = rg
+        if best.copies == 0:  # nothing left to save: later policies cannot do better
+            break
+    if best is not None:
+        return best
     assert first is not None
     raise first
 

@@ -364,3 +364,30 @@ def test_a_transposed_input_is_laid_out_by_xla_and_counted():
     rg = _check_region(region, args)
     assert rg.copies == 0 and rg.layout_ops() == []
     assert "input#0  [16, 16]" in str(rg.graph)
+
+
+def test_a_tied_embedding_is_read_as_stored():
+    # x @ embedding.T (GPT-2's logits, a weight held [out, in]): the small side is laid
+    # out instead, the activation computed as [d, rows] ("fold-swapped") and the result
+    # laid back, so the [vocab, d] embedding is read as it is held, with no copy of it
+    def logits(x, mul, scale, bias, emb):
+        return (x * (mul * scale) + bias) @ emb.T
+
+    rng = np.random.default_rng(10)
+    rows, d, vocab = 4, 16, 64
+    args = (
+        _rand(rng, rows, 1, d),
+        _rand(rng, rows, 1, 1),
+        _rand(rng, d),
+        _rand(rng, d),
+        _rand(rng, vocab, d),
+    )
+    part = _whole(logits, *args)
+    (region,) = part.regions
+    values = [args[part.program.invars.index(v)] for v in region.inputs]
+    rg = _check_region(region, values, kinds=["matmul"])
+    assert rg.policy == "fold-swapped"
+    emb = part.program.invars[4]
+    assert not [op for op in rg.layout_ops() if f"({emb})" in op], rg.layout_ops()
+    assert rg.copies == rows * d + rows * vocab  # the activation in, the logits out
+    assert f"[{vocab}, {d}]" in str(rg.graph)

@@ -22,7 +22,7 @@ from mirage_jax.cache import store
 from mirage_jax.frontend import RegionNotSupported, region_to_graph
 from mirage_jax.frontend.region import Region, region_flops
 from mirage_jax.frontend.to_graph import RegionGraph
-from mirage_jax.rewrite import budget, estimate_cache
+from mirage_jax.rewrite import boundary, budget, estimate_cache
 from mirage_jax.rewrite.explain import RegionReport
 from mirage_jax.superopt.config import SearchConfig, default_config
 from mirage_jax.superopt.superoptimize import Superoptimized, keep_kernels, superoptimize
@@ -38,6 +38,9 @@ class Settings:
     min_region_flops: float
     budget_s: float = budget.DEFAULT_BUDGET_S  # the function's (mirage_jax/rewrite/budget.py)
     verbose: bool = True  # the function's progress line
+    # Regions are timed with their inputs evicted from the CPU caches: the function's
+    # arguments exceed them (mirage_jax/runtime/cold_inputs.py).
+    cold_caches: bool = False
     # Reports name these sources instead of the regions' own (a region optimized again under
     # vmap or per shard is traced from mirage_jax's code; the user's lines are the original's).
     sources: tuple[str, ...] = ()
@@ -150,13 +153,14 @@ def prepare(region: Region, settings: Settings) -> Pending | Outcome:
     config = settings.config if settings.config is not None else default_config(rg.graph)
     if keep_kernels():  # tests force kernels: every region is searched, none estimated
         return Pending(region, rg, config, None, settings)
-    key = (rg.graph.hash(), settings.backend)
+    key = (rg.graph.hash(), settings.backend, settings.cold_caches)
     estimate = _recall(_ESTIMATES, key)
     if estimate is None:
         try:
             with _cache_root(settings), jax.ensure_compile_time_eval():
                 estimate = estimate_cache.load_or_measure(
-                    *key, lambda: budget.estimate(rg.graph, flops, settings.backend)
+                    *key,
+                    lambda: budget.estimate(rg.graph, flops, settings.backend, *key[2:]),
                 )
         except Exception:
             # Only an economy: without an estimate the region is searched, and whatever
@@ -177,7 +181,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     if search_s is not None:
         config = dataclasses.replace(config, time_budget_s=search_s)
     root = settings.cache_dir if settings.cache_dir is not None else store.cache_root()
-    key = (rg.graph.hash(), settings.backend, str(root), config, top_k)
+    key = (rg.graph.hash(), settings.backend, str(root), config, top_k, settings.cold_caches)
     fast = _recall(_SUPEROPTIMIZED, key)
     if fast is None:
         try:
@@ -191,6 +195,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
                     cache_dir=settings.cache_dir,
                     top_k=top_k,
                     progress=False,
+                    cold_caches=settings.cold_caches,
                 )
         except Exception as e:
             fast = f"superoptimize failed: {type(e).__name__}: {e}"
@@ -215,6 +220,14 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     copies = rg.layout_ops()
     if copies:  # XLA lays these out around the kernel; the timing above does not see them
         text += "\nlayout copies at the region's boundary:\n" + "\n".join("  " + c for c in copies)
+        if not keep_kernels():
+            wins, note = boundary.check(run, pending.region, settings.cache_dir)
+            text += "\n" + note
+            if not wins:
+                reason = (
+                    f"its kernel won alone ({fast.speedup:.2f}x) but not with its layout copies"
+                )
+                return None, pending.report("xla", reason, text)
     return run, pending.report("kernel", f"{fast.speedup:.2f}x over XLA in its own timing", text)
 
 

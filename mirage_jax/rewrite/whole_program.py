@@ -60,9 +60,12 @@ def check(
     avals: list[jax.ShapeDtypeStruct],
     closed: Any,
     cache_dir: str | os.PathLike[str] | None = None,
+    label: str = "whole program",
+    on_loss: str = "it runs as jax.jit; the regions' kernels stay cached",
 ) -> tuple[bool, str]:
     """(whether to run the rewritten program, what was measured or loaded). `closed`: the
-    plain function's jaxpr."""
+    plain function's jaxpr; `label`: what the note calls the two programs' scope (a region
+    timed with its boundary uses the same check, mirage_jax/rewrite/boundary.py)."""
     root = store.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
     with root, jax.ensure_compile_time_eval():
         try:
@@ -70,21 +73,21 @@ def check(
         except Exception as e:  # the verdict is an optimization: time without storing it
             key = None
             warnings.warn(
-                f"mirage_jax.optimize: the whole-program verdict has no key ({e}); timing",
+                f"mirage_jax.optimize: the {label} verdict has no key ({e}); timing",
                 RuntimeWarning,
                 stacklevel=3,
             )
         if key is None:
-            return _measure(jax.jit(rewritten), jax.jit(plain), avals, None)
+            return _measure(jax.jit(rewritten), jax.jit(plain), avals, None, label, on_loss)
         with verdict_cache.measuring(key):  # a process deciding the same waits, then follows
             stored = verdict_cache.load(key)
             if stored is not None:
                 return stored["chosen"] == REWRITTEN, (
-                    f"whole program: verdict loaded from the cache, measured "
+                    f"{label}: verdict loaded from the cache, measured "
                     f"{stored.get('measured_at', '?')} on {stored.get('host', '?')}: "
                     f"{stored.get('decision', '?')}"
                 )
-            return _measure(jax.jit(rewritten), jax.jit(plain), avals, key)
+            return _measure(jax.jit(rewritten), jax.jit(plain), avals, key, label, on_loss)
 
 
 def _measure(
@@ -92,6 +95,8 @@ def _measure(
     plain: Callable[..., Any],
     avals: list[jax.ShapeDtypeStruct],
     key: str | None,
+    label: str,
+    on_loss: str,
 ) -> tuple[bool, str]:
     functions = {XLA: plain, REWRITTEN: fast}
     try:
@@ -103,16 +108,16 @@ def _measure(
 
         decision = _decision.decide(times, XLA, REWRITTEN, more)
     except Exception as e:
-        return True, f"whole program not timed ({type(e).__name__}: {e})"
+        return True, f"{label} not timed ({type(e).__name__}: {e})"
     xla_ms, rewritten_ms = times[XLA] * 1e3, times[REWRITTEN] * 1e3
     measured = (
-        f"whole program: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
+        f"{label}: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
         f"(medians of the first {rounds} rounds on random inputs); {decision.describe()}"
     )
     if key is not None and hasattr(times, "samples"):
         doc = {
             "scope": "program",
-            "label": "whole program",
+            "label": label,
             "chosen": REWRITTEN if decision.kept else "jax.jit",
             "ratio": decision.ratio,
             "low": decision.low,
@@ -125,4 +130,4 @@ def _measure(
         verdict_cache.save_or_warn(key, doc, "the whole program")
     if decision.kept:
         return True, measured
-    return False, f"{measured}: it runs as jax.jit; the regions' kernels stay cached"
+    return False, f"{measured}: {on_loss}"

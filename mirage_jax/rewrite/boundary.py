@@ -1,0 +1,46 @@
+"""Whether a region's kernel still wins with the layout copies at its boundary.
+
+A region whose inputs the kernel needs in another layout (a weight used transposed, as a
+tied embedding's `x @ embedding.T`; a broadcast materialized) gets those copies from XLA
+around the kernel, and the kernel's own timing (superoptimize, on inputs already laid out)
+does not see them: a transposed 8192 × 768 embedding costs more than the GEMV it feeds.
+Such a region is timed again as it runs in the program, the kernel with its copies against
+the region as plain JAX, with the whole-program check's statistics and verdict cache
+(mirage_jax/rewrite/whole_program.py), so a warm process decides alike without timing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+from mirage_jax.frontend.region import Region
+from mirage_jax.rewrite import whole_program
+
+LABEL = "region with its layout copies"
+
+
+def check(
+    run: Callable[..., list[Any]],
+    region: Region,
+    cache_dir: str | os.PathLike[str] | None,
+) -> tuple[bool, str]:
+    """(whether the kernel `run`, copies included, beats the region as plain JAX, the note)."""
+    avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in region.inputs]
+    try:
+        with jax.ensure_compile_time_eval():
+            closed = jax.make_jaxpr(region.evaluate)(*avals)
+    except Exception as e:  # the whole-program check still follows
+        return True, f"{LABEL}: not timed ({type(e).__name__}: {e})"
+    return whole_program.check(
+        run,
+        region.evaluate,
+        avals,
+        closed,
+        cache_dir,
+        label=LABEL,
+        on_loss="the region runs as plain JAX",
+    )

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.runtime import cold_inputs as _cold_inputs
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
 
@@ -113,9 +114,10 @@ class Estimate:
         return None
 
 
-def estimate(kg: KernelGraph, flops: float, backend: str) -> Estimate:
+def estimate(kg: KernelGraph, flops: float, backend: str, cold_caches: bool = False) -> Estimate:
     """The region's XLA time (its original graph run by XLA, best of a few calls on random
-    data) and its fused bound on this machine."""
+    data; `cold_caches`: with its inputs evicted from the CPU caches) and its fused bound on
+    this machine."""
     platform = "gpu" if backend == "cuda" else "cpu"
     rates = machine_rates(platform)
     bound = max(flops / rates.flops_per_s, _bytes([*kg.inputs, *kg.outputs]) / rates.bytes_per_s)
@@ -128,7 +130,9 @@ def estimate(kg: KernelGraph, flops: float, backend: str) -> Estimate:
             for t in kg.inputs
         ]
         fn = jax.jit(_compile.compile(kg, backend))
-        times, _ = _profile.median_times({ESTIMATE: fn}, inputs, budget_s=_XLA_TIMING_S)
+        cold = _cold_inputs.rotation(inputs) if cold_caches and backend == "cpu" else None
+        rotation = {"arg_sets": cold} if cold else {}
+        times, _ = _profile.median_times({ESTIMATE: fn}, inputs, budget_s=_XLA_TIMING_S, **rotation)
     return Estimate(times[ESTIMATE], bound)
 
 

@@ -17,6 +17,7 @@ keep their rules (mirage_jax/frontend/flat.py, CustomCall).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import itertools
@@ -40,6 +41,7 @@ from mirage_jax.rewrite.progress import FunctionProgress
 from mirage_jax.rewrite.region import Outcome, Pending, Settings, finish, prepare
 from mirage_jax.rewrite.signature import Signature as _Signature
 from mirage_jax.rewrite.transparent import region_function
+from mirage_jax.runtime import cold_inputs
 from mirage_jax.superopt import config as _region_config
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.superoptimize import KEEP_KERNELS_ENV, keep_kernels
@@ -430,6 +432,10 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
     settings = opt.settings()
     if settings.backend == "xla":
         return _Specialization(plain, out_tree, [], "xla")
+    if not settings.cold_caches:  # a region optimized again (vmap) keeps its function's
+        arrays = [*sig.avals, *(c for c in closed.consts if hasattr(c, "dtype"))]
+        cold = cold_inputs.exceeds_cache(cold_inputs.nbytes(arrays))
+        settings = dataclasses.replace(settings, cold_caches=cold)
     try:
         name = getattr(opt._fun, "__qualname__", None) or repr(opt._fun)
         return _rewrite(closed, out_shapes, sig, plain, settings, name)

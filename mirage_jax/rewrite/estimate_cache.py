@@ -23,8 +23,14 @@ DIRECTORY = "estimates"
 _FILE = "estimate.json"
 
 
-def _key(graph_hash: str, backend: str) -> str:
-    parts = {"graph": graph_hash, "backend": backend, "machine": verdict_cache.machine()}
+def _key(graph_hash: str, backend: str, cold_caches: bool = False) -> str:
+    parts: dict[str, object] = {
+        "graph": graph_hash,
+        "backend": backend,
+        "machine": verdict_cache.machine(),
+    }
+    if cold_caches:  # absent otherwise: warm estimates keep the keys they were stored under
+        parts["timing"] = "cold caches"
     text = json.dumps(parts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -58,7 +64,9 @@ def _load(entry: Path) -> Estimate | None:
         return None
 
 
-def load_or_measure(graph_hash: str, backend: str, measure: Callable[[], Estimate]) -> Estimate:
+def load_or_measure(
+    graph_hash: str, backend: str, cold_caches: bool, measure: Callable[[], Estimate]
+) -> Estimate:
     """The stored estimate, else measure() stored. Processes started together measure once:
     the measurement runs under the key's lock, and the others wait and read it. With verdicts
     off ($MIRAGE_JAX_VERDICTS=0, which turns estimates off with them) it measures, storing
@@ -66,7 +74,7 @@ def load_or_measure(graph_hash: str, backend: str, measure: Callable[[], Estimat
     if not verdict_cache.enabled():
         return measure()
     parent = store.cache_root() / DIRECTORY
-    key = _key(graph_hash, backend)
+    key = _key(graph_hash, backend, cold_caches)
     found = _load(parent / key)
     if found is not None:
         return found

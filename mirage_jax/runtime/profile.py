@@ -13,6 +13,7 @@ call, and that copy can cost more than the work being timed.
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -44,22 +45,32 @@ def _seconds(fn: Callable, args: Sequence) -> float:
 
 
 def median_times(
-    functions: Mapping[str, Callable], args: Sequence, budget_s: float = BUDGET_S
+    functions: Mapping[str, Callable],
+    args: Sequence,
+    budget_s: float = BUDGET_S,
+    arg_sets: Sequence[Sequence] | None = None,
 ) -> tuple[Times, int]:
     """(Times of the functions all taking `args`, rounds), run in rounds for about budget_s
-    seconds."""
+    seconds. `arg_sets` (mirage_jax/runtime/cold_inputs.py): equal argument sets that the
+    calls, in the order they run, take in turn instead of `args`."""
     names = list(functions)
     if not names:
         return Times({}), 0
+    sets = list(arg_sets) if arg_sets else [args]
+    calls = itertools.count()
+
+    def seconds(name: str) -> float:
+        return _seconds(functions[name], sets[next(calls) % len(sets)])
+
     first = {}
     for name in names:
         for _ in range(WARMUP_CALLS):
-            first[name] = _seconds(functions[name], args)
+            first[name] = seconds(name)
     per_round = sum(first.values())
     rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget_s / max(per_round, 1e-9))))
     samples: dict[str, list[float]] = {name: [] for name in names}
     order = np.random.default_rng(SEED)
     for _ in range(rounds):
         for i in order.permutation(len(names)):
-            samples[names[i]].append(_seconds(functions[names[i]], args))
+            samples[names[i]].append(seconds(names[i]))
     return Times(samples), rounds

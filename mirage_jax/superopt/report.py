@@ -55,7 +55,8 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
             f"adversarial float checks (huge logits, masks, zeros, NaN/Inf): passed "
             f"({run.adversarial})"
         )
-    lines.append(f"timings (median of {run.rounds} alternating rounds, device arrays):")
+    cold = f", caches cold: {len(run.arg_sets)} input sets in turn" if run.arg_sets else ""
+    lines.append(f"timings (median of {run.rounds} alternating rounds, device arrays{cold}):")
     for name, seconds in sorted(run.timings.items(), key=lambda kv: kv[1]):
         label = "xla (the original graph)" if name == XLA else name
         cost = run.costs.get(name)

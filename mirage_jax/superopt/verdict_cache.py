@@ -81,20 +81,22 @@ def _key(parts: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def region_key(graph, config, backend: str, top_k: int) -> str:
-    """The key of superoptimize's verdict on `graph` (a KernelGraph)."""
+def region_key(graph, config, backend: str, top_k: int, cold_caches: bool = False) -> str:
+    """The key of superoptimize's verdict on `graph` (a KernelGraph), timed with warm or
+    cold caches (a verdict of one says nothing of the other)."""
     fields = {
         k: v for k, v in dataclasses.asdict(config).items() if k not in _CONFIG_FIELDS_NOT_IN_KEY
     }
-    return _key(
-        {
-            "scope": "region",
-            "graph": graph.hash(),
-            "config": fields,
-            "backend": backend,
-            "top_k": top_k,
-        }
-    )
+    doc = {
+        "scope": "region",
+        "graph": graph.hash(),
+        "config": fields,
+        "backend": backend,
+        "top_k": top_k,
+    }
+    if cold_caches:  # absent otherwise: warm verdicts keep the keys they were stored under
+        doc["timing"] = "cold caches"
+    return _key(doc)
 
 
 def program_key(rewritten_text: str, plain_text: str, signature: str) -> str:

@@ -40,7 +40,7 @@ def counting(monkeypatch):
 def test_a_region_xla_runs_at_the_bound_is_not_searched(monkeypatch):
     calls = counting(monkeypatch)
     monkeypatch.setattr(
-        budget, "estimate", lambda kg, flops, backend: budget.Estimate(1e-3, 0.95e-3)
+        budget, "estimate", lambda kg, flops, backend, cold=False: budget.Estimate(1e-3, 0.95e-3)
     )
     f = mj.optimize(rmsnorm_linear)
     x, g, w = inputs()
@@ -50,7 +50,9 @@ def test_a_region_xla_runs_at_the_bound_is_not_searched(monkeypatch):
     assert "within 10% of the bound" in report.reason and calls == []
     # a gain too small to pay a kernel's dispatch is not searched either
     _optimize_region.forget()
-    monkeypatch.setattr(budget, "estimate", lambda kg, flops, backend: budget.Estimate(1e-5, 0.0))
+    monkeypatch.setattr(
+        budget, "estimate", lambda kg, flops, backend, cold=False: budget.Estimate(1e-5, 0.0)
+    )
     g2 = mj.optimize(rmsnorm_linear)
     (report,) = g2.regions(x, g, w)
     assert "a gain under 20 µs" in report.reason and calls == []
@@ -113,9 +115,9 @@ def test_estimates_are_kept_per_machine_and_loaded_by_the_next_process(monkeypat
     measured = []
     real = budget.estimate
 
-    def counted(kg, flops, backend):
+    def counted(kg, flops, backend, cold=False):
         measured.append(kg.hash())
-        return real(kg, flops, backend)
+        return real(kg, flops, backend, cold)
 
     monkeypatch.setattr(budget, "estimate", counted)
     x, g, w = inputs()

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -59,6 +60,10 @@ void bind_config(nb::module_& m) {
       .def_rw("max_verified", &SearchConfig::max_verified)
       .def_rw("grid_sizes_override", &SearchConfig::grid_sizes_override)
       .def_rw("forloop_ranges_override", &SearchConfig::forloop_ranges_override)
+      .def_rw("grids", &SearchConfig::grids)
+      .def_rw("imaps", &SearchConfig::imaps)
+      .def_rw("omaps", &SearchConfig::omaps)
+      .def_rw("fmaps", &SearchConfig::fmaps)
       .def_rw("target", &SearchConfig::target)
       .def_rw("seed", &SearchConfig::seed);
   m.attr("MAX_BLOCK_INPUTS") = kMaxKeyInputs;

@@ -11,6 +11,7 @@
 #include "cc/search/op_proposals.h"
 #include "cc/search/recomputation.h"
 #include "cc/search/stabilizers.h"
+#include "cc/search/user_structure.h"
 
 namespace mj::search {
 
@@ -119,7 +120,8 @@ void BlockSearch::try_close(const BlockState& s) {
   if (outs.empty() || int(outs.size()) > output_cap) return;
   std::vector<std::vector<Dim3>> omaps;
   for (int t : outs) {
-    omaps.push_back(output_omaps(layout, s.facts[t].classes, allow_partials));
+    omaps.push_back(user_allowed_omaps(shared.config,
+                                       output_omaps(layout, s.facts[t].classes, allow_partials)));
     if (omaps.back().empty()) return;
   }
   std::vector<Dim3> chosen;

@@ -38,6 +38,18 @@ struct SearchConfig {
   // sizes per split axis and for-loop ranges (each still has to divide).
   std::vector<int> grid_sizes_override;
   std::vector<int> forloop_ranges_override;
+  // Structure the caller fixes, as Mirage's griddims, imaps, omaps and fmaps (a tuned or
+  // known-good partition that the derived candidates would never offer, such as a grid with
+  // more blocks than the target's cap). When non-empty, block graphs use only these grids
+  // (instead of the derived ones, max_grid_axes, max_grids and the cap; a grid's axes of
+  // more than one block each split an index whose size they divide), only these imaps for
+  // every input, omaps for every output and for-loop dims (fmaps) for every input. A map
+  // has one entry per grid axis: the tensor dim it splits, -1 for none (an axis of one
+  // block is always -1). user_structure.h checks them.
+  std::vector<ir::Dim3> grids;
+  std::vector<ir::Dim3> imaps;
+  std::vector<ir::Dim3> omaps;
+  std::vector<int> fmaps;
   cost::Target target = cost::Target::cpu_host();
   uint64_t seed = 0;  // verifier randomness
   // Ranks verified candidates (lower is better). Empty: the default ranking of rank.h.

@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 
+#include "cc/search/user_structure.h"
+
 namespace mj::search {
 
 using cost::Target;
@@ -162,9 +164,40 @@ bool fits_without_loop(const std::vector<BlockInputSpec>& inputs, const GridChoi
   return tile_bytes(inputs, l, table) <= budget;
 }
 
+// The caller's grids (SearchConfig::grids) in place of the derived ones: each axis of more
+// than one block splits one eligible index whose size it divides, in every way (two axes
+// never one index), and nothing caps them. A grid no index takes gives no layout at all,
+// not the one-block fallback: the caller asked for these grids only.
+std::vector<GridChoice> user_grid_choices(const std::vector<int>& eligible, const ClassTable& table,
+                                          const SearchConfig& config) {
+  std::vector<GridChoice> all;
+  for (const Dim3& grid : config.grids) {
+    std::vector<std::vector<int>> per_axis(3);
+    for (int a = 0; a < 3; ++a) {
+      if (grid[a] == 1) per_axis[a].push_back(kNoClass);
+      for (int c : eligible) {
+        if (grid[a] > 1 && table.size(c) % grid[a] == 0) per_axis[a].push_back(c);
+      }
+    }
+    for_each_combination(per_axis, [&](const std::vector<int>& pick) {
+      GridChoice g;
+      g.grid = grid;
+      for (int a = 0; a < 3; ++a) {
+        for (int b = 0; b < a; ++b) {
+          if (pick[a] != kNoClass && pick[a] == pick[b]) return;
+        }
+        g.axis_class[a] = pick[a];
+      }
+      all.push_back(g);
+    });
+  }
+  return all;
+}
+
 std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
                                      const std::vector<int>& eligible, const ClassTable& table,
                                      const SearchConfig& config) {
+  if (!config.grids.empty()) return user_grid_choices(eligible, table, config);
   const int units = std::max(1, config.target.parallel_units());
   const double budget = on_chip_budget(config.target);
   auto groups = grids_per_split(eligible, table, config);
@@ -341,7 +374,7 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
           for (int a = 0; a < 3; ++a) full.imaps[i][a] = pick[a * n + i];
           full.fmaps[i] = pick[3 * n + i];
         }
-        layouts.push_back(std::move(full));
+        if (user_layout_allowed(config, full)) layouts.push_back(std::move(full));
       });
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Candidate grids, imaps, fmaps, for-loop ranges and omaps, derived from the shapes of a
-// block graph's inputs and the machine, never from a list of answers:
+// block graph's inputs and the machine, never from a list of answers (unless the caller
+// fixes grids or maps in the config: user_structure.h keeps only those):
 //  * a grid axis splits one index class (index_classes.h) into a divisor of its size, in
 //    every input that has that index; the grid's total block count should fill the target's
 //    parallel units (cores or SMs) in few, full waves;

@@ -15,6 +15,7 @@
 #include "cc/search/kernel_enumerator.h"
 #include "cc/search/op_key.h"
 #include "cc/search/thread_pool.h"
+#include "cc/search/user_structure.h"
 #include "cc/verify/float_safety.h"
 
 namespace mj::search {
@@ -76,6 +77,7 @@ std::string bad_config(const SearchConfig& c) {
   if (c.max_block_inputs < 1 || c.max_block_inputs > kMaxKeyInputs) {
     return "max_block_inputs must be in [1, " + std::to_string(kMaxKeyInputs) + "]";
   }
+  if (std::string why = bad_user_structure(c); !why.empty()) return why;
   try {
     check_target(c.target);
   } catch (const std::exception& e) {

@@ -22,6 +22,7 @@ from mirage_jax import _core
 from mirage_jax.ir import args as _args
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.ir.handles import Tensor
+from mirage_jax.superopt import user_structure
 
 PRESETS = ("auto", "mlp", "attention", "lora")
 TARGETS = {
@@ -77,6 +78,19 @@ class SearchConfig:
         accepted (the rest are dropped unverified; every returned candidate is verified).
     grid_sizes, forloop_ranges: when given, replace the sizes derived from the shapes and the
         target (each must still divide the dims it splits).
+    grids, imaps, omaps, fmaps: structure the caller fixes, as Mirage's griddims, imaps,
+        omaps and fmaps (docs/search-config.md); None lets the search choose.
+        grids: grids of 1 to 3 block counts, e.g. ((2, 8, 16),); when given, block graphs
+        use only these, in place of the derived grids, grid_sizes, max_grid_axes, max_grids
+        and the target's cap on blocks; each axis of more than one block splits an index
+        whose size it divides. imaps, omaps: maps with one entry per grid axis, the tensor
+        dim that axis splits (-1: none; an axis of one block is always -1), as block graph
+        inputs print imap=(1, -1, -1); when given, every block graph input uses one of the
+        imaps and every output one of the omaps. fmaps: the dims a for-loop may walk in an
+        input (-1: not walked); when given, every input's fmap is one of them. A map with
+        fewer than 3 entries leaves the axes after it unsplit. Values no tensor of the graph
+        can take are a ValueError when the search starts; otherwise a structure that admits
+        no block graph leaves only kernel-level candidates (the graph itself among them).
     deepen: climb to the limits from narrow ones (mirage_jax/superopt/deepening.py), so
         that what narrower limits find is never lost to wider ones; False runs the limits as
         given, in one depth-first search.
@@ -100,11 +114,16 @@ class SearchConfig:
     max_verified: int | None = None
     grid_sizes: tuple[int, ...] | None = None
     forloop_ranges: tuple[int, ...] | None = None
+    grids: tuple[tuple[int, ...], ...] | None = None
+    imaps: tuple[tuple[int, ...], ...] | None = None
+    omaps: tuple[tuple[int, ...], ...] | None = None
+    fmaps: tuple[int, ...] | None = None
     seed: int = 0
     target: str = "cpu"
     deepen: bool = True
 
     def __post_init__(self) -> None:
+        grids = user_structure.grids(self.grids)  # the maps are checked against them
         checked = {
             "preset": _args.choice(self.preset, PRESETS, "SearchConfig", "preset"),
             "time_budget_s": self._budget(self.time_budget_s),
@@ -128,6 +147,10 @@ class SearchConfig:
             ),
             "grid_sizes": _sizes(self.grid_sizes, "grid_sizes"),
             "forloop_ranges": _sizes(self.forloop_ranges, "forloop_ranges"),
+            "grids": grids,
+            "imaps": user_structure.maps(self.imaps, "imaps", grids),
+            "omaps": user_structure.maps(self.omaps, "omaps", grids),
+            "fmaps": user_structure.fmaps(self.fmaps),
             "seed": self._seed(self.seed),
             "target": _args.choice(self.target, tuple(TARGETS), "SearchConfig", "target"),
             "deepen": self._flag(self.deepen, "deepen"),
@@ -209,6 +232,10 @@ class SearchConfig:
         core.threads = _usable_cores() if self.threads is None else self.threads
         core.grid_sizes_override = list(self.grid_sizes or ())
         core.forloop_ranges_override = list(self.forloop_ranges or ())
+        core.grids = [user_structure.padded(g, 1) for g in self.grids or ()]
+        core.imaps = [user_structure.padded(m, -1) for m in self.imaps or ()]
+        core.omaps = [user_structure.padded(m, -1) for m in self.omaps or ()]
+        core.fmaps = list(self.fmaps or ())
         core.target = TARGETS[self.target]()
         return core
 

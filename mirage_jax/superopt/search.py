@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
-from mirage_jax.superopt import deepening
+from mirage_jax.superopt import deepening, user_structure
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
 
@@ -98,7 +98,8 @@ def search(
     stops the search by returning False.
 
     A graph the search cannot take (a customized op in it, no outputs, ...) gives an empty
-    result whose reason says why. Ctrl-C raises KeyboardInterrupt once the search has stopped.
+    result whose reason says why. A config's grids or maps that no tensor of `graph` can take
+    are a ValueError naming them. Ctrl-C raises KeyboardInterrupt once the search has stopped.
     """
     if not isinstance(graph, KernelGraph):
         raise TypeError(
@@ -112,6 +113,7 @@ def search(
             f"got {type(config).__name__}"
         )
     config = config.for_graph(graph)
+    user_structure.check_against(graph, config)
     reporter: ProgressReporter | None
     hook: ProgressHook | None
     if isinstance(progress, bool):

@@ -27,6 +27,14 @@ from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import verdict_cache
 
 XLA, REWRITTEN = "xla", "rewritten"
+# What the rewritten program must clearly beat jax.jit by. Each of its kernels already won
+# its region by a clear 1.10x (runtime/decision.py); the program as a whole only has to show
+# that nothing around them undid the gain, and that gain is diluted by the work left to XLA:
+# GPT-2's decode step at batch 4, every matmul a kernel, measured 1.14x, interval
+# [1.04, 1.30], and ran as jax.jit under the regions' 1.10. The margin above 1 keeps a
+# program whose kernels change nothing measurable (a ratio of 1.00-1.02) from flipping
+# between processes.
+MIN_SPEEDUP = 1.03
 # Object addresses a printed jaxpr may hold (a function in a parameter): not the program.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -106,7 +114,7 @@ def _measure(
         def more(budget_s: float) -> Any:
             return _profile.median_times(functions, inputs, budget_s=budget_s)[0]
 
-        decision = _decision.decide(times, XLA, REWRITTEN, more)
+        decision = _decision.decide(times, XLA, REWRITTEN, more, min_speedup=MIN_SPEEDUP)
     except Exception as e:
         return True, f"{label} not timed ({type(e).__name__}: {e})"
     xla_ms, rewritten_ms = times[XLA] * 1e3, times[REWRITTEN] * 1e3

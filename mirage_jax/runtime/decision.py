@@ -44,6 +44,7 @@ class Decision:
     low: float
     high: float
     rounds: int
+    min_speedup: float = MIN_SPEEDUP  # what the interval had to clear
 
     def describe(self) -> str:
         verdict = (
@@ -52,7 +53,7 @@ class Decision:
             else (
                 "a clear loss"
                 if self.high < 1.0
-                else f"not a clear win of {MIN_SPEEDUP:.2f}x or more, so XLA is kept"
+                else f"not a clear win of {self.min_speedup:.2f}x or more, so XLA is kept"
             )
         )
         return (
@@ -81,11 +82,16 @@ def ratio_interval(
     return ratio, float(low), float(high)
 
 
-def clear_win(xla: Sequence[float], candidate: Sequence[float], seed: int = SEED) -> Decision:
+def clear_win(
+    xla: Sequence[float],
+    candidate: Sequence[float],
+    seed: int = SEED,
+    min_speedup: float = MIN_SPEEDUP,
+) -> Decision:
     """The decision on these samples alone: kept when the whole interval is above
-    MIN_SPEEDUP."""
+    `min_speedup`."""
     ratio, low, high = ratio_interval(xla, candidate, seed)
-    return Decision(low > MIN_SPEEDUP, ratio, low, high, len(xla))
+    return Decision(low > min_speedup, ratio, low, high, len(xla), min_speedup)
 
 
 def samples_of(times: Mapping[str, float], name: str) -> list[float]:
@@ -101,24 +107,25 @@ def decide(
     candidate: str,
     more: Callable[[float], Mapping[str, float]],
     extra_budget_s: float = EXTRA_BUDGET_S,
+    min_speedup: float = MIN_SPEEDUP,
 ) -> Decision:
     """The decision on `times` (a profile.Times holding both), taking more rounds with
-    more(seconds) -> Times of the two while the interval straddles MIN_SPEEDUP, up to
+    more(seconds) -> Times of the two while the interval straddles `min_speedup`, up to
     extra_budget_s.
     Exact times (no samples) are decided as they are."""
     x, c = samples_of(times, xla), samples_of(times, candidate)
-    decision = clear_win(x, c)
+    decision = clear_win(x, c, min_speedup=min_speedup)
     exact = getattr(times, "samples", None) is None
     spent = 0.0
     while (
-        not exact and not decision.kept and decision.high > MIN_SPEEDUP and spent < extra_budget_s
+        not exact and not decision.kept and decision.high > min_speedup and spent < extra_budget_s
     ):
         step = min(ROUND_BUDGET_S, extra_budget_s - spent)
         again = more(step)
         spent += step
         if getattr(again, "samples", None) is None:  # a replaced timer: decide on its times
-            return clear_win([again[xla]], [again[candidate]])
+            return clear_win([again[xla]], [again[candidate]], min_speedup=min_speedup)
         x += samples_of(again, xla)
         c += samples_of(again, candidate)
-        decision = clear_win(x, c)
+        decision = clear_win(x, c, min_speedup=min_speedup)
     return decision

@@ -41,6 +41,21 @@ def test_a_steady_win_of_five_percent_is_too_small_to_keep():
     assert d.kept and d.low == pytest.approx(1.12)
 
 
+def test_the_whole_program_clears_a_lower_bar_than_a_region():
+    # a program whose kernels each won their regions by 1.10x keeps them when it is clearly
+    # 5% faster as a whole (the rest of the program dilutes the gain), not when it is 2%
+    from mirage_jax.rewrite import whole_program
+
+    phase = rounds(1.0, 0.2, 40, 5)
+    five = [1.05e-3 * p for p in phase], [1.0e-3 * p for p in phase]
+    d = decision.clear_win(*five, min_speedup=whole_program.MIN_SPEEDUP)
+    assert d.kept and "a clear win" in d.describe()
+    assert not decision.clear_win(*five).kept
+    two = [1.02e-3 * p for p in phase], [1.0e-3 * p for p in phase]
+    d = decision.clear_win(*two, min_speedup=whole_program.MIN_SPEEDUP)
+    assert not d.kept and "not a clear win of 1.03x or more" in d.describe()
+
+
 def test_a_machine_wide_slow_phase_falls_on_both_and_is_paired_out():
     # every round's speed differs by up to 3x (the machine), the candidate is 20% faster in
     # each: unpaired this would straddle, paired it is clear

@@ -29,9 +29,10 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
     ]
     if run.result is not None:
         found = len(run.result.candidates)
+        others = sum(c.hash() != run.kg.hash() for c in run.result.candidates)
         lines.append(
-            f"candidates: {found} verified by the search; the cost model's top "
-            f"{min(run.top_k, found)} were timed, and the original"
+            f"candidates: {found} verified by the search; the cost model's best "
+            f"{min(run.top_k, others)} besides the original were timed, and the original"
         )
     if chosen is run.kg:
         lines.append(

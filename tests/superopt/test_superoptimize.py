@@ -132,6 +132,22 @@ def test_xla_is_timed_even_when_the_original_is_not_in_the_top_k(ranked, monkeyp
     assert "chosen: the original graph with XLA" in f.report()
 
 
+def test_the_top_k_slots_go_to_candidates_when_the_model_ranks_the_original_first(
+    ranked, monkeypatch
+):
+    # the original is timed under XLA anyway: ranked first, it must not take the only slot
+    original = reference()
+    others = [c for c in ranked if c.hash() != original.hash()]
+    result = mj.SearchResult(
+        [original, *others], [0.0] + [1.0] * len(others), mj.SearchStats(0, 0, 0, 0, 0, 0, 0, 0), ""
+    )
+    monkeypatch.setattr(search_cache, "cached_search", lambda *a, **k: (result, True))
+    asked = fixed_times(monkeypatch, {"xla": 1e-3, others[0].hash(): 2e-3})
+    f = superoptimize(top_k=1)
+    assert asked == [sorted(["xla", others[0].hash()])]
+    assert "the cost model's best 1 besides the original were timed" in f.report()
+
+
 def test_a_faster_candidate_is_chosen_and_the_report_tells_how_it_was_verified(ranked, monkeypatch):
     best = ranked[0].hash()
     fixed_times(monkeypatch, {"xla": 3e-3, best: 1e-3, ranked[1].hash(): 2e-3})

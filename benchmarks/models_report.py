@@ -59,6 +59,16 @@ def markdown(result: dict) -> str:
         f"Geometric mean speedup: {result['geomean_speedup']:.2f}× over "
         f"{len(result['cases'])} cases.",
     ]
+    ranked = result.get("ranking")
+    if ranked and ranked["ranked"]:
+        lines += [
+            "",
+            f"Cost model ({result.get('calibration', '?')}), over the {ranked['ranked']} "
+            f"regions that timed candidates: mean Spearman {ranked['mean_spearman']:.2f} "
+            f"({ranked['with_spearman']} regions with 3 or more), fastest measured in its top "
+            f"4 in {ranked['fastest_in_top4']}, its first choice at "
+            f"{ranked['regret_geomean']:.2f}× the fastest's time (geometric mean).",
+        ]
     lines += [
         "",
         "Regions: found by the partitioner / converted to a μGraph / a kernel beat "

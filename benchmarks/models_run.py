@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -53,9 +54,11 @@ import models_report
 import report
 from models import coverage
 from models.check import TOLERANCE, compare
+from ranking import Ranking, ranking, summarize
 from timing import alternating_medians, timed_call
 
 import mirage_jax as mj
+from mirage_jax.superopt import calibration_cache
 
 QUICK_BUDGET_S = 2.0
 KEEP = "MIRAGE_JAX_KEEP_KERNELS"
@@ -121,6 +124,7 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
             kept_padded = compare(forced(*padded), xla(*padded))
             forced_kernels = bool(forced.uses_kernels(*inputs))
     reports = optimized.regions(*inputs)
+    rankings = [ranking(r.costs, r.timings) for r in reports if r.costs]
     cov = coverage.probe(case)
     summary = region_summary(reports)
     uses_kernels = bool(optimized.uses_kernels(*inputs))
@@ -179,6 +183,8 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
         failures=failures,
         warnings=warned,
         load=os.getloadavg()[0],
+        ranking=summarize(rankings).to_json(),
+        rankings=[dataclasses.asdict(r) for r in rankings],
     )
 
 
@@ -290,6 +296,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
     rows = []
+    calibration_s, calibration = calibrate()
     with tempfile.TemporaryDirectory(prefix="mj_zoo_") as root:
         caches = {}
         for i, name in enumerate(names, 1):
@@ -309,6 +316,7 @@ def main(argv=None) -> int:
                 f"({time.perf_counter() - start:.0f} s)",
                 flush=True,
             )
+            print(f"    {summarize(rankings_of(row)).line()}", flush=True)
             for failure in row["failures"]:
                 print(f"    FAILURE: {failure}", flush=True)
         print("warm first calls in a new process ...", flush=True)
@@ -335,6 +343,9 @@ def main(argv=None) -> int:
         ),
         cases=rows,
         geomean_speedup=report.geomean([r["speedup"] for r in rows]),
+        calibration=calibration,
+        calibration_s=calibration_s,
+        ranking=summarize([r for row in rows for r in rankings_of(row)]).to_json(),
     )
     table = models_report.markdown(result)
     (out / "results.md").write_text(table)
@@ -342,8 +353,25 @@ def main(argv=None) -> int:
     models_report.write_chart(result, out / "results.png")
     print()
     print(table)
+    print(summarize([r for row in rows for r in rankings_of(row)]).line() + " (all regions)")
     print(f"wrote {out / 'results.md'}, {out / 'results.json'}, {out / 'results.png'}")
     return 0 if all(r["correct"] for r in rows) else 1
+
+
+def rankings_of(row: dict) -> list:
+    return [Ranking(**r) for r in row["rankings"]]
+
+
+def calibrate() -> tuple[float, str]:
+    """(seconds, what the CPU cost model ranks with): measured here, once per machine,
+    before any case, so that no case's cold first call carries it."""
+    if not calibration_cache.enabled():
+        return 0.0, f"presets (${calibration_cache.ENV}=0)"
+    start = time.perf_counter()
+    found = calibration_cache.load_or_measure()
+    seconds = time.perf_counter() - start
+    print(f"cost model calibration ({seconds:.1f} s, once per machine): {found.summary()}")
+    return seconds, found.summary()
 
 
 def _cpu_name() -> str:

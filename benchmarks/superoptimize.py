@@ -10,10 +10,13 @@ benchmarks/kernels.py. Prints a markdown table of median milliseconds and speedu
     python benchmarks/superoptimize.py [--runs 30] [--only gated_mlp] [--budget 45]
         [--attention] [--top-k 8] [--json out]
 
-Each row also says how well the cost model ranked the candidates the cold call compiled and
-timed (benchmarks/ranking.py): the Spearman correlation of its estimates with the measured
-medians, and the place of the fastest measured candidate in its order. `--top-k` sets how
-many are compiled (superoptimize's default is 4; 8 lets "fastest in the top 4" fail).
+The cost model ranks with this machine's calibration (mirage_jax/superopt/calibration.py), or
+with its presets under `--presets`. Each row also says how well the cost model ranked the
+candidates the cold call compiled and timed (benchmarks/ranking.py): the Spearman
+correlation of its estimates with the measured medians, the place of the fastest measured
+candidate in its order, and its regret (its first choice's time over the fastest's).
+`--top-k` sets how many are compiled (superoptimize's default is 4; 8 lets "fastest in the
+top 4" fail).
 
 The search configs are sized so that one search takes well under a minute on a 2-core
 machine: one kernel-level op (the whole program fused into one customized op) and at most 5-6
@@ -39,10 +42,11 @@ import jax
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kernels import _inputs, _max_rel_err, time_pair
-from ranking import ranking
+from ranking import ranking, summarize
 
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs as pg
+from mirage_jax.superopt import calibration_cache
 
 # (row name, reference builder, SearchConfig keyword arguments without the time budget)
 MLP = dict(preset="mlp", max_kernel_ops=1, max_block_ops=5, threads=2)
@@ -105,11 +109,23 @@ def main():
     )
     parser.add_argument("--report", action="store_true", help="print superoptimize's reports")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--presets",
+        action="store_true",
+        help="rank with the cost model's presets instead of this machine's calibration",
+    )
     args = parser.parse_args()
+    if args.presets:
+        os.environ[calibration_cache.ENV] = "0"
+    if calibration_cache.enabled():
+        found = calibration_cache.load_or_measure()
+        print(f"cost model: this machine's calibration: {found.summary()}")
+    else:
+        print("cost model: presets (this machine's cores and cache)")
     only = {s for s in args.only.split(",") if s}
     cases = CASES + (ATTENTION_CASES if args.attention else [])
 
-    rows, skipped = [], []
+    rows, skipped, rankings = [], [], []
     for name, build, config_kwargs in cases:
         if only and name not in only:
             continue
@@ -126,6 +142,7 @@ def main():
             cold = time.perf_counter() - t0
             cold_report = opt.report()
             ranked = ranking(opt.costs, opt.timings)
+            rankings.append(ranked)
             t0 = time.perf_counter()
             opt = mj.superoptimize(
                 ref, config=config, cache_dir=root, progress=False, top_k=args.top_k
@@ -176,6 +193,7 @@ def main():
                 timed_candidates=ranked.candidates,
                 spearman=ranked.spearman,
                 fastest_at_cost_rank=ranked.fastest_rank,
+                regret=ranked.regret,
             )
         )
         print(
@@ -209,14 +227,7 @@ def main():
             f"\ngeometric mean speedup: {math.exp(sum(map(math.log, sp)) / len(sp)):.2f}x "
             f"over {len(sp)} programs"
         )
-        rhos = [r["spearman"] for r in rows if not math.isnan(r["spearman"])]
-        ranked_rows = [r for r in rows if r["fastest_at_cost_rank"] is not None]
-        top4 = sum(r["fastest_at_cost_rank"] <= 4 for r in ranked_rows)
-        print(
-            f"cost model: mean Spearman {sum(rhos) / len(rhos) if rhos else math.nan:.2f} over "
-            f"{len(rhos)} programs with 3 or more timed candidates; the fastest measured "
-            f"candidate was in its top 4 in {top4} of {len(ranked_rows)} programs"
-        )
+        print(summarize(rankings).line())
     for s in skipped:
         print(f"skipped: {s}")
     print(f"load average at the end: {os.getloadavg()}")

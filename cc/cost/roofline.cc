@@ -12,6 +12,9 @@ double compute_seconds(const KernelWork& w, const Target& t) {
     return w.low_precision_matmul_flops / t.tensor_core_flops +
            (w.flops - w.low_precision_matmul_flops) / t.peak_flops;
   }
+  if (w.kind == KernelKind::kCustomized && t.generated_flops > 0) {
+    return w.flops / t.generated_flops;
+  }
   const bool small_m = w.kind == KernelKind::kLibraryMatmul && w.matmul_rows > 0 &&
                        w.matmul_rows <= t.library_small_m_rows;
   return w.flops / (small_m ? t.library_small_m_matmul_flops : t.peak_flops);
@@ -55,6 +58,9 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
     k.parallel_efficiency = waves_efficiency(w.blocks, t.parallel_units());
   }
   k.overhead_s = customized ? t.custom_call_overhead_s : t.library_kernel_overhead_s;
+  if (customized && t.kind == TargetKind::kCpu && w.blocks > 0) {
+    k.overhead_s += std::ceil(double(w.blocks) / t.parallel_units()) * t.block_overhead_s;
+  }
   k.fits = !(customized && t.kind == TargetKind::kGpu &&
              w.working_set_bytes > double(t.shared_memory_per_block));
   k.seconds = k.fits ? std::max(k.memory_s, k.compute_s) / k.parallel_efficiency + k.overhead_s

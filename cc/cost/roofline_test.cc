@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <stdexcept>
 
 namespace mj::cost {
 namespace {
@@ -98,6 +99,34 @@ TEST(Roofline, BlockOverflowingSharedMemoryCannotRunOnGpu) {
   EXPECT_FALSE(kernel_time(w, Target::a100()).fits);  // 163 KiB there
   // A CPU has no such hard limit.
   EXPECT_TRUE(kernel_time(w, Target::cpu_host()).fits);
+}
+
+TEST(Roofline, GeneratedKernelsComputeAtTheirOwnRate) {
+  Target cpu = Target::cpu_host();
+  cpu.generated_flops = 60e9;  // a calibration: generated loops at half the library's rate
+  EXPECT_DOUBLE_EQ(kernel_time(customized(2, 0, 6e9), cpu).compute_s, 0.1);
+  KernelWork library;
+  library.kind = KernelKind::kLibraryMatmul;
+  library.flops = 6e9;
+  library.matmul_rows = 1024;
+  EXPECT_DOUBLE_EQ(kernel_time(library, cpu).compute_s, 6e9 / 120e9);
+}
+
+TEST(Roofline, EachWaveOfBlocksPaysTheBlockOverhead) {
+  Target cpu = Target::cpu_host();
+  cpu.block_overhead_s = 1e-6;
+  // 64 blocks on 2 cores: 32 after each other on each core.
+  EXPECT_DOUBLE_EQ(kernel_time(customized(64, 0, 0), cpu).overhead_s, 35e-6 + 32e-6);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(3, 0, 0), cpu).overhead_s, 35e-6 + 2e-6);
+}
+
+TEST(Roofline, ATargetWithANegativeOrNaNOverheadIsRefused) {
+  Target cpu = Target::cpu_host();
+  cpu.block_overhead_s = std::nan("");
+  EXPECT_THROW(check_target(cpu), std::invalid_argument);
+  cpu.block_overhead_s = 0;
+  cpu.generated_flops = -1;
+  EXPECT_THROW(check_target(cpu), std::invalid_argument);
 }
 
 }  // namespace

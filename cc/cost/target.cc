@@ -38,6 +38,7 @@ Target Target::cpu_host(const HostMeasurements& measured) {
   if (measured.cores > 0) t.cores = measured.cores;
   if (measured.read_bandwidth > 0) t.dram_bandwidth = measured.read_bandwidth;
   if (measured.matmul_flops > 0) t.peak_flops = measured.matmul_flops;
+  if (measured.generated_flops > 0) t.generated_flops = measured.generated_flops;
   if (measured.ffi_dispatch_s > 0) t.custom_call_overhead_s = measured.ffi_dispatch_s;
   t.library_small_m_matmul_flops = 0.18 * t.fma_peak_flops();
   return t;
@@ -115,8 +116,13 @@ void check_target(const Target& t) {
     require_positive(t, "shared_memory_per_block", double(t.shared_memory_per_block));
     require_positive(t, "tensor_core_flops", t.tensor_core_flops);
   }
-  if (t.custom_call_overhead_s < 0 || t.library_kernel_overhead_s < 0) {
+  // Written as !(x >= 0) so that a NaN from a failed measurement is refused too.
+  if (!(t.custom_call_overhead_s >= 0) || !(t.library_kernel_overhead_s >= 0) ||
+      !(t.block_overhead_s >= 0) || !(t.page_walk_s >= 0) || !(t.run_overhead_s >= 0)) {
     throw std::invalid_argument("target '" + t.name + "': overheads must not be negative");
+  }
+  if (!(t.generated_flops >= 0)) {
+    throw std::invalid_argument("target '" + t.name + "': generated_flops must not be negative");
   }
 }
 

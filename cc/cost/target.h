@@ -12,9 +12,10 @@ enum class TargetKind : uint8_t { kCpu, kGpu };
 // Values measured on the host at run time (0 keeps the preset's default), so the ranking can
 // follow the machine it runs on rather than the one the presets were written on.
 struct HostMeasurements {
-  double read_bandwidth = 0;  // bytes/s of a large streaming read
-  double matmul_flops = 0;    // flop/s of a large f32 matmul
-  double ffi_dispatch_s = 0;  // seconds of one FFI custom call doing no work
+  double read_bandwidth = 0;   // bytes/s of a large streaming read
+  double matmul_flops = 0;     // flop/s of a large f32 matmul
+  double generated_flops = 0;  // flop/s of a generated kernel's block matmuls
+  double ffi_dispatch_s = 0;   // seconds of one FFI custom call doing no work
   int cores = 0;
 };
 
@@ -24,8 +25,11 @@ struct Target {
 
   // ---- both kinds
   double dram_bandwidth = 0;  // bytes/s from main memory (HBM on a GPU)
-  // f32 flop/s a generated kernel reaches: CPU, a tuned matmul; GPU, the fp32 FMA pipes.
+  // f32 flop/s of the library's kernels (CPU: a large XLA matmul) and of a generated
+  // kernel's block graph (CPU: its tile loops, compiled by g++; 0: peak_flops). On a GPU both
+  // are the fp32 FMA pipes and generated_flops is not read.
   double peak_flops = 0;
+  double generated_flops = 0;
   // The cache that serves tiles re-read by the blocks a replicated input is shared by
   // (CPU L3, GPU L2), and its bandwidth. A replicated tensor that fits in half of it (the
   // other half is left to the streamed operands) is re-read from it, not from DRAM.
@@ -56,6 +60,9 @@ struct Target {
   double page_walk_s = 0;
   // The fixed cost of one contiguous run of a loop-walked tile (kernel_work.h, runs_loaded).
   double run_overhead_s = 0;
+  // The fixed cost of one block (a task on the thread pool: its hand-off, its tile set-up and
+  // the epilogue that stores its outputs), paid by the core that runs it; 0: not modeled.
+  double block_overhead_s = 0;
 
   // ---- GPU: blocks are thread blocks spread over the SMs
   int sms = 0;

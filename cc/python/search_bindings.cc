@@ -11,6 +11,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "cc/cost/estimate.h"
+#include "cc/cost/kernel_graph_work.h"
+#include "cc/cost/roofline.h"
 #include "cc/cost/target.h"
 #include "cc/python/bindings.h"
 #include "cc/search/op_key.h"
@@ -33,12 +36,74 @@ using search::SearchStats;
 namespace {
 
 void bind_target(nb::module_& m) {
+  // The roofline inputs are writable so that the CPU target can take the numbers measured
+  // on the machine it runs on (mirage_jax/runtime/calibration.py); check() says which field
+  // the model cannot use.
   nb::class_<Target>(m, "Target")
       .def_ro("name", &Target::name)
+      .def_rw("dram_bandwidth", &Target::dram_bandwidth)
+      .def_rw("peak_flops", &Target::peak_flops)
+      .def_rw("generated_flops", &Target::generated_flops)
+      .def_rw("last_level_cache_bytes", &Target::last_level_cache_bytes)
+      .def_rw("cache_bandwidth", &Target::cache_bandwidth)
+      .def_rw("custom_call_overhead_s", &Target::custom_call_overhead_s)
+      .def_rw("library_kernel_overhead_s", &Target::library_kernel_overhead_s)
+      .def_rw("library_small_m_rows", &Target::library_small_m_rows)
+      .def_rw("library_small_m_matmul_flops", &Target::library_small_m_matmul_flops)
+      .def_rw("cores", &Target::cores)
+      .def_rw("page_walk_s", &Target::page_walk_s)
+      .def_rw("run_overhead_s", &Target::run_overhead_s)
+      .def_rw("block_overhead_s", &Target::block_overhead_s)
+      .def("check", &cost::check_target)
       .def_static("cpu_host", [] { return Target::cpu_host(); })
       .def_static("a100", &Target::a100)
       .def_static("h100", &Target::h100)
       .def_static("h200", &Target::h200);
+
+  m.def(
+      "estimate_cost",
+      [](const KernelGraph& g, const Target& t) {
+        const cost::CostEstimate c = cost::estimate(g, t);
+        return nb::make_tuple(c.seconds, c.breakdown);
+      },
+      "graph"_a, "target"_a,
+      "(estimated seconds, one line per kernel) of a kernel graph on a target: the cost "
+      "model the search ranks candidates by.");
+
+  m.def(
+      "kernel_costs",
+      [](const KernelGraph& g, const Target& t) {
+        cost::check_target(t);
+        nb::list kernels;
+        for (const cost::KernelWork& w : cost::kernel_graph_work(g)) {
+          const cost::KernelTime k = cost::kernel_time(w, t);
+          nb::dict d;
+          d["label"] = w.label;
+          d["customized"] = w.kind == cost::KernelKind::kCustomized;
+          d["bytes_read"] = w.bytes_read;
+          d["bytes_written"] = w.bytes_written;
+          d["flops"] = w.flops;
+          d["blocks"] = w.blocks;
+          d["runs_loaded"] = w.runs_loaded;
+          double walked_pages = 0;
+          for (const auto& [pages, loads] : w.paged_loads) {
+            if (pages > t.tlb_entries) walked_pages += pages * loads;
+          }
+          d["page_walks"] = t.tlb_entries > 0 ? walked_pages : 0.0;
+          d["dram_bytes"] = k.dram_bytes;
+          d["cached_bytes"] = k.cached_bytes;
+          d["memory_s"] = k.memory_s;
+          d["compute_s"] = k.compute_s;
+          d["parallel_efficiency"] = k.parallel_efficiency;
+          d["overhead_s"] = k.overhead_s;
+          d["seconds"] = k.seconds;
+          kernels.append(d);
+        }
+        return kernels;
+      },
+      "graph"_a, "target"_a,
+      "The cost model's terms for each kernel of a graph on a target (what it reads, "
+      "computes and how long each part takes), for calibrating and explaining it.");
 }
 
 void bind_config(nb::module_& m) {

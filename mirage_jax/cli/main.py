@@ -1,4 +1,4 @@
-"""python -m mirage_jax <command>. Commands: demo, cache, inspect, cuda-plan.
+"""python -m mirage_jax <command>. Commands: demo, cache, inspect, cuda-plan, calibrate.
 
 demo: the paper's RMSNorm+Linear μGraph end to end (mirage_jax/cli/demo.py).
 
@@ -14,6 +14,9 @@ region, its source lines, the μGraph chosen, how it was verified and the measur
 cuda-plan [PROGRAM ...]: how the CUDA generator plans the paper's programs and each
 kernel's estimated share of an A100/H100/H200 roofline (mirage_jax/cli/cuda_plan.py); no GPU
 needed.
+
+calibrate [--remeasure]: the numbers the CPU cost model ranks with on this machine, measured
+once and kept in the cache (mirage_jax/cli/calibrate.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import argparse
 import os
 
 from mirage_jax.cli import cache as cache_cli
-from mirage_jax.cli import cuda_plan
+from mirage_jax.cli import calibrate, cuda_plan
 from mirage_jax.cli import inspect as _inspect
 from mirage_jax.cli.demo import run_demo
 from mirage_jax.runtime import toolchain
@@ -56,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     cache_cli.add_parser(commands)
     _add_inspect(commands)
     cuda_plan.add_parser(commands)
+    calibrate.add_parser(commands)
     args = parser.parse_args(argv)
     if args.cuda_arch is not None:
         try:
@@ -79,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_demo(small=args.small, seed=args.seed, superoptimize=not args.no_superoptimize)
     if args.command == "cache":
         return cache_cli.run(args)
+    if args.command == "calibrate":
+        return calibrate.run(args)
     parser.error(f"unknown command {args.command!r}")
     return 2
 

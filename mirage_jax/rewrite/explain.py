@@ -22,6 +22,10 @@ class RegionReport:
     flops: int = 0
     # Later specializations of this region: (what, a RegionReport or an Optimized).
     variants: list = field(default_factory=list)
+    # By candidate hash, when superoptimize searched and timed this region: the cost model's
+    # estimate and the measured median seconds ("xla": the original), to judge its ranking.
+    costs: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
 
     def headline(self) -> str:
         return f"region at {describe_sources(self.sources)}: {self.chosen} ({self.reason})"

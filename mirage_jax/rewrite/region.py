@@ -124,8 +124,13 @@ class Pending:
     def gain_s(self) -> float:
         return self.estimate.gain_s if self.estimate is not None else 0.0
 
-    def report(self, chosen: str, reason: str, text: str = "") -> RegionReport:
-        return _new_report(self.region, chosen, reason, text, sources=self.settings.sources)
+    def report(
+        self, chosen: str, reason: str, text: str = "", fast: Superoptimized | None = None
+    ) -> RegionReport:
+        report = _new_report(self.region, chosen, reason, text, sources=self.settings.sources)
+        if fast is not None:  # what the cost model estimated and the timing measured
+            report.costs, report.timings = dict(fast.costs), dict(fast.timings)
+        return report
 
 
 def prepare(region: Region, settings: Settings) -> Pending | Outcome:
@@ -203,7 +208,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     if isinstance(fast, str):
         return None, warn_fallback(pending.report("xla", fast))
     if fast.graph is rg.graph or not any(op.kind == "customized" for op in fast.graph.ops):
-        return None, pending.report("xla", "no candidate beat XLA", fast.report())
+        return None, pending.report("xla", "no candidate beat XLA", fast.report(), fast)
     chosen = fast
 
     def run(*values):
@@ -227,8 +232,9 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
                 reason = (
                     f"its kernel won alone ({fast.speedup:.2f}x) but not with its layout copies"
                 )
-                return None, pending.report("xla", reason, text)
-    return run, pending.report("kernel", f"{fast.speedup:.2f}x over XLA in its own timing", text)
+                return None, pending.report("xla", reason, text, fast)
+    reason = f"{fast.speedup:.2f}x over XLA in its own timing"
+    return run, pending.report("kernel", reason, text, fast)
 
 
 def region_kernel(region: Region, settings: Settings) -> Outcome:

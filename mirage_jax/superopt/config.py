@@ -15,14 +15,13 @@ import dataclasses
 import math
 import numbers
 import operator
-import os
 from collections.abc import Sequence
 
 from mirage_jax import _core
 from mirage_jax.ir import args as _args
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.ir.handles import Tensor
-from mirage_jax.superopt import user_structure
+from mirage_jax.superopt import calibration, user_structure
 
 PRESETS = ("auto", "mlp", "attention", "lora")
 TARGETS = {
@@ -229,7 +228,7 @@ class SearchConfig:
         ):
             setattr(core, name, getattr(self, name))
         core.max_verified = self.max_verified or 0
-        core.threads = _usable_cores() if self.threads is None else self.threads
+        core.threads = calibration.usable_cores() if self.threads is None else self.threads
         core.grid_sizes_override = list(self.grid_sizes or ())
         core.forloop_ranges_override = list(self.forloop_ranges or ())
         core.grids = [user_structure.padded(g, 1) for g in self.grids or ()]
@@ -254,14 +253,6 @@ def preset_for(graph: KernelGraph) -> str:
     chained = any(op.kind == "matmul" and any(map(made_by_matmul, op.inputs)) for op in ops)
     summed = any(op.kind == "add" and all(map(made_by_matmul, op.inputs)) for op in ops)
     return "lora" if chained and summed else "mlp"
-
-
-def _usable_cores() -> int:
-    """The cores this process may run on: its affinity mask, not the machine's core count,
-    which overcounts in containers and under taskset."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
 
 
 # -- per-region defaults (mirage_jax.optimize) -----------------------------------------

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
-from mirage_jax.superopt import deepening, user_structure
+from mirage_jax.superopt import calibration_cache, deepening, user_structure
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
 
@@ -142,10 +142,13 @@ def search(
         return not stop_requested
 
     searched_hook = None if hook is None else core_hook
+    # Resolved once for every rung: the "cpu" target is this machine's calibration, measured
+    # here (a few seconds) the first time any search runs on it.
+    target = calibration_cache.cpu_target()[0] if config.target == "cpu" else None
 
     def run_rung(rung: SearchConfig) -> SearchResult:
         nonlocal earlier
-        result = _run(graph, rung, searched_hook)
+        result = _run(graph, rung, searched_hook, target)
         stats = result.stats
         earlier = earlier.followed_by(
             SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, stats.seconds)
@@ -156,7 +159,7 @@ def search(
         if config.deepen:
             runs = deepening.climb(config, run_rung)
             return _merged(runs, config.max_verified, graph.hash())
-        return _run(graph, config, searched_hook)
+        return _run(graph, config, searched_hook, target)
     finally:
         if reporter is not None:
             reporter.close()
@@ -166,8 +169,12 @@ def _run(
     graph: KernelGraph,
     config: SearchConfig,
     hook: Callable[[_core.SearchProgressInfo], bool] | None,
+    target: _core.Target | None,
 ) -> SearchResult:
-    info = _core.search(graph._core, config._to_core(), hook)
+    core = config._to_core()
+    if target is not None:
+        core.target = target
+    info = _core.search(graph._core, core, hook)
     stats = info.stats
     return SearchResult(
         candidates=[KernelGraph._wrap(core) for core in info.candidates],

@@ -15,7 +15,6 @@ a warning.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import json
 import math
@@ -23,9 +22,9 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from mirage_jax import _core
 from mirage_jax.cache import store as cache
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt import calibration_cache, machine
 from mirage_jax.superopt.search import SearchResult, SearchStats
 
 KIND = "search"
@@ -43,9 +42,8 @@ _BUDGET_SPENT = "time budget spent"
 _UNCACHED_REASONS = ("stopped",)
 
 
-@functools.lru_cache(maxsize=1)
-def _core_digest() -> str:
-    return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()
+# The name the tests and the fingerprint know it by.
+_core_digest = machine.core_digest
 
 
 def search_key(graph, config, backend: str) -> str:
@@ -56,6 +54,9 @@ def search_key(graph, config, backend: str) -> str:
         "config": fields,
         "backend": backend,
         "target": config.target,
+        # The ranking (and so which candidates max_verified keeps) follows the target's
+        # numbers: this machine's calibration for "cpu".
+        "target_numbers": calibration_cache.cpu_target()[1] if config.target == "cpu" else None,
         "versions": cache.versions(),
         "core": _core_digest(),
     }

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime
 import functools
 import hashlib
 import json
@@ -33,6 +32,7 @@ import jax
 
 from mirage_jax.cache import store as cache
 from mirage_jax.superopt import search_cache  # noqa: F401 (registers the core's fingerprint)
+from mirage_jax.superopt.machine import cpu_model, host, now
 
 KIND = "verdict"
 DIRECTORY = "verdicts"
@@ -47,16 +47,6 @@ def enabled() -> bool:
     return os.environ.get(ENV, "1") != "0"
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 @functools.lru_cache(maxsize=1)
 def machine() -> dict[str, Any]:
     """What a timing depends on besides the programs: this machine and the software."""
@@ -66,7 +56,7 @@ def machine() -> dict[str, Any]:
     except RuntimeError as e:
         device_kind = f"none ({e})"
     return {
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
         "arch": platform.machine(),
         "device": device_kind,
@@ -107,14 +97,6 @@ def program_key(rewritten_text: str, plain_text: str, signature: str) -> str:
         for name, text in (("rewritten", rewritten_text), ("plain", plain_text))
     }
     return _key({"scope": "program", **digest, "signature": signature})
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-
-
-def host() -> str:
-    return platform.node() or "unknown host"
 
 
 def entry_problem(entry: Path) -> str | None:

@@ -40,3 +40,24 @@ def test_the_fastest_candidate_s_place_in_the_model_s_order(ranking):
     assert r.candidates == 5 and r.spearman == pytest.approx(-1.0)
     assert r.fastest_rank == 5 and r.in_top(4) is False and r.in_top(5) is True
     assert ranking.ranking({}, {"xla": 1.0}).fastest_rank is None
+
+
+def test_regret_is_the_model_s_first_choice_over_the_fastest(ranking):
+    r = ranking.ranking({"a": 1.0, "b": 2.0, "c": 3.0}, {"xla": 0.1, "a": 3.0, "b": 2.0, "c": 1.5})
+    assert r.regret == pytest.approx(2.0)
+    assert ranking.ranking({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 4.0}).regret == 1.0
+
+
+def test_the_summary_over_calls(ranking):
+    calls = [
+        ranking.ranking({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 1.0, "b": 2.0, "c": 3.0}),
+        ranking.ranking({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 4.0, "b": 2.0, "c": 1.0}),
+        ranking.ranking({"a": 1.0, "b": 2.0}, {"a": 1.0, "b": 2.0}),  # too few for Spearman
+        ranking.ranking({}, {"xla": 1.0}),  # nothing timed: left out
+    ]
+    s = ranking.summarize(calls)
+    assert (s.ranked, s.with_spearman, s.fastest_in_top4) == (3, 2, 3)
+    assert s.mean_spearman == pytest.approx(0.0)
+    assert s.regret_geomean == pytest.approx(4.0 ** (1 / 3))
+    assert "mean Spearman 0.00 over 2 calls" in s.line()
+    assert "no call timed" in ranking.summarize([]).line()

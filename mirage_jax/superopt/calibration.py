@@ -1,0 +1,218 @@
+"""The CPU cost model's numbers, measured on the machine that runs the search.
+
+The "cpu" target's presets (cc/cost/target.cc) were measured on one development machine; a
+machine with other memory, other cores or other load ranks candidates differently. Here each
+number the roofline divides by is measured with a small probe, the way candidates run:
+
+- dram_bandwidth: a generated kernel streaming a weight matrix twice the last-level cache
+  (x[1, K] @ W[K, N], one block per core): the rate decode GEMVs get, not a library's.
+- generated_flops: a generated kernel's block matmuls on cache-resident tiles.
+- peak_flops, library_small_m_matmul_flops: jitted XLA matmuls, large and of 8 rows.
+- custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
+  doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
+- block_overhead_s: the same tiny work cut into 64 blocks instead of one.
+- run_overhead_s: the streamed W again, cut into 64 column blocks (runs of 256 bytes) instead
+  of one per core: the extra time over the extra runs (cc/cost/kernel_work.h, runs_loaded).
+- page_walk_s: the 64 column blocks again, each loading its whole column strip in one step
+  (4096 runs on 4096 pages, more than the TLB maps) instead of 16 steps of 256 rows.
+
+Each probe keeps its fastest of several runs: load from other processes only slows runs, so
+the minimum is the closest to the machine's own figure, and the ranking does not follow the
+load of the moment. Measuring compiles four small kernels (a few seconds, once: the result
+is kept per machine, superopt/calibration_cache.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from mirage_jax import _core
+from mirage_jax.ir.graph import BlockGraph, KernelGraph
+from mirage_jax.runtime import cold_inputs
+from mirage_jax.runtime import compile as runtime_compile
+
+RUNS = 12  # per probe; the fastest counts
+_STREAM_K = 4096
+_STREAM_MAX_BYTES = 256 * 2**20
+_TINY_BLOCKS = 64
+_SHORT_RUN_BLOCKS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """What was measured, in the units of cc/cost/target.h."""
+
+    cores: int
+    last_level_cache_bytes: int
+    dram_bandwidth: float  # bytes/s
+    generated_flops: float  # flop/s
+    peak_flops: float  # flop/s
+    library_small_m_matmul_flops: float  # flop/s
+    custom_call_overhead_s: float
+    block_overhead_s: float
+    run_overhead_s: float
+    page_walk_s: float
+
+    def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            positive = not field.name.endswith("_s")
+            if not math.isfinite(value) or value < 0 or (positive and value == 0):
+                raise ValueError(
+                    f"calibration: {field.name} must be a finite "
+                    f"{'positive' if positive else 'non-negative'} number, got {value!r}"
+                )
+
+    def to_json(self) -> dict[str, float | int]:
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_json(doc: dict) -> Calibration:
+        names = {f.name for f in dataclasses.fields(Calibration)}
+        missing = names - set(doc)
+        if missing:
+            raise ValueError(f"calibration: fields missing: {sorted(missing)}")
+        return Calibration(
+            cores=int(doc["cores"]),
+            last_level_cache_bytes=int(doc["last_level_cache_bytes"]),
+            **{n: float(doc[n]) for n in sorted(names - {"cores", "last_level_cache_bytes"})},
+        )
+
+    def target(self) -> _core.Target:
+        """The "cpu" target with these numbers in place of the presets."""
+        t = _core.Target.cpu_host()
+        t.cores = self.cores
+        t.last_level_cache_bytes = self.last_level_cache_bytes
+        t.dram_bandwidth = self.dram_bandwidth
+        t.generated_flops = self.generated_flops
+        t.peak_flops = self.peak_flops
+        t.library_small_m_matmul_flops = self.library_small_m_matmul_flops
+        t.custom_call_overhead_s = self.custom_call_overhead_s
+        t.block_overhead_s = self.block_overhead_s
+        t.run_overhead_s = self.run_overhead_s
+        t.page_walk_s = self.page_walk_s
+        t.check()
+        return t
+
+    def summary(self) -> str:
+        return (
+            f"{self.cores} cores, memory {self.dram_bandwidth / 1e9:.1f} GB/s, generated "
+            f"kernels {self.generated_flops / 1e9:.0f} GFLOP/s, XLA matmul "
+            f"{self.peak_flops / 1e9:.0f} GFLOP/s ({self.library_small_m_matmul_flops / 1e9:.0f} "
+            f"at 8 rows), custom call {self.custom_call_overhead_s * 1e6:.1f} us, block "
+            f"{self.block_overhead_s * 1e6:.2f} us, run {self.run_overhead_s * 1e9:.1f} ns, "
+            f"page walk {self.page_walk_s * 1e9:.1f} ns"
+        )
+
+
+def _fastest(fn: Callable, args: Sequence[jax.Array], runs: int = RUNS) -> float:
+    jax.block_until_ready(fn(*args))
+    best = math.inf
+    for _ in range(runs):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its affinity mask, not the machine's core count,
+    which overcounts in containers and under taskset."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def _matmul_kernel(m: int, k: int, n: int, blocks: int, k_tile: int) -> KernelGraph:
+    """x[m, k] @ w[k, n] as one generated kernel: `blocks` blocks over n, a loop over k."""
+    kg = KernelGraph()
+    x, w = kg.new_input((m, k)), kg.new_input((k, n))
+    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
+    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1)
+    wb = bg.new_input(w, imap=(1, -1, -1), fmap=0)
+    bg.new_output(bg.accum_sum(bg.matmul(xb, wb)), omap=(1, -1, -1))
+    (y,) = kg.customized([x, w], bg)
+    kg.mark_output(y)
+    return kg
+
+
+def _scale_kernel(rows: int, blocks: int) -> KernelGraph:
+    """x[rows, 16] * 2 as one generated kernel of `blocks` blocks over the rows."""
+    kg = KernelGraph()
+    x = kg.new_input((rows, 16))
+    bg = BlockGraph(grid=(blocks, 1, 1))
+    split = (0 if blocks > 1 else -1, -1, -1)
+    xb = bg.new_input(x, imap=split, fmap=-1)
+    bg.new_output(bg.mul_scalar(xb, 2.0), omap=split)
+    (y,) = kg.customized([x], bg)
+    kg.mark_output(y)
+    return kg
+
+
+def _stream_columns(cache_bytes: int) -> int:
+    """Columns of the streamed W[K, N]: twice the cache, a multiple of 256, within a cap."""
+    wanted = min(2 * cache_bytes, _STREAM_MAX_BYTES) // (4 * _STREAM_K)
+    return max(1024, (wanted // 256) * 256)
+
+
+def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
+    """Runs the probes (a few seconds) and returns what they measured."""
+    cores = usable_cores()
+    cache_bytes = cold_inputs.last_level_cache_bytes()
+    n_stream = _stream_columns(cache_bytes)
+    kernels = {
+        "stream": _matmul_kernel(1, _STREAM_K, n_stream, cores, 256),
+        "short runs": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
+        "page walks": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K),
+        "compute": _matmul_kernel(128, 1024, 1024, 4 * cores, 128),
+        "one block": _scale_kernel(_TINY_BLOCKS, 1),
+        "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
+    }
+    log(f"compiling {len(kernels)} probe kernels")
+    runtime_compile.prebuild(list(kernels.values()))
+    fns = {name: jax.jit(runtime_compile.compile(kg)) for name, kg in kernels.items()}
+    rng = np.random.default_rng(0)
+
+    def inputs(kg: KernelGraph) -> list[jax.Array]:
+        return [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32)) for t in kg.inputs]
+
+    log("timing the probes")
+    streamed = inputs(kernels["stream"])
+    stream_s = _fastest(fns["stream"], streamed)
+    short_runs_s = _fastest(fns["short runs"], streamed)
+    page_walks_s = _fastest(fns["page walks"], streamed)
+    compute_s = _fastest(fns["compute"], inputs(kernels["compute"]))
+    tiny = inputs(kernels["one block"])
+    one_block_s = _fastest(fns["one block"], tiny, 4 * RUNS)
+    many_blocks_s = _fastest(fns["many blocks"], tiny, 4 * RUNS)
+    xla_tiny_s = _fastest(jax.jit(lambda x: x * 2.0), tiny, 4 * RUNS)
+
+    matmul = jax.jit(jnp.matmul)
+    a = jax.device_put(rng.standard_normal((512, 1024), dtype=np.float32))
+    b = jax.device_put(rng.standard_normal((1024, 1024), dtype=np.float32))
+    library_s = _fastest(matmul, [a, b])
+    x8 = jax.device_put(rng.standard_normal((8, 2048), dtype=np.float32))
+    w8 = jax.device_put(rng.standard_normal((2048, 1024), dtype=np.float32))
+    small_m_s = _fastest(matmul, [x8, w8], 4 * RUNS)
+
+    return Calibration(
+        cores=cores,
+        last_level_cache_bytes=cache_bytes,
+        dram_bandwidth=4.0 * _STREAM_K * n_stream / stream_s,
+        generated_flops=2.0 * 128 * 1024 * 1024 / compute_s,
+        peak_flops=2.0 * 512 * 1024 * 1024 / library_s,
+        library_small_m_matmul_flops=2.0 * 8 * 2048 * 1024 / small_m_s,
+        custom_call_overhead_s=max(0.0, one_block_s - xla_tiny_s),
+        block_overhead_s=max(0.0, many_blocks_s - one_block_s) / math.ceil(_TINY_BLOCKS / cores),
+        # Both terms are shared among the cores in the model (cc/cost/roofline.cc).
+        run_overhead_s=max(0.0, short_runs_s - stream_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
+        page_walk_s=max(0.0, page_walks_s - short_runs_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
+    )

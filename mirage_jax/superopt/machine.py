@@ -1,0 +1,37 @@
+"""What a measurement depends on besides the program: the CPU, the C++ core, when and where.
+Shared by the caches that keep measurements (verdicts, the calibration), without importing
+them, so that the search can resolve its target without a circle of imports."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import hashlib
+import platform
+from pathlib import Path
+
+from mirage_jax import _core
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@functools.lru_cache(maxsize=1)
+def core_digest() -> str:
+    """The C++ core's sha256: search results and generated kernels depend on it."""
+    return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def host() -> str:
+    return platform.node() or "unknown host"

@@ -1,0 +1,160 @@
+"""The CPU cost model's calibration: probes that run on this machine, numbers kept once per
+machine in the cache, the search's ranking made with them, and numbers that cannot rank
+refused with the field named."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+import mirage_jax as mj
+from mirage_jax import _core
+from mirage_jax.cli.main import main as cli_main
+from mirage_jax.ir import paper_graphs as pg
+from mirage_jax.superopt import calibration, calibration_cache, search_cache
+
+FAKE = calibration.Calibration(
+    cores=2,
+    last_level_cache_bytes=32 << 20,
+    dram_bandwidth=10e9,
+    generated_flops=20e9,
+    peak_flops=150e9,
+    library_small_m_matmul_flops=40e9,
+    custom_call_overhead_s=3e-6,
+    block_overhead_s=1e-7,
+    run_overhead_s=0.0,
+    page_walk_s=0.0,
+)
+
+
+@pytest.fixture
+def measured(monkeypatch, tmp_path):
+    """Calibration on, in a fresh cache root, with the probes replaced by FAKE (whatever is
+    measured is appended to the returned list)."""
+    monkeypatch.setenv(calibration_cache.ENV, "1")
+    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path))
+    monkeypatch.setattr(calibration_cache, "_measured", {})
+    calls: list[calibration.Calibration] = []
+    answers = [FAKE]
+
+    def fake_measure(log=lambda _: None):
+        calls.append(answers[0])
+        return answers[0]
+
+    monkeypatch.setattr(calibration, "measure", fake_measure)
+    return calls, answers
+
+
+def small_rmsnorm_linear():
+    return pg.rmsnorm_linear(batch=8, hidden=512, out_features=768)[0]
+
+
+def test_the_probes_run_and_measure_usable_numbers():
+    found = calibration.measure()
+    assert found.cores == calibration.usable_cores()
+    # Wide bounds: any machine that runs the kernels at all lands inside them; a probe that
+    # failed to run, or timed nothing, does not.
+    assert 1e8 < found.dram_bandwidth < 1e13
+    assert 1e8 < found.generated_flops < 1e14
+    assert 1e8 < found.peak_flops < 1e14
+    assert 1e7 < found.library_small_m_matmul_flops < 1e14
+    assert 0 <= found.custom_call_overhead_s < 1e-2
+    assert 0 <= found.block_overhead_s < 1e-3
+    target = found.target()
+    assert (target.dram_bandwidth, target.generated_flops) == (
+        found.dram_bandwidth,
+        found.generated_flops,
+    )
+
+
+def test_the_calibration_is_measured_once_and_kept(measured):
+    calls, _ = measured
+    first = calibration_cache.load_or_measure()
+    calibration_cache._measured.clear()  # as a new process would start
+    again = calibration_cache.load_or_measure()
+    assert first == again == FAKE
+    assert len(calls) == 1
+    assert calibration_cache.location().is_file()
+
+
+def test_a_damaged_calibration_is_measured_again(measured):
+    calls, _ = measured
+    calibration_cache.load_or_measure()
+    calibration_cache.location().write_text('{"calibration": {"cores": 2}}')
+    calibration_cache._measured.clear()
+    assert calibration_cache.load_or_measure() == FAKE
+    assert len(calls) == 2
+    assert calibration_cache.stored_record() is not None
+
+
+def test_the_search_ranks_with_this_machines_calibration(measured):
+    graph = small_rmsnorm_linear()
+    config = mj.SearchConfig(time_budget_s=20, max_kernel_ops=1, max_block_ops=5, threads=2)
+    result = mj.search(graph, config, progress=False)
+    assert len(result.candidates) > 1
+    calibrated, preset = FAKE.target(), calibration_cache.preset_target()
+    for candidate, cost in zip(result.candidates, result.costs, strict=True):
+        assert cost == pytest.approx(_core.estimate_cost(candidate._core, calibrated)[0])
+    # The fake machine's memory and generated loops are far slower than the presets': no
+    # estimate agrees with theirs.
+    for candidate, cost in zip(result.candidates, result.costs, strict=True):
+        assert cost != pytest.approx(_core.estimate_cost(candidate._core, preset)[0], rel=0.1)
+
+
+def test_search_results_are_kept_per_calibration(measured):
+    _, answers = measured
+    graph, config = small_rmsnorm_linear(), mj.SearchConfig()
+    before = search_cache.search_key(graph, config, "cpu")
+    answers[0] = dataclasses.replace(FAKE, dram_bandwidth=2 * FAKE.dram_bandwidth)
+    calibration_cache.load_or_measure(remeasure=True)
+    assert search_cache.search_key(graph, config, "cpu") != before
+
+
+def test_with_calibration_off_the_presets_take_this_machines_cores(monkeypatch, measured):
+    calls, _ = measured
+    monkeypatch.setenv(calibration_cache.ENV, "0")
+    target, parts = calibration_cache.cpu_target()
+    assert target.cores == calibration.usable_cores()
+    assert target.dram_bandwidth == _core.Target.cpu_host().dram_bandwidth
+    assert parts["presets"] is True
+    assert calls == []
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("dram_bandwidth", 0.0),
+        ("generated_flops", math.nan),
+        ("peak_flops", math.inf),
+        ("custom_call_overhead_s", -1e-6),
+    ],
+)
+def test_numbers_that_cannot_rank_are_refused(field, value):
+    with pytest.raises(ValueError, match=field):
+        dataclasses.replace(FAKE, **{field: value})
+
+
+def test_a_stored_calibration_missing_a_field_is_refused():
+    doc = FAKE.to_json()
+    del doc["generated_flops"]
+    with pytest.raises(ValueError, match="generated_flops"):
+        calibration.Calibration.from_json(doc)
+
+
+def test_the_core_refuses_a_target_with_a_nan_overhead():
+    target = FAKE.target()
+    target.block_overhead_s = math.nan
+    with pytest.raises(ValueError, match="overheads"):
+        target.check()
+
+
+def test_the_cli_measures_once_then_shows_the_stored_numbers(measured, capsys):
+    calls, _ = measured
+    assert cli_main(["calibrate"]) == 0
+    assert cli_main(["calibrate"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("measuring this machine") == 1
+    assert "memory 10.0 GB/s, generated kernels 20 GFLOP/s" in out
+    assert len(calls) == 1

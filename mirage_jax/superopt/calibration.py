@@ -11,10 +11,11 @@ number the roofline divides by is measured with a small probe, the way candidate
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.
-- run_overhead_s: the streamed W again, cut into 64 column blocks (runs of 256 bytes) instead
+- run_overhead_s: the streamed W again, cut into 64 column blocks (runs of 128 bytes) instead
   of one per core: the extra time over the extra runs (cc/cost/kernel_work.h, runs_loaded).
-- page_walk_s: the 64 column blocks again, each loading its whole column strip in one step
-  (4096 runs on 4096 pages, more than the TLB maps) instead of 16 steps of 256 rows.
+- page_walk_s: the 64 column blocks again, each loading its strip in 2 steps of 4096 rows
+  (4096 pages, more than the TLB maps, revisited: kernel_work.h, paged_loads) instead of 32
+  steps of 256.
 
 Each probe keeps its fastest of several runs: load from other processes only slows runs, so
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
@@ -40,7 +41,7 @@ from mirage_jax.runtime import cold_inputs
 from mirage_jax.runtime import compile as runtime_compile
 
 RUNS = 12  # per probe; the fastest counts
-_STREAM_K = 4096
+_STREAM_K = 8192
 _STREAM_MAX_BYTES = 256 * 2**20
 _TINY_BLOCKS = 64
 _SHORT_RUN_BLOCKS = 64
@@ -171,7 +172,7 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
     kernels = {
         "stream": _matmul_kernel(1, _STREAM_K, n_stream, cores, 256),
         "short runs": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
-        "page walks": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K),
+        "page walks": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2),
         "compute": _matmul_kernel(128, 1024, 1024, 4 * cores, 128),
         "one block": _scale_kernel(_TINY_BLOCKS, 1),
         "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
@@ -213,6 +214,12 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
         custom_call_overhead_s=max(0.0, one_block_s - xla_tiny_s),
         block_overhead_s=max(0.0, many_blocks_s - one_block_s) / math.ceil(_TINY_BLOCKS / cores),
         # Both terms are shared among the cores in the model (cc/cost/roofline.cc).
-        run_overhead_s=max(0.0, short_runs_s - stream_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
+        # The model spreads both over the cores (cc/cost/roofline.cc): the short-run probe
+        # loads K runs per block instead of K per core's block; the page-walk probe's 64
+        # blocks each walk K/2 pages twice (more than the TLB maps), where the short-run
+        # probe's loads of 256 rows fit it.
+        run_overhead_s=max(0.0, short_runs_s - stream_s)
+        * cores
+        / (_STREAM_K * (_SHORT_RUN_BLOCKS - cores)),
         page_walk_s=max(0.0, page_walks_s - short_runs_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
     )

@@ -279,7 +279,11 @@ def _convert(region: Region, policy: str) -> RegionGraph:
     b = _Builder(region, policy)
     b.run()
     outs: list[tuple[Value | None, GraphOutput]] = []
-    kernel_outputs = 0
+    # Region outputs computed by the same expression share one graph output: a bf16 residual
+    # and its float32 convert for the next norm are one value (the convert is the boundary's
+    # astype), and a graph that outputs one tensor twice needs a second kernel op to write it
+    # again, so the one-kernel search found nothing for every such region.
+    kernel_index: dict[int, int] = {}
     for v in region.outputs:
         val = b.env[v]
         if isinstance(val, Lazy):
@@ -289,8 +293,11 @@ def _convert(region: Region, policy: str) -> RegionGraph:
         else:
             u = _layout.unlayout(val.groups, v.shape)
             copies = 0 if u.is_free else int(np.prod(v.shape))
-            outs.append((val, GraphOutput(kernel_outputs, u, v.shape, v.dtype, copies=copies)))
-            kernel_outputs += 1
+            first = id(val.d) not in kernel_index
+            index = kernel_index.setdefault(id(val.d), len(kernel_index))
+            output = GraphOutput(index, u, v.shape, v.dtype, copies=copies)
+            outs.append((val if first else None, output))
+    kernel_outputs = len(kernel_index)
     if not kernel_outputs:
         raise RegionNotSupported("no output is computed in the region")
 

@@ -391,3 +391,32 @@ def test_a_tied_embedding_is_read_as_stored():
     assert not [op for op in rg.layout_ops() if f"({emb})" in op], rg.layout_ops()
     assert rg.copies == rows * d + rows * vocab  # the activation in, the logits out
     assert f"[{vocab}, {d}]" in str(rg.graph)
+
+
+def _residual_and_its_float32_copy(x, w, r):
+    # A bfloat16 decoder layer's tail: the residual stream stays bfloat16, and what comes
+    # next (sin: not a kernel primitive, as RoPE's cos) reads it as float32; both leave the
+    # region.
+    y = r + jnp.dot(x, w)
+    return y, jnp.sin(y.astype(jnp.float32))
+
+
+def test_one_value_leaving_a_region_twice_is_one_graph_output(rng):
+    x = jnp.asarray(_rand(rng, 8, 64), jnp.bfloat16)
+    w = jnp.asarray(_rand(rng, 64, 32), jnp.bfloat16)
+    r = jnp.asarray(_rand(rng, 8, 32), jnp.bfloat16)
+    part = partition(jax.make_jaxpr(_residual_and_its_float32_copy)(x, w, r))
+    (region,) = [r for r in part.regions if "dot_general" in r.primitives]
+    assert len(region.outputs) == 2, region.outputs  # the residual and its convert
+    rg = region_to_graph(region)
+    # Marked twice, one kernel op cannot write it: the search of the region found nothing.
+    assert len(rg.graph.outputs) == 1
+    values = [np.asarray(v) for v in (x, w, r)]
+    want = [np.asarray(v) for v in region.evaluate(*values)]
+    got = rg.finish_outputs(rg.graph.evaluate(rg.prepare_inputs(values), dtype="float32"))
+    assert [g.dtype for g in got] == [w.dtype for w in want]
+    # The region rounds the product and the sum to bfloat16 (unit roundoff 2^-8 each), the
+    # float32 evaluation does not: normwise within two roundings.
+    for g, w_ in zip(got, want, strict=True):
+        g, w_ = g.astype(np.float32), w_.astype(np.float32)
+        assert np.max(np.abs(g - w_)) <= 2**-7 * np.max(np.abs(w_))

@@ -69,6 +69,20 @@ std::vector<uint64_t> input_dependencies(const KernelGraph& g) {
   return deps;
 }
 
+// Whether t has an index the target's outputs no longer have: the only index a loop walks,
+// so the only tensors a block graph may read twice, once tile by tile and once whole.
+// Program inputs only: a kernel tensor computed by an earlier kernel op could have had its
+// statistic computed there, and each copy adds a block input to every subset it joins.
+bool has_reduced_index(const KernelState& s, int t, const SearchShared& shared) {
+  const int p = s.graph.tensor(t).producer;
+  if (p < 0 || s.graph.ops()[p].kind != ir::OpKind::kInput) return false;
+  const auto& outs = shared.output_classes;
+  for (int c : s.facts[t].classes) {
+    if (c != kUnitClass && std::find(outs.begin(), outs.end(), c) == outs.end()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 KernelState initial_kernel_state(const SearchShared& shared, Worker& worker) {
@@ -124,8 +138,10 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
   std::function<void(int)> subsets = [&](int from) {
     if (!chosen.empty()) {
       std::vector<BlockInputSpec> specs;
-      for (int t : chosen) {
-        specs.push_back({s.graph.tensor(t).shape, s.graph.tensor(t).dtype, s.facts[t].classes});
+      for (size_t i = 0; i < chosen.size(); ++i) {
+        const int t = chosen[i];
+        specs.push_back({s.graph.tensor(t).shape, s.graph.tensor(t).dtype, s.facts[t].classes,
+                         i > 0 && chosen[i - 1] == t});
       }
       const bool partials = partials_allowed(cfg, s.ops);
       uint64_t reached = 0;
@@ -148,6 +164,12 @@ std::vector<KernelMove> kernel_moves(const KernelState& s, const SearchShared& s
     for (int t = from; t < n; ++t) {
       chosen.push_back(t);
       subsets(t + 1);
+      // The same tensor again, read whole before the loop (BlockInputSpec::whole).
+      if (int(chosen.size()) < cfg.max_block_inputs && has_reduced_index(s, t, shared)) {
+        chosen.push_back(t);
+        subsets(t + 1);
+        chosen.pop_back();
+      }
       chosen.pop_back();
     }
   };

@@ -67,7 +67,7 @@ double tile_bytes(const std::vector<BlockInputSpec>& inputs, const BlockLayout& 
       for (int a = 0; a < 3; ++a) {
         if (c != kUnitClass && l.axis_class[a] == c) n /= l.grid[a];
       }
-      if (walked_by(table, c, l.loop_class)) n /= l.forloop_range;
+      if (!in.whole && walked_by(table, c, l.loop_class)) n /= l.forloop_range;
       elems *= double(n);
     }
     total += elems * dtype_bytes(in.dtype);
@@ -92,6 +92,20 @@ void assign_dims(const std::vector<BlockInputSpec>& inputs, int cls, const Class
     if (dims.empty()) dims.push_back(-1);
     choices.push_back(dims);
   }
+}
+
+// Whether the loop walks a dim of every whole input (BlockInputSpec::whole).
+bool whole_inputs_walked(const std::vector<BlockInputSpec>& inputs, int loop_class, int range,
+                         const ClassTable& table) {
+  for (const BlockInputSpec& in : inputs) {
+    if (!in.whole) continue;
+    if (range < 2) return false;
+    if (std::none_of(in.classes.begin(), in.classes.end(),
+                     [&](int c) { return walked_by(table, c, loop_class); })) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // Cartesian product helper: calls f for each combination of one entry per list.
@@ -353,6 +367,7 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
     }
     if (loops.empty()) loops.push_back({kNoClass, 1});
     for (auto [loop_class, range] : loops) {
+      if (!whole_inputs_walked(inputs, loop_class, range, table)) continue;
       BlockLayout l = base;
       l.loop_class = loop_class;
       l.forloop_range = range;
@@ -364,6 +379,9 @@ std::vector<BlockLayout> block_layouts(const std::vector<BlockInputSpec>& inputs
         lists.insert(lists.end(), per.begin(), per.end());
       }
       assign_dims(inputs, loop_class, table, per);
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].whole) per[i] = {-1};
+      }
       lists.insert(lists.end(), per.begin(), per.end());
       const size_t n = inputs.size();
       for_each_combination(lists, [&](const std::vector<int>& pick) {

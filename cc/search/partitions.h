@@ -28,6 +28,11 @@ struct BlockInputSpec {
   ir::Shape shape;
   ir::DType dtype = ir::DType::kF32;
   DimClasses classes;
+  // A second read of a tensor that another input of the block graph reads tile by tile:
+  // this one is held whole before the loop (fmap -1), so that a statistic over the walked
+  // index (a LayerNorm's mean) is known before the first iteration uses it. A layout whose
+  // loop walks none of its dims would make it the same tile as the other read: none is made.
+  bool whole = false;
 };
 
 struct BlockLayout {

@@ -72,18 +72,89 @@ std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& 
   return split;
 }
 
-KernelGraph splice(const GraphSplit& split, const KernelGraph& tail_candidate) {
+namespace {
+
+// Appends the tail candidate's ops to `out`, its inputs read from `boundary` (ids in out).
+void append_tail(const KernelGraph& tail_candidate, const std::vector<int>& boundary,
+                 KernelGraph& out, const char* what) {
   const std::vector<int>& inputs = tail_candidate.input_ids();
-  if (inputs.size() != split.boundary.size()) {
-    throw IrError("splice: the candidate has " + std::to_string(inputs.size()) +
-                  " inputs, the tail " + std::to_string(split.boundary.size()));
+  if (inputs.size() != boundary.size()) {
+    throw IrError(std::string(what) + ": the tail candidate has " + std::to_string(inputs.size()) +
+                  " inputs, the tail " + std::to_string(boundary.size()));
   }
-  KernelGraph out = split.prefix;
   std::vector<int> id(tail_candidate.tensors().size(), -1);
-  for (size_t i = 0; i < inputs.size(); ++i) id[inputs[i]] = split.boundary[i];
+  for (size_t i = 0; i < inputs.size(); ++i) id[inputs[i]] = boundary[i];
   for (const Op& op : tail_candidate.ops()) {
     if (op.kind != OpKind::kInput) copy_op(tail_candidate, op, out, id);
   }
+}
+
+bool is_input_of(const KernelGraph& g, int t) {
+  return g.ops()[g.tensor(t).producer].kind == OpKind::kInput;
+}
+
+}  // namespace
+
+KernelGraph splice(const GraphSplit& split, const KernelGraph& tail_candidate) {
+  KernelGraph out = split.prefix;
+  append_tail(tail_candidate, split.boundary, out, "splice");
+  return out;
+}
+
+KernelGraph prefix_program(const GraphSplit& split) {
+  KernelGraph out = split.prefix;
+  for (int t : split.boundary) {
+    if (!is_input_of(split.prefix, t)) out.mark_output(t);
+  }
+  return out;
+}
+
+KernelGraph splice_parts(const GraphSplit& split, const KernelGraph& prefix_candidate,
+                         const KernelGraph& tail_candidate) {
+  const std::vector<int>& prefix_inputs = split.prefix.input_ids();
+  if (prefix_candidate.input_ids().size() != prefix_inputs.size()) {
+    throw IrError("splice_parts: the prefix candidate has " +
+                  std::to_string(prefix_candidate.input_ids().size()) + " inputs, the prefix " +
+                  std::to_string(prefix_inputs.size()));
+  }
+  KernelGraph out;
+  std::vector<int> id(prefix_candidate.tensors().size(), -1);
+  std::vector<int> made;  // the prefix candidate's outputs, as ids in out
+  for (const Op& op : prefix_candidate.ops()) {
+    if (op.kind == OpKind::kOutput) {
+      made.push_back(id.at(op.inputs.at(0)));
+    } else {
+      copy_op(prefix_candidate, op, out, id);
+    }
+  }
+  // The original's inputs are the first tensors of both the prefix and `out`, in order.
+  std::vector<int> original_input(split.prefix.tensors().size(), -1);
+  for (size_t i = 0; i < prefix_inputs.size(); ++i) {
+    original_input[prefix_inputs[i]] = out.input_ids()[i];
+  }
+  std::vector<int> boundary;
+  size_t next_made = 0;
+  for (int t : split.boundary) {
+    if (is_input_of(split.prefix, t)) {
+      boundary.push_back(original_input.at(t));
+    } else if (next_made < made.size()) {
+      const Tensor& want = split.prefix.tensor(t);
+      const Tensor& got = out.tensor(made[next_made]);
+      if (got.shape != want.shape || got.dtype != want.dtype) {
+        throw IrError("splice_parts: the prefix candidate's output " + std::to_string(next_made) +
+                      " does not have the shape and dtype of the prefix program's");
+      }
+      boundary.push_back(made[next_made++]);
+    } else {
+      throw IrError("splice_parts: the prefix candidate makes " + std::to_string(made.size()) +
+                    " outputs, fewer than the prefix program's");
+    }
+  }
+  if (next_made != made.size()) {
+    throw IrError("splice_parts: the prefix candidate makes " + std::to_string(made.size()) +
+                  " outputs, the prefix program " + std::to_string(next_made));
+  }
+  append_tail(tail_candidate, boundary, out, "splice_parts");
   return out;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Cutting a program the search cannot fuse whole into a prefix and a tail, and splicing a
-// replacement for the tail back behind the prefix.
+// Cutting a program the search cannot fuse whole into a prefix and a tail, and splicing
+// replacements for the tail, or for both parts, back together.
 //
 // The search's limits (kernel ops, block ops) are sized for one fused kernel; a program such
 // as qknorm_gqa (two norms, then attention) needs more ops than that in one kernel. The cut is
@@ -30,5 +30,16 @@ std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& 
 // inputs in order (such as a search result for split.tail). IrError when the candidate's
 // inputs do not match the tail's.
 KernelGraph splice(const GraphSplit& split, const KernelGraph& tail_candidate);
+
+// The prefix as a program of its own, to be searched like the tail: the original's inputs,
+// the ops before the cut, and as outputs the boundary values it computes (those that are not
+// program inputs), in boundary order.
+KernelGraph prefix_program(const GraphSplit& split);
+
+// The original program with both parts replaced: `prefix_candidate` a graph over the
+// original's inputs computing prefix_program's outputs in order, `tail_candidate` as in
+// splice. IrError when either does not match its part's inputs or outputs.
+KernelGraph splice_parts(const GraphSplit& split, const KernelGraph& prefix_candidate,
+                         const KernelGraph& tail_candidate);
 
 }  // namespace mj::ir

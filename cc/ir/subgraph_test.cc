@@ -64,6 +64,48 @@ TEST(Subgraph, SpliceTakesAnotherTail) {
   EXPECT_IR_ERROR(splice(*split, two_inputs), "splice", "2 inputs", "the tail 3");
 }
 
+TEST(Subgraph, ThePrefixIsAProgramOfItsOwn) {
+  const KernelGraph g = normed_linear();
+  const auto split = split_before_first_computed_matmul(g);
+  ASSERT_TRUE(split.has_value());
+  const KernelGraph prefix = prefix_program(*split);
+  EXPECT_EQ(prefix.input_ids().size(), 3u);
+  // Of the boundary (the norm, w, v), only the norm is computed: the one output.
+  ASSERT_EQ(prefix.output_ids().size(), 1u);
+  EXPECT_EQ(prefix.ops()[prefix.tensor(prefix.output_ids()[0]).producer].kind, OpKind::kRmsNorm);
+  // Both parts spliced back as they are give the original program, op for op.
+  const KernelGraph again = splice_parts(*split, prefix, split->tail);
+  EXPECT_EQ(to_string(again), to_string(g));
+  EXPECT_EQ(graph_hash(again), graph_hash(g));
+}
+
+TEST(Subgraph, SplicePartsTakesAnotherPrefix) {
+  const KernelGraph g = normed_linear();
+  const auto split = split_before_first_computed_matmul(g);
+  ASSERT_TRUE(split.has_value());
+  KernelGraph other;  // the norm written out: x * rsqrt(mean(x^2) + eps)
+  const int x = other.new_input({4, 8}, DType::kF32);
+  other.new_input({8, 8}, DType::kBF16);
+  other.new_input({4, 8}, DType::kF32);
+  const int ms = other.reduce(other.unary(OpKind::kSquare, x), 1, ReduceKind::kMean);
+  other.mark_output(other.binary(
+      OpKind::kMul, x, other.unary(OpKind::kRsqrt, other.unary(OpKind::kAddScalar, ms, 1e-6))));
+  const KernelGraph spliced = splice_parts(*split, other, split->tail);
+  EXPECT_EQ(spliced.input_ids().size(), 3u);
+  EXPECT_EQ(spliced.output_ids().size(), 1u);
+  EXPECT_EQ(spliced.ops()[spliced.tensor(spliced.output_ids()[0]).producer].kind, OpKind::kAdd);
+
+  KernelGraph wrong_shape;  // its output is [8, 8] bf16, not the norm's [4, 8] f32
+  wrong_shape.new_input({4, 8}, DType::kF32);
+  const int w = wrong_shape.new_input({8, 8}, DType::kBF16);
+  wrong_shape.new_input({4, 8}, DType::kF32);
+  wrong_shape.mark_output(wrong_shape.unary(OpKind::kExp, w));
+  EXPECT_IR_ERROR(splice_parts(*split, wrong_shape, split->tail), "splice_parts", "shape");
+  KernelGraph two_outputs = other;
+  two_outputs.mark_output(two_outputs.input_ids()[0]);
+  EXPECT_IR_ERROR(splice_parts(*split, two_outputs, split->tail), "splice_parts", "2 outputs");
+}
+
 TEST(Subgraph, NothingToSplit) {
   KernelGraph plain;  // the matmul reads inputs only
   const int x = plain.new_input({2, 8}, DType::kF32);

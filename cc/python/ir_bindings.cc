@@ -209,6 +209,8 @@ void bind_subgraph(nb::module_& m) {
       .def_ro("boundary", &ir::GraphSplit::boundary);
   m.def("split_before_first_computed_matmul", &ir::split_before_first_computed_matmul, "graph"_a);
   m.def("splice", &ir::splice, "split"_a, "tail_candidate"_a);
+  m.def("prefix_program", &ir::prefix_program, "split"_a);
+  m.def("splice_parts", &ir::splice_parts, "split"_a, "prefix_candidate"_a, "tail_candidate"_a);
 }
 
 }  // namespace

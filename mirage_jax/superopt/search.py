@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterator
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
-from mirage_jax.superopt import calibration_cache, deepening, user_structure
+from mirage_jax.superopt import calibration_cache, deepening, parts, user_structure
+from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
 
@@ -59,6 +60,12 @@ class SearchStats:
         )
 
 
+_NO_STATS = SearchStats(0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0)
+# A program that can be cut (parts.py) searches whole with this share of its budget; its
+# parts get the rest when the whole fuses nothing.
+WHOLE_SHARE = 0.5
+
+
 @dataclasses.dataclass(frozen=True, repr=False)
 class SearchResult:
     """Verified candidates, best first by the cost model. The input graph itself is among
@@ -68,6 +75,9 @@ class SearchResult:
     costs: list[float]  # estimated seconds on the config's target, parallel to candidates
     stats: SearchStats
     reason: str  # why the search stopped early or found nothing; "" when it ran to the end
+    # "" unless the whole fused nothing and its parts were searched (parts.py): where it was
+    # cut, and the parts' searches.
+    parts: str = ""
 
     def __len__(self) -> int:
         return len(self.candidates)
@@ -112,6 +122,7 @@ def search(
             f"search: argument 'config' must be a mirage_jax SearchConfig, "
             f"got {type(config).__name__}"
         )
+    asked = config
     config = config.for_graph(graph)
     user_structure.check_against(graph, config)
     reporter: ProgressReporter | None
@@ -142,24 +153,47 @@ def search(
         return not stop_requested
 
     searched_hook = None if hook is None else core_hook
-    # Resolved once for every rung: the "cpu" target is this machine's calibration, measured
-    # here (a few seconds) the first time any search runs on it.
+    # Resolved once for every rung and part: the "cpu" target is this machine's calibration,
+    # measured here (a few seconds) the first time any search runs on it.
     target = calibration_cache.cpu_target()[0] if config.target == "cpu" else None
 
-    def run_rung(rung: SearchConfig) -> SearchResult:
+    def run_rung(g: KernelGraph, rung: SearchConfig) -> SearchResult:
         nonlocal earlier
-        result = _run(graph, rung, searched_hook, target)
+        result = _run(g, rung, searched_hook, target)
         stats = result.stats
         earlier = earlier.followed_by(
             SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, stats.seconds)
         )
         return result
 
+    def run_graph(g: KernelGraph, cfg: SearchConfig) -> SearchResult:
+        if cfg.deepen:
+            runs = deepening.climb(cfg, lambda rung: run_rung(g, rung))
+            return _merged(runs, cfg.max_verified, g.hash())
+        return run_rung(g, cfg)
+
     try:
-        if config.deepen:
-            runs = deepening.climb(config, run_rung)
-            return _merged(runs, config.max_verified, graph.hash())
-        return _run(graph, config, searched_hook, target)
+        # A program that can be cut keeps part of the budget for its parts, searched when
+        # the whole fuses nothing (parts.py).
+        splittable = _split.split_before_first_computed_matmul(graph) is not None
+        share = WHOLE_SHARE if splittable else 1.0
+        result = run_graph(
+            graph, dataclasses.replace(config, time_budget_s=config.time_budget_s * share)
+        )
+        if not splittable or stop_requested or any(parts.fuses(c) for c in result.candidates):
+            return result
+        found = parts.search_parts(
+            graph,
+            asked,
+            config.time_budget_s - result.stats.seconds,
+            target if target is not None else config._to_core().target,
+            run_graph,
+        )
+        return (
+            result
+            if found is None
+            else _with_parts(result, found, config.max_verified, graph.hash())
+        )
     finally:
         if reporter is not None:
             reporter.close()
@@ -222,4 +256,27 @@ def _merged(results: list[SearchResult], max_verified: int | None, original: str
         costs=[cost for cost, _ in ranked],
         stats=SearchStats(**total),
         reason=reason,
+    )
+
+
+def _with_parts(
+    whole: SearchResult, found: parts.Parts, max_verified: int | None, original: str
+) -> SearchResult:
+    """The whole's result with the parts' splices among its candidates, ranked together, at
+    most max_verified of them besides the original; the stats summed over the three
+    searches."""
+    spliced = SearchResult(found.candidates, found.costs, _NO_STATS, "")
+    ranked = _merged([whole, spliced], max_verified, original)
+    stats = _merged([whole, *found.results], None, original).stats
+    described = "; ".join(
+        f"{name}: {len(r.candidates)} candidates ({r.stats})"
+        for name, r in zip(("prefix", "tail"), found.results, strict=True)
+    )
+    return SearchResult(
+        candidates=ranked.candidates,
+        costs=ranked.costs,
+        stats=stats,
+        reason=whole.reason,
+        parts=f"nothing fused the whole program, so its parts were searched ({found.note}); "
+        f"{described}; {len(found.candidates)} spliced graphs verified",
     )

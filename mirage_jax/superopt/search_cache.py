@@ -72,6 +72,7 @@ def _encode(result, budget_s: float) -> str:
             "costs": list(result.costs),
             "stats": dataclasses.asdict(result.stats),
             "reason": result.reason,
+            "parts": result.parts,
         },
         indent=1,
     )
@@ -96,6 +97,7 @@ def _decode_doc(doc: dict):
         costs=[float(c) for c in doc["costs"]],
         stats=SearchStats(**doc["stats"]),
         reason=str(doc["reason"]),
+        parts=str(doc.get("parts", "")),
     )
 
 

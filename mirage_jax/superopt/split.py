@@ -1,14 +1,15 @@
-"""Splitting a program the search cannot fuse whole into a prefix and a tail.
+"""Splitting a program the search cannot fuse whole into a prefix and a tail, and splicing
+candidates for the parts back together (the parts' joint search: parts.py).
 
 The search's limits (kernel ops, block ops) are sized for one fused kernel. A program such as
 qknorm_gqa (two norms, then attention) needs more ops than that in one kernel, and the
 search of the whole finds nothing to fuse. Mirage partitions its input programs for the same
 reason. Here the cut is made before the first matmul that reads a computed value (not a
-program input): the ops before it stay as they are (XLA fuses them), and the tail is searched
-as a program of its own, whose inputs are the values that cross the cut. Each tail candidate
-is spliced back behind the prefix into a graph over the original inputs, which is then
-verified against the original like any other candidate. Cut and splice are the C++ core's
-(cc/ir/subgraph.h); this module decides nothing else.
+program input): the prefix computes the values that cross the cut from the program's inputs,
+and the tail is a program of its own over those values. Candidates for either part are
+spliced back into a graph over the original inputs, which is then verified against the
+original like any other candidate. Cut and splice are the C++ core's (cc/ir/subgraph.h);
+this module decides nothing else.
 """
 
 from __future__ import annotations
@@ -40,3 +41,19 @@ def splice(split: Split, tail_candidate: KernelGraph) -> KernelGraph:
     """The original program with its tail replaced by `tail_candidate` (a graph over the
     tail's inputs, in order, such as a search result for split.tail)."""
     return KernelGraph._wrap(_core.splice(split._core, tail_candidate._core))
+
+
+def prefix_program(split: Split) -> KernelGraph:
+    """The prefix as a program of its own: the original's inputs, the ops before the cut, and
+    as outputs the values crossing the cut that it computes, in boundary order."""
+    return KernelGraph._wrap(_core.prefix_program(split._core))
+
+
+def splice_parts(
+    split: Split, prefix_candidate: KernelGraph, tail_candidate: KernelGraph
+) -> KernelGraph:
+    """The original program with both parts replaced: `prefix_candidate` a graph over the
+    original's inputs computing prefix_program's outputs, `tail_candidate` as in splice."""
+    return KernelGraph._wrap(
+        _core.splice_parts(split._core, prefix_candidate._core, tail_candidate._core)
+    )

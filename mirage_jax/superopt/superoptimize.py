@@ -31,7 +31,6 @@ from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import report, search_cache, verdict_cache
 from mirage_jax.superopt import search as _search
-from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.report import XLA
 from mirage_jax.superopt.search import SearchResult
@@ -247,32 +246,9 @@ class _Run:
         )
         if result.reason:
             self.search_note += f"; reason: {result.reason}"
+        if result.parts:
+            self.search_note += f"; {result.parts}"
         return result
-
-    def _spliced_tails(self) -> list:
-        """When the whole program fused nothing: its tail from the first matmul of computed
-        values on, searched as a program of its own (mirage_jax/superopt/split.py), each fused tail
-        candidate spliced back behind the untouched prefix. Cost None: the model ranked the
-        tail, not the whole."""
-        split = _split.split_before_first_computed_matmul(self.kg)
-        if split is None:
-            return []
-
-        def run() -> SearchResult:
-            return _search.search(split.tail, self.config, progress=self.progress)
-
-        where = f"the tail from t{split.cut_tensor} on"
-        try:
-            result, hit = search_cache.cached_search(split.tail, self.config, self.backend, run)
-        except Exception as e:
-            self.search_note += f"; {where} could not be searched ({_error_head(e)})"
-            return []
-        how = "loaded from the search cache" if hit else f"searched: {result.stats}"
-        self.search_note += (
-            f"; nothing fused the whole program, so {where} was searched on its own ({how})"
-        )
-        tails = [c for c in result.candidates if _fuses(c)][: self.top_k]
-        return [(_split.splice(split, c), None) for c in tails]
 
     # -- compile, run once -------------------------------------------------------------
 
@@ -327,8 +303,6 @@ class _Run:
             # otherwise leave a top_k=1 region with nothing to time.
             ranked = zip(self.result.candidates, self.result.costs)
             contenders = [(c, cost) for c, cost in ranked if c.hash() != original][: self.top_k]
-            if not any(_fuses(c) for c, _ in contenders):
-                contenders += self._spliced_tails()
         self.costs = {c.hash(): cost for c, cost in contenders if cost is not None}
 
         rng = np.random.default_rng(_SEED)
@@ -551,7 +525,3 @@ class _Run:
             RuntimeWarning,
             stacklevel=4,
         )
-
-
-def _fuses(graph: KernelGraph) -> bool:
-    return any(op.kind == "customized" for op in graph.ops)

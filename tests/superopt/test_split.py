@@ -1,7 +1,8 @@
-"""Splitting a program the search cannot fuse whole (mirage_jax/_split.py): the tail from the
-first matmul of computed values is searched on its own and spliced back behind the prefix.
-The reference is the original program: every spliced graph must be equivalent to it, and
-superoptimize must verify, float-check and run the spliced choice like any candidate."""
+"""Splitting a program the search cannot fuse whole (mirage_jax/superopt/split.py, parts.py):
+the prefix before the first matmul of computed values and the tail from it are searched as
+programs of their own, by mj.search itself, and spliced back together. The reference is the
+original program: every spliced graph must be equivalent to it, and superoptimize must
+verify, float-check and run the spliced choice like any candidate."""
 
 import jax
 import numpy as np
@@ -15,7 +16,12 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 import mirage_jax as mj
 from mirage_jax.ir.paper_graphs import flash_attention_online, qknorm_gqa, rmsnorm_linear
 from mirage_jax.runtime import profile as _profile
-from mirage_jax.superopt.split import splice, split_before_first_computed_matmul
+from mirage_jax.superopt.split import (
+    prefix_program,
+    splice,
+    splice_parts,
+    split_before_first_computed_matmul,
+)
 
 SHAPES = dict(heads=2, q_len=8, kv_len=16, head_dim=4)
 
@@ -67,28 +73,81 @@ def test_programs_with_nothing_to_split_give_none():
     assert split_before_first_computed_matmul(early) is None
 
 
-def test_superoptimize_falls_back_to_the_tail_when_the_whole_fuses_nothing(monkeypatch):
-    # One kernel of at most 5 block ops cannot hold the norms and the attention together.
-    config = mj.SearchConfig(
-        preset="attention",
-        max_kernel_ops=1,
-        max_block_ops=5,
-        max_grid_axes=1,
-        max_grids=1,
-        max_verified=4,
-        threads=2,
-        time_budget_s=60,
-    )
-    whole = mj.search(qknorm(), config, progress=False)
-    assert not any(op.kind == "customized" for c in whole for op in c.ops)
+# One kernel of at most 5 block ops cannot hold the norms and the attention together.
+WHOLE_TOO_BIG = dict(
+    preset="attention",
+    max_kernel_ops=1,
+    max_block_ops=5,
+    max_grid_axes=1,
+    max_grids=1,
+    max_verified=4,
+    threads=2,
+    time_budget_s=60,
+)
 
-    def kernels_first(functions, args, budget_s=None):  # every kernel beats XLA
+
+def test_the_search_fuses_the_parts_when_the_whole_fuses_nothing():
+    result = mj.search(qknorm(), mj.SearchConfig(**WHOLE_TOO_BIG), progress=False)
+    assert "nothing fused the whole program, so its parts were searched" in result.parts
+    assert "cut before t9" in result.parts
+    fused = [c for c in result if any(op.kind == "customized" for op in c.ops)]
+    assert fused, result.parts
+    assert len(result.costs) == len(result.candidates)
+    assert result.costs == sorted(result.costs)
+    for candidate in fused:
+        assert mj.verify_equivalent(qknorm(), candidate, seed=7)
+
+
+def test_a_program_that_fuses_whole_searches_no_parts():
+    ref, _ = rmsnorm_linear(batch=2, hidden=64, out_features=32, col_tile=16, k_tile=16)
+    assert split_before_first_computed_matmul(ref) is not None  # it could be cut
+    config = mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2, time_budget_s=30)
+    result = mj.search(ref, config, progress=False)
+    assert any(op.kind == "customized" for c in result for op in c.ops)
+    assert result.parts == ""
+
+
+def test_the_prefix_is_replaced_too():
+    split = split_before_first_computed_matmul(qknorm())
+    prefix = prefix_program(split)
+    # its outputs: rms_norm(Q) and the normalized K (V crosses the cut as an input)
+    assert [t.shape for t in prefix.outputs] == [(2, 8, 4), (2, 4, 16)]
+    # a kernel per norm
+    config = mj.SearchConfig(
+        max_kernel_ops=2, max_block_ops=5, threads=2, time_budget_s=10, deepen=False
+    )
+    norms = [
+        c
+        for c in mj.search(prefix, config, progress=False)
+        if any(op.kind == "customized" for op in c.ops)
+    ]
+    assert norms
+    _, online = flash_attention_online(**SHAPES, q_tiles=2, kv_tile=4, scale=0.5)
+    both = splice_parts(split, norms[0], online)
+    assert [op.kind for op in both.ops].count("customized") == 2
+    assert mj.verify_equivalent(qknorm(), both)
+    inputs = random_inputs(both, seed=5)
+    (got,) = jax.jit(mj.compile(both))(*inputs)
+    (want,) = jax.jit(mj.compile(qknorm()))(*inputs)
+    assert_close(got, want, 1e-5, "both parts spliced vs original", floor=1.0)
+    # a prefix that computes something else is caught by the verifier
+    wrong = mj.KernelGraph()
+    q, k = wrong.new_input((2, 8, 4)), wrong.new_input((2, 4, 16))
+    wrong.new_input((2, 16, 4))
+    wrong.mark_output(wrong.rms_norm(q, eps=1e-6))
+    wrong.mark_output(k)  # K not normalized
+    assert not mj.verify_equivalent(qknorm(), splice_parts(split, wrong, split.tail))
+
+
+def test_superoptimize_runs_the_spliced_parts(monkeypatch):
+    def kernels_first(functions, args, budget_s=None, arg_sets=None):  # kernels beat XLA
         return {name: 1e-3 if name == "xla" else 5e-4 for name in functions}, 5
 
     monkeypatch.setattr(_profile, "median_times", kernels_first)
+    config = mj.SearchConfig(**WHOLE_TOO_BIG)
     fast = mj.superoptimize(qknorm(), config, top_k=2, progress=False)
     assert any(op.kind == "customized" for op in fast.graph.ops), fast.report()
-    assert "so the tail from t9 on was searched on its own" in fast.report()
+    assert "its parts were searched" in fast.report()
     assert mj.verify_equivalent(qknorm(), fast.graph)
     inputs = random_inputs(qknorm(), seed=4)
     (got,) = fast(*inputs)

@@ -1,0 +1,95 @@
+"""A program the search cannot fuse whole, searched as two parts and ranked as one.
+
+The search's limits are sized for one fused kernel. A program such as qknorm_gqa (two norms,
+then attention) needs more block ops than that in one kernel, and the search of the whole
+finds nothing to fuse; Mirage partitions its input programs for the same reason. So the
+program is cut before its first matmul of computed values (split.py): the prefix (the
+program's inputs to the values crossing the cut) and the tail (those values to the outputs)
+are each searched as a program of their own, and every pair of a prefix candidate and a tail
+candidate, each part's unfused original included, is spliced into a graph of the whole.
+Each is verified against the original program and costed by the model over the whole (its
+kernels one after the other), so a fused tail behind XLA's prefix, a fused prefix before
+XLA's tail, and both fused compete on one scale, and the search returns them like any
+candidate of its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mirage_jax import _core
+from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt import split as _split
+from mirage_jax.superopt.config import SearchConfig
+from mirage_jax.superopt.verify import verify_equivalent
+
+if TYPE_CHECKING:  # search.py imports this module
+    from mirage_jax.superopt.search import SearchResult
+
+# The best candidates of each part by the cost model (its original among them whenever the
+# part's search ran) that are paired: 3 x 3 splices, each verified on its own.
+PART_CANDIDATES = 3
+# The prefix's share of the parts' budget: the tail holds the matmuls (and the attention),
+# whose search is the longer one.
+PREFIX_SHARE = 1 / 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """The splices of the best part candidates, verified, with the model's costs."""
+
+    candidates: list[KernelGraph]
+    costs: list[float]
+    results: list[SearchResult]  # the two parts' (prefix, tail), for their stats
+    note: str  # where the program was cut, for reports
+
+
+def fuses(graph: KernelGraph) -> bool:
+    return any(op.kind == "customized" for op in graph.ops)
+
+
+def search_parts(
+    graph: KernelGraph,
+    config: SearchConfig,
+    budget_s: float,
+    target: _core.Target,
+    run: Callable[[KernelGraph, SearchConfig], SearchResult],
+) -> Parts | None:
+    """The parts of `graph` searched with `config`'s limits (its preset chosen per part, no
+    user-given grids or maps: those were given for the whole) within `budget_s`, by
+    `run(part, config)` -> SearchResult; None when `graph` has no cut
+    (split.split_before_first_computed_matmul)."""
+    split = _split.split_before_first_computed_matmul(graph)
+    if split is None:
+        return None
+    part_config = dataclasses.replace(config, grids=None, imaps=None, omaps=None, fmaps=None)
+    prefix = _split.prefix_program(split)
+    prefix_budget = budget_s * PREFIX_SHARE
+    prefix_result = run(prefix, _with_budget(part_config, prefix, prefix_budget))
+    tail_budget = max(budget_s - prefix_result.stats.seconds, prefix_budget)
+    tail_result = run(split.tail, _with_budget(part_config, split.tail, tail_budget))
+    original = graph.hash()
+    found: dict[str, tuple[float, KernelGraph]] = {}
+    for head in prefix_result.candidates[:PART_CANDIDATES] or [prefix]:
+        for tail in tail_result.candidates[:PART_CANDIDATES] or [split.tail]:
+            whole = _split.splice_parts(split, head, tail)
+            key = whole.hash()
+            if key == original or key in found or not fuses(whole):
+                continue
+            # The parts were each verified against their own programs; the splice is checked
+            # against the whole all the same, so no returned graph rests on the cut's logic.
+            if verify_equivalent(graph, whole, seed=config.seed).equivalent:
+                found[key] = (_core.estimate_cost(whole._core, target)[0], whole)
+    ranked = sorted(found.values(), key=lambda cost_graph: cost_graph[0])
+    return Parts(
+        candidates=[g for _, g in ranked],
+        costs=[c for c, _ in ranked],
+        results=[prefix_result, tail_result],
+        note=f"cut before t{split.cut_tensor}, the first matmul of computed values",
+    )
+
+
+def _with_budget(config: SearchConfig, part: KernelGraph, budget_s: float) -> SearchConfig:
+    return dataclasses.replace(config, time_budget_s=budget_s).for_graph(part)

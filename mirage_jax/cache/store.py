@@ -31,6 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
 
 # Set by using_cache_root: a caller's explicit cache_dir wins over the environment, for the
 # kernels compiled on its behalf too, without changing the environment of other threads.
@@ -81,6 +84,31 @@ def remove_entry(path: Path) -> None:
         path.unlink(missing_ok=True)
     elif path.exists():
         shutil.rmtree(path)
+
+
+def load_entry(entry: Path, read: Callable[[Path], T]) -> T | None:
+    """read(entry), or None when there is no entry; an entry that cannot be read is removed,
+    so that its caller measures or builds it again."""
+    if not entry.exists() and not entry.is_symlink():
+        return None
+    try:
+        return read(entry)
+    except Exception:
+        remove_entry(entry)
+        return None
+
+
+def read_problem(read: Callable[[Path], object], what: str) -> Callable[[Path], str | None]:
+    """A kind's check of one entry (register_kind's `problem`): whether read(entry) works."""
+
+    def problem(entry: Path) -> str | None:
+        try:
+            read(entry)
+        except Exception as e:
+            return f"unreadable {what} ({type(e).__name__}: {e})"
+        return None
+
+    return problem
 
 
 def ensure_directory(path: Path) -> Path:

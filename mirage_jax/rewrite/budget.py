@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import time
 
 import jax
@@ -59,16 +58,6 @@ class MachineRates:
     bytes_per_s: float
 
 
-def _best_seconds(fn, args, repeats: int = 3) -> float:
-    jax.block_until_ready(fn(*args))
-    best = math.inf
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 @functools.cache
 def machine_rates(platform: str = "cpu") -> MachineRates:
     """Measured once per process and platform ("cpu" or "gpu"), in about 0.3 s on a CPU."""
@@ -76,13 +65,13 @@ def machine_rates(platform: str = "cpu") -> MachineRates:
     n = 1024 if platform == "cpu" else 4096  # large enough for XLA's full matmul rate
     with jax.ensure_compile_time_eval():
         a = jax.device_put(jnp.ones((n, n), jnp.float32), device)
-        flops = 2 * n**3 / _best_seconds(jax.jit(jnp.matmul), (a, a))
+        flops = 2 * n**3 / _profile.fastest_seconds(jax.jit(jnp.matmul), (a, a))
         m = 1 << (22 if platform == "cpu" else 26)  # 16 MiB / 256 MiB of f32
         x = jax.device_put(jnp.ones((m,), jnp.float32), device)
         # The faster of a read and a read-write stream: an underestimate would skip regions
         # a kernel could speed up; an overestimate only costs a search.
-        read = 4 * m / _best_seconds(jax.jit(jnp.sum), (x,))
-        copy = 2 * 4 * m / _best_seconds(jax.jit(lambda v: v + 1.0), (x,))
+        read = 4 * m / _profile.fastest_seconds(jax.jit(jnp.sum), (x,))
+        copy = 2 * 4 * m / _profile.fastest_seconds(jax.jit(lambda v: v + 1.0), (x,))
     return MachineRates(flops, max(read, copy))
 
 

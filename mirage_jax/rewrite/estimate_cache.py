@@ -43,25 +43,13 @@ def _read(entry: Path) -> Estimate:
     return Estimate(xla_s, bound_s)
 
 
-def problem(entry: Path) -> str | None:
-    try:
-        _read(entry)
-    except Exception as e:
-        return f"unreadable estimate ({type(e).__name__}: {e})"
-    return None
-
+problem = store.read_problem(_read, "estimate")
 
 store.register_kind(KIND, DIRECTORY, problem, files=frozenset({_FILE}))
 
 
 def _load(entry: Path) -> Estimate | None:
-    if not entry.exists() and not entry.is_symlink():
-        return None
-    try:
-        return _read(entry)
-    except Exception:
-        store.remove_entry(entry)  # measured again and rewritten
-        return None
+    return store.load_entry(entry, _read)
 
 
 def load_or_measure(

@@ -44,6 +44,13 @@ def _seconds(fn: Callable, args: Sequence) -> float:
     return time.perf_counter() - start
 
 
+def fastest_seconds(fn: Callable, args: Sequence, runs: int = 3) -> float:
+    """The fastest of `runs` calls after one warm-up: for rates of the machine (bandwidth,
+    flop/s), which other processes' load only ever slows."""
+    jax.block_until_ready(fn(*args))
+    return min(_seconds(fn, args) for _ in range(runs))
+
+
 def median_times(
     functions: Mapping[str, Callable],
     args: Sequence,

@@ -28,8 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -39,6 +38,7 @@ from mirage_jax import _core
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
 from mirage_jax.runtime import cold_inputs
 from mirage_jax.runtime import compile as runtime_compile
+from mirage_jax.runtime.profile import fastest_seconds
 
 RUNS = 12  # per probe; the fastest counts
 _STREAM_K = 8192
@@ -114,16 +114,6 @@ class Calibration:
         )
 
 
-def _fastest(fn: Callable, args: Sequence[jax.Array], runs: int = RUNS) -> float:
-    jax.block_until_ready(fn(*args))
-    best = math.inf
-    for _ in range(runs):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def usable_cores() -> int:
     """The cores this process may run on: its affinity mask, not the machine's core count,
     which overcounts in containers and under taskset."""
@@ -187,22 +177,22 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
 
     log("timing the probes")
     streamed = inputs(kernels["stream"])
-    stream_s = _fastest(fns["stream"], streamed)
-    short_runs_s = _fastest(fns["short runs"], streamed)
-    page_walks_s = _fastest(fns["page walks"], streamed)
-    compute_s = _fastest(fns["compute"], inputs(kernels["compute"]))
+    stream_s = fastest_seconds(fns["stream"], streamed, RUNS)
+    short_runs_s = fastest_seconds(fns["short runs"], streamed, RUNS)
+    page_walks_s = fastest_seconds(fns["page walks"], streamed, RUNS)
+    compute_s = fastest_seconds(fns["compute"], inputs(kernels["compute"]), RUNS)
     tiny = inputs(kernels["one block"])
-    one_block_s = _fastest(fns["one block"], tiny, 4 * RUNS)
-    many_blocks_s = _fastest(fns["many blocks"], tiny, 4 * RUNS)
-    xla_tiny_s = _fastest(jax.jit(lambda x: x * 2.0), tiny, 4 * RUNS)
+    one_block_s = fastest_seconds(fns["one block"], tiny, 4 * RUNS)
+    many_blocks_s = fastest_seconds(fns["many blocks"], tiny, 4 * RUNS)
+    xla_tiny_s = fastest_seconds(jax.jit(lambda x: x * 2.0), tiny, 4 * RUNS)
 
     matmul = jax.jit(jnp.matmul)
     a = jax.device_put(rng.standard_normal((512, 1024), dtype=np.float32))
     b = jax.device_put(rng.standard_normal((1024, 1024), dtype=np.float32))
-    library_s = _fastest(matmul, [a, b])
+    library_s = fastest_seconds(matmul, [a, b], RUNS)
     x8 = jax.device_put(rng.standard_normal((8, 2048), dtype=np.float32))
     w8 = jax.device_put(rng.standard_normal((2048, 1024), dtype=np.float32))
-    small_m_s = _fastest(matmul, [x8, w8], 4 * RUNS)
+    small_m_s = fastest_seconds(matmul, [x8, w8], 4 * RUNS)
 
     return Calibration(
         cores=cores,

@@ -62,25 +62,13 @@ def _read(entry: Path) -> Calibration:
     return Calibration.from_json(json.loads((entry / _FILE).read_text())["calibration"])
 
 
-def problem(entry: Path) -> str | None:
-    try:
-        _read(entry)
-    except Exception as e:
-        return f"unreadable calibration ({type(e).__name__}: {e})"
-    return None
-
+problem = store.read_problem(_read, "calibration")
 
 store.register_kind(KIND, DIRECTORY, problem, files=frozenset({_FILE}))
 
 
 def _load(entry: Path) -> Calibration | None:
-    if not entry.exists() and not entry.is_symlink():
-        return None
-    try:
-        return _read(entry)
-    except Exception:
-        store.remove_entry(entry)  # measured again and rewritten
-        return None
+    return store.load_entry(entry, _read)
 
 
 def _store(parent: Path, key: str, found: Calibration) -> None:

@@ -67,7 +67,8 @@ class SearchConfig:
     preset: "mlp" (grids split only indices that reach the outputs), "attention" (grids may
         also split a reduced index: split-KV partial results), "lora" (allows concat), or
         "auto": the one the graph's structure asks for (preset_for).
-    time_budget_s: wall time; the best found so far comes back when it is spent.
+    time_budget_s: wall time; the best found so far comes back when it is spent (a program
+        that can be cut keeps half of it for its parts: docs/search-config.md).
     threads: worker threads; None uses every core this process may run on.
     pruning: abstract-expression pruning; turn off only for ablations (it is hours slower).
     max_kernel_ops, max_block_ops, max_block_graphs, max_block_inputs, max_block_outputs,

@@ -16,6 +16,7 @@ import json
 import os
 import platform
 import threading
+import warnings
 from pathlib import Path
 
 from absl import logging
@@ -34,6 +35,8 @@ _FILE = "calibration.json"
 # One measurement per process: a process that moves to another cache root stores the
 # numbers it already has there instead of measuring again.
 _measured: dict[str, Calibration] = {}
+# Machines whose calibration failed in this process, with why: not measured again.
+_failed: dict[str, str] = {}
 _lock = threading.Lock()
 
 
@@ -137,9 +140,21 @@ def preset_target() -> _core.Target:
 
 
 def cpu_target() -> tuple[_core.Target, dict[str, object]]:
-    """(the "cpu" target, what it was made from: a search cache key part)."""
-    if not enabled():
-        t = preset_target()
-        return t, {"presets": True, "cores": t.cores, "llc": t.last_level_cache_bytes}
-    found = load_or_measure()
-    return found.target(), {"calibration": found.to_json()}
+    """(the "cpu" target, what it was made from: a search cache key part). A calibration that
+    cannot be measured (no C++ compiler, a probe that fails) ranks with the presets, with one
+    warning per process: the search needs no kernel, so it must not fail for want of one."""
+    if enabled() and _key() not in _failed:
+        try:
+            found = load_or_measure()
+        except Exception as e:
+            _failed[_key()] = f"{type(e).__name__}: {str(e)[:300]}"
+            warnings.warn(
+                f"mirage_jax: the CPU cost model could not be calibrated on this machine "
+                f"({_failed[_key()]}); ranking with its presets",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+        else:
+            return found.target(), {"calibration": found.to_json()}
+    t = preset_target()
+    return t, {"presets": True, "cores": t.cores, "llc": t.last_level_cache_bytes}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import pytest
 
@@ -36,6 +37,7 @@ def measured(monkeypatch, tmp_path):
     monkeypatch.setenv(calibration_cache.ENV, "1")
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path))
     monkeypatch.setattr(calibration_cache, "_measured", {})
+    monkeypatch.setattr(calibration_cache, "_failed", {})
     calls: list[calibration.Calibration] = []
     answers = [FAKE]
 
@@ -158,3 +160,20 @@ def test_the_cli_measures_once_then_shows_the_stored_numbers(measured, capsys):
     assert out.count("measuring this machine") == 1
     assert "memory 10.0 GB/s, generated kernels 20 GFLOP/s" in out
     assert len(calls) == 1
+
+
+def test_a_calibration_that_cannot_be_measured_ranks_with_the_presets(monkeypatch, measured):
+    def no_compiler(log=lambda _: None):
+        raise RuntimeError("g++ not found")
+
+    monkeypatch.setattr(calibration, "measure", no_compiler)
+    with pytest.warns(RuntimeWarning, match="could not be calibrated.*g\\+\\+ not found"):
+        target, parts = calibration_cache.cpu_target()
+    assert parts["presets"] is True
+    assert target.dram_bandwidth == _core.Target.cpu_host().dram_bandwidth
+    # not tried again in this process, and the search runs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        calibration_cache.cpu_target()
+    config = mj.SearchConfig(time_budget_s=10, max_kernel_ops=1, max_block_ops=5, threads=2)
+    assert len(mj.search(small_rmsnorm_linear(), config, progress=False)) > 1

@@ -119,6 +119,9 @@ class Pending:
     config: SearchConfig
     estimate: budget.Estimate | None  # None: not estimated (kernels forced, or it failed)
     settings: Settings
+    # Set by finish when XLA is kept but a checked candidate won by less than a clear margin:
+    # its kernel, for the whole program to try (mirage_jax/rewrite/whole_program.py).
+    marginal: RegionKernel | None = None
 
     @property
     def gain_s(self) -> float:
@@ -208,13 +211,17 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     if isinstance(fast, str):
         return None, warn_fallback(pending.report("xla", fast))
     if fast.graph is rg.graph or not any(op.kind == "customized" for op in fast.graph.ops):
-        return None, pending.report("xla", "no candidate beat XLA", fast.report(), fast)
-    chosen = fast
-
-    def run(*values):
-        outs = chosen(*rg.prepare_inputs(values, xp=jnp))
-        return rg.finish_outputs(outs, values, xp=jnp)
-
+        report = pending.report("xla", "no candidate beat XLA", fast.report(), fast)
+        if fast.marginal is not None:
+            pending.marginal = _runner(rg, fast.marginal)
+            report.reason = (
+                f"its best candidate won by {fast.marginal.speedup:.2f}x, not a clear "
+                f"1.10x: the whole program tries it"
+            )
+            report.report += f"\nmarginal candidate {fast.marginal.graph.hash()}: "
+            report.report += fast.marginal.report()
+        return None, report
+    run = _runner(rg, fast)
     text = fast.report()
     if pending.estimate is not None:
         est = pending.estimate
@@ -235,6 +242,16 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
                 return None, pending.report("xla", reason, text, fast)
     reason = f"{fast.speedup:.2f}x over XLA in its own timing"
     return run, pending.report("kernel", reason, text, fast)
+
+
+def _runner(rg: RegionGraph, fast: Superoptimized) -> RegionKernel:
+    """The region's input values -> its output values, through `fast`."""
+
+    def run(*values):
+        outs = fast(*rg.prepare_inputs(values, xp=jnp))
+        return rg.finish_outputs(outs, values, xp=jnp)
+
+    return run
 
 
 def region_kernel(region: Region, settings: Settings) -> Outcome:

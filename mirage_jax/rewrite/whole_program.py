@@ -43,11 +43,12 @@ def _text(jaxpr: Any) -> str:
     return _ADDRESS.sub("", str(jaxpr))
 
 
-def _key(rewritten: Callable[..., Any], closed: Any, avals: list[jax.ShapeDtypeStruct]) -> str:
+def _key(variants: dict[str, Callable[..., Any]], closed: Any, avals: list[Any]) -> str:
     signature = ", ".join(f"{a.dtype}{list(a.shape)}" for a in avals)
-    return verdict_cache.program_key(
-        _text(jax.make_jaxpr(rewritten)(*avals)), _text(closed), signature
-    )
+    texts = [_text(jax.make_jaxpr(fn)(*avals)) for fn in variants.values()]
+    if len(variants) > 1:  # which program each name stands for is part of the verdict
+        texts = [f"{name}:\n{text}" for name, text in zip(variants, texts)]
+    return verdict_cache.program_key("\n".join(texts), _text(closed), signature)
 
 
 def _inputs(avals: list[jax.ShapeDtypeStruct]) -> list[jax.Array]:
@@ -74,10 +75,30 @@ def check(
     """(whether to run the rewritten program, what was measured or loaded). `closed`: the
     plain function's jaxpr; `label`: what the note calls the two programs' scope (a region
     timed with its boundary uses the same check, mirage_jax/rewrite/boundary.py)."""
+    chosen, note = choose({REWRITTEN: rewritten}, plain, avals, closed, cache_dir, label, on_loss)
+    return chosen is not None, note
+
+
+def choose(
+    variants: dict[str, Callable[..., Any]],
+    plain: Callable[..., Any],
+    avals: list[jax.ShapeDtypeStruct],
+    closed: Any,
+    cache_dir: str | os.PathLike[str] | None = None,
+    label: str = "whole program",
+    on_loss: str = "it runs as jax.jit; the regions' kernels stay cached",
+) -> tuple[str | None, str]:
+    """(the name of the variant to run, or None for jax.jit; what was measured or loaded).
+
+    `variants`: rewritten programs by name, each with more kernels than the one before it
+    (the program with the regions' clear winners, then with their marginal ones too). Each
+    must be a clear MIN_SPEEDUP win over jax.jit; of two that are, the later runs only when it
+    is clearly faster than the earlier (an interval wholly above 1), so a kernel whose gain
+    cannot be told from noise is not kept on the strength of one lucky timing."""
     root = store.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
     with root, jax.ensure_compile_time_eval():
         try:
-            key = _key(rewritten, closed, avals)
+            key = _key(variants, closed, avals)
         except Exception as e:  # the verdict is an optimization: time without storing it
             key = None
             warnings.warn(
@@ -85,57 +106,78 @@ def check(
                 RuntimeWarning,
                 stacklevel=3,
             )
+        jitted = {name: jax.jit(fn) for name, fn in variants.items()}
         if key is None:
-            return _measure(jax.jit(rewritten), jax.jit(plain), avals, None, label, on_loss)
+            return _measure(jitted, jax.jit(plain), avals, None, label, on_loss)
         with verdict_cache.measuring(key):  # a process deciding the same waits, then follows
             stored = verdict_cache.load(key)
             if stored is not None:
-                return stored["chosen"] == REWRITTEN, (
+                chosen = stored["chosen"]
+                return chosen if chosen in variants else None, (
                     f"{label}: verdict loaded from the cache, measured "
                     f"{stored.get('measured_at', '?')} on {stored.get('host', '?')}: "
                     f"{stored.get('decision', '?')}"
                 )
-            return _measure(jax.jit(rewritten), jax.jit(plain), avals, key, label, on_loss)
+            return _measure(jitted, jax.jit(plain), avals, key, label, on_loss)
 
 
 def _measure(
-    fast: Callable[..., Any],
+    variants: dict[str, Callable[..., Any]],
     plain: Callable[..., Any],
     avals: list[jax.ShapeDtypeStruct],
     key: str | None,
     label: str,
     on_loss: str,
-) -> tuple[bool, str]:
-    functions = {XLA: plain, REWRITTEN: fast}
+) -> tuple[str | None, str]:
+    functions = {XLA: plain, **variants}
     try:
         inputs = _inputs(avals)
         times, rounds = _profile.median_times(functions, inputs)
 
-        def more(budget_s: float) -> Any:
-            return _profile.median_times(functions, inputs, budget_s=budget_s)[0]
+        def more(*names: str) -> Callable[[float], Any]:
+            pair = {n: functions[n] for n in names}
+            return lambda budget_s: _profile.median_times(pair, inputs, budget_s=budget_s)[0]
 
-        decision = _decision.decide(times, XLA, REWRITTEN, more, min_speedup=MIN_SPEEDUP)
+        decisions = {
+            name: _decision.decide(times, XLA, name, more(XLA, name), min_speedup=MIN_SPEEDUP)
+            for name in variants
+        }
+        winners = [name for name in variants if decisions[name].kept]
+        chosen = winners[0] if winners else None
+        described = [f"{n}: {d.describe()}" for n, d in decisions.items()]
+        if len(winners) > 1:
+            # Only two variants are ever offered: the clear kernels, then the marginal too.
+            richer = _decision.decide(
+                times, winners[0], winners[1], more(winners[0], winners[1]), min_speedup=1.0
+            )
+            chosen = winners[1] if richer.kept else winners[0]
+            described.append(f"{winners[1]} over {winners[0]}: {richer.describe()}")
     except Exception as e:
-        return True, f"{label} not timed ({type(e).__name__}: {e})"
-    xla_ms, rewritten_ms = times[XLA] * 1e3, times[REWRITTEN] * 1e3
+        return next(iter(variants)), f"{label} not timed ({type(e).__name__}: {e})"
+    medians = ", ".join(f"{times[n] * 1e3:.3f} ms {n}" for n in variants)
+    if len(variants) == 1:
+        description = decisions[next(iter(variants))].describe()
+    else:
+        description = "; ".join(described) + f"; runs {chosen or 'jax.jit'}"
     measured = (
-        f"{label}: {rewritten_ms:.3f} ms rewritten vs {xla_ms:.3f} ms with jax.jit "
-        f"(medians of the first {rounds} rounds on random inputs); {decision.describe()}"
+        f"{label}: {medians} vs {times[XLA] * 1e3:.3f} ms with jax.jit "
+        f"(medians of the first {rounds} rounds on random inputs); {description}"
     )
     if key is not None and hasattr(times, "samples"):
+        first = decisions[chosen or next(iter(variants))]
         doc = {
             "scope": "program",
             "label": label,
-            "chosen": REWRITTEN if decision.kept else "jax.jit",
-            "ratio": decision.ratio,
-            "low": decision.low,
-            "high": decision.high,
+            "chosen": chosen if chosen is not None else "jax.jit",
+            "ratio": first.ratio,
+            "low": first.low,
+            "high": first.high,
             "confidence": _decision.CONFIDENCE,
-            "rounds": decision.rounds,
+            "rounds": first.rounds,
             "medians": dict(times),
-            "decision": decision.describe(),
+            "decision": description,
         }
         verdict_cache.save_or_warn(key, doc, "the whole program")
-    if decision.kept:
-        return True, measured
-    return False, f"{measured}: {on_loss}"
+    if chosen is not None:
+        return chosen, measured
+    return None, f"{measured}: {on_loss}"

@@ -74,6 +74,14 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
     return "\n".join(lines)
 
 
+def marginal_text(decision: Any) -> str:
+    """What a marginal candidate (superoptimize.Superoptimized.marginal) showed alone."""
+    return (
+        f"a marginal win in its region's own timing ({decision.describe()}); "
+        f"verified and float-checked like a chosen candidate"
+    )
+
+
 def describe_verification(verdict: VerifyResult) -> str:
     bound = math.log2(verdict.false_accept_bound) if verdict.false_accept_bound > 0 else -math.inf
     shrunk = (

@@ -60,6 +60,10 @@ class Superoptimized:
     costs: the cost model's estimate in seconds of each timed candidate, by hash, when this
     call searched and timed ({} when it followed a stored verdict); with `timings` it says
     how well the model ranked them (benchmarks/ranking.py).
+    marginal: when XLA was kept, the fastest checked candidate that still measured faster
+    than XLA, only not by a clear MIN_SPEEDUP (runtime/decision.py): a whole program may try
+    it (mirage_jax/rewrite/whole_program.py), since a region's gain timed alone is not its
+    gain inside the program. None otherwise.
     """
 
     def __init__(
@@ -79,6 +83,7 @@ class Superoptimized:
         self.speedup = speedup
         self._fn = fn
         self._report = report_text
+        self.marginal: Superoptimized | None = None
 
     def __call__(self, *args: Any) -> tuple[jax.Array, ...]:
         return self._fn(*args)
@@ -212,6 +217,10 @@ class _Run:
         self.float_check: _float_check.FloatCheck | None = None  # of the chosen candidate
         self.adversarial = ""  # how many adversarial patterns ran, and their time
         self.decision: _decision.Decision | None = None  # of the fastest checked candidate
+        # The checked candidate that won by less than a clear margin, when XLA is kept.
+        self.marginal: (
+            tuple[_Runnable, _decision.Decision, VerifyResult, _float_check.FloatCheck] | None
+        ) = None
         self.loaded: dict | None = None  # the stored verdict this run followed, if any
 
     def _rotation(self) -> dict[str, Any]:
@@ -379,6 +388,8 @@ class _Run:
                     self.dropped.append(
                         (name, f"not a clear win over XLA ({self.decision.describe()})")
                     )
+                    if self.decision.ratio > 1.0:
+                        self.marginal = (runnable[name], self.decision, verdict, check)
                     break
             chosen, fn, source = graph, candidate_fn, runnable[name].source
             self.verification, self.float_check = verdict, check
@@ -397,7 +408,7 @@ class _Run:
         measured = hasattr(self.timings, "samples")  # not a timer replaced by fixed times
         if key is not None and self.result is not None and measured and not failed_build:
             self._save_verdict(key, chosen)
-        return Superoptimized(
+        fast = Superoptimized(
             chosen,
             fn,
             source,
@@ -406,6 +417,12 @@ class _Run:
             report.text(self, chosen, speedup),
             {name: cost for name, cost in self.costs.items() if name in runnable},
         )
+        if chosen is self.kg and self.marginal is not None:
+            r, d, _, _ = self.marginal
+            fast.marginal = Superoptimized(
+                r.graph, r.fn, r.source, dict(self.timings), d.ratio, report.marginal_text(d)
+            )
+        return fast
 
     def _decide(
         self,
@@ -463,6 +480,19 @@ class _Run:
         if d is not None:
             doc.update(low=d.low, high=d.high, confidence=_decision.CONFIDENCE)
             doc["decision"] = d.describe()
+        if not picked and self.marginal is not None:
+            r, md, verification, float_check = self.marginal
+            doc["marginal"] = {
+                "chosen": r.graph.hash(),
+                "graph_json": r.graph.to_json(),
+                "ratio": md.ratio,
+                "decision": md.describe(),
+                "checks": {
+                    "verification": report.describe_verification(verification),
+                    "float_check": str(float_check),
+                    "adversarial": self.adversarial,
+                },
+            }
         verdict_cache.save_or_warn(key, doc, self.kg.label)
 
     def _follow(self, key: str, stored: dict) -> Superoptimized | None:
@@ -475,27 +505,28 @@ class _Run:
         self.loaded = stored
         if stored["chosen"] == XLA:
             self.timings = medians
-            return Superoptimized(
+            fast = Superoptimized(
                 self.kg, xla_fn, "", medians, 1.0, report.loaded_text(self, self.kg, 1.0)
             )
-        try:
-            graph = KernelGraph.from_json(stored["graph_json"])
-            if graph.hash() != stored["chosen"] or not stored.get("checks"):
-                raise ValueError("its graph is not the one it names, or its checks are missing")
-        except Exception as e:
-            verdict_cache.reject(key, f"its chosen graph does not load ({_error_head(e)})")
+            marginal = stored.get("marginal")
+            if marginal:
+                loaded = self._load_chosen(key, marginal, "its marginal candidate")
+                if loaded is None:
+                    return None
+                graph, built, _ = loaded
+                fast.marginal = Superoptimized(
+                    graph,
+                    jax.jit(built.fn),
+                    built.source,
+                    medians,
+                    float(marginal["ratio"]),
+                    f"a marginal win when measured: {marginal.get('decision', '?')}",
+                )
+            return fast
+        loaded = self._load_chosen(key, stored, "its graph")
+        if loaded is None:
             return None
-        verdict = verify_equivalent(self.kg, graph, seed=(self.config.seed + 1) % 2**64)
-        if not verdict:
-            verdict_cache.reject(key, f"the verifier rejects its graph: {verdict.reason}")
-            return None
-        try:
-            built = _compile.build(
-                graph, self.backend, "superoptimize", self.generated.get(graph.hash())
-            )
-        except Exception as e:
-            verdict_cache.reject(key, f"its graph does not compile ({_error_head(e)})")
-            return None
+        graph, built, verdict = loaded
         self.verification, self.timings = verdict, medians
         speedup = float(stored["ratio"])
         return Superoptimized(
@@ -506,6 +537,31 @@ class _Run:
             speedup,
             report.loaded_text(self, graph, speedup),
         )
+
+    def _load_chosen(
+        self, key: str, entry: dict, what: str
+    ) -> tuple[KernelGraph, Any, VerifyResult] | None:
+        """The graph a stored verdict names in `entry` (its "chosen" hash and "graph_json"),
+        proven equivalent again and compiled; None, with the verdict rejected, otherwise."""
+        try:
+            graph = KernelGraph.from_json(entry["graph_json"])
+            if graph.hash() != entry["chosen"] or not entry.get("checks"):
+                raise ValueError("its graph is not the one it names, or its checks are missing")
+        except Exception as e:
+            verdict_cache.reject(key, f"{what} does not load ({_error_head(e)})")
+            return None
+        verdict = verify_equivalent(self.kg, graph, seed=(self.config.seed + 1) % 2**64)
+        if not verdict:
+            verdict_cache.reject(key, f"the verifier rejects {what}: {verdict.reason}")
+            return None
+        try:
+            built = _compile.build(
+                graph, self.backend, "superoptimize", self.generated.get(graph.hash())
+            )
+        except Exception as e:
+            verdict_cache.reject(key, f"{what} does not compile ({_error_head(e)})")
+            return None
+        return graph, built, verdict
 
     def _warn_dropped(self, chosen: KernelGraph) -> None:
         notes = [self.search_note]

@@ -144,14 +144,14 @@ def _measure(
         }
         winners = [name for name in variants if decisions[name].kept]
         chosen = winners[0] if winners else None
-        described = [f"{n}: {d.describe()}" for n, d in decisions.items()]
+        described = [f"{n}: {d.describe('jax.jit')}" for n, d in decisions.items()]
         if len(winners) > 1:
             # Only two variants are ever offered: the clear kernels, then the marginal too.
             richer = _decision.decide(
                 times, winners[0], winners[1], more(winners[0], winners[1]), min_speedup=1.0
             )
             chosen = winners[1] if richer.kept else winners[0]
-            described.append(f"{winners[1]} over {winners[0]}: {richer.describe()}")
+            described.append(f"{winners[1]} over {winners[0]}: {richer.describe(winners[0])}")
     except Exception as e:
         return next(iter(variants)), f"{label} not timed ({type(e).__name__}: {e})"
     medians = ", ".join(f"{times[n] * 1e3:.3f} ms {n}" for n in variants)

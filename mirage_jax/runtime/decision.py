@@ -46,14 +46,15 @@ class Decision:
     rounds: int
     min_speedup: float = MIN_SPEEDUP  # what the interval had to clear
 
-    def describe(self) -> str:
+    def describe(self, otherwise: str = "XLA") -> str:
+        """The decision in words; `otherwise`: what runs when the candidate is not kept."""
         verdict = (
             "a clear win"
             if self.kept
             else (
                 "a clear loss"
                 if self.high < 1.0
-                else f"not a clear win of {self.min_speedup:.2f}x or more, so XLA is kept"
+                else f"not a clear win of {self.min_speedup:.2f}x or more, so {otherwise} is kept"
             )
         )
         return (

@@ -113,7 +113,7 @@ def _choose(ratios, monkeypatch, cache_dir):
     avals = [jax.ShapeDtypeStruct((4,), jnp.float32)]
     closed = jax.make_jaxpr(jnp.sin)(*avals)
     variants = {"clear": lambda x: jnp.sin(x) + 0.0, "richer": lambda x: jnp.sin(x) * 1.0}
-    return whole_program.choose(variants, jnp.sin, avals, closed, cache_dir)[0]
+    return whole_program.choose(variants, jnp.sin, avals, closed, cache_dir)
 
 
 @pytest.mark.parametrize(
@@ -128,13 +128,18 @@ def _choose(ratios, monkeypatch, cache_dir):
     ],
 )
 def test_choose_between_programs(ratios, chosen, monkeypatch, tmp_path):
-    assert _choose(ratios, monkeypatch, tmp_path) == chosen
+    got, note = _choose(ratios, monkeypatch, tmp_path)
+    assert got == chosen, note
+    assert note.endswith(f"runs {chosen or 'jax.jit'}") or chosen is None, note
+    if chosen == "clear" and ratios["richer"] == ratios["clear"]:
+        assert "richer over clear" in note and "so clear is kept" in note, note
 
 
 def test_choose_stores_its_verdict(monkeypatch, verdicts_on):
-    assert _choose({"clear": 1.2, "richer": 1.5}, monkeypatch, verdicts_on) == "richer"
+    assert _choose({"clear": 1.2, "richer": 1.5}, monkeypatch, verdicts_on)[0] == "richer"
     # loaded, whatever the timer would say now
-    assert _choose({"clear": 1.2, "richer": 0.5}, monkeypatch, verdicts_on) == "richer"
+    chosen, note = _choose({"clear": 1.2, "richer": 0.5}, monkeypatch, verdicts_on)
+    assert chosen == "richer" and "verdict loaded from the cache" in note, note
 
 
 def test_choose_times_real_programs(tmp_path):

@@ -3,8 +3,8 @@
 namespace mj::codegen::cpu {
 
 const std::string& cpu_prelude() {
-  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V3
-#define MIRAGE_JAX_CPU_PRELUDE_V3
+  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V4
+#define MIRAGE_JAX_CPU_PRELUDE_V4
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -256,11 +256,10 @@ inline void panel_scalar(const float* __restrict a, const float* __restrict b,
   }
 }
 
-// R rows of C, all N columns, over KC values of k.
-template <int R, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
+// R rows of C, all N columns, V vectors at a time, over KC values of k.
+template <int R, int V, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
 inline void row_chunk(const float* __restrict a, const float* __restrict b,
                       float* __restrict c) {
-  constexpr int V = panel_vectors<R>();
   constexpr int kPanel = V * kVecFloats;
   int j = 0;
   for (; j + kPanel <= N; j += kPanel) {
@@ -277,30 +276,86 @@ inline void row_chunk(const float* __restrict a, const float* __restrict b,
 }
 
 // G products C_g (+)= A @ B_g that share A, for R rows: B_g = b + g * N (tiles side by side in
-// one matrix) and C_g = c + g * kSlice. One k-chunk of all G runs before the next, so B is
-// streamed as G·N-wide rows.
-template <int R, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice, int64_t kAhead,
-          bool kAccumulate>
+// one matrix) and C_g = c + g * kSlice. One k-chunk (KC0 rows of B) of all G runs before the
+// next, so B is streamed as G·N-wide rows.
+template <int R, int V, int KC0, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
+          int64_t kAhead, bool kAccumulate>
 inline void matmul_rows(const float* __restrict a, const float* __restrict b,
                         float* __restrict c) {
-  constexpr int KC = K < kKChunk ? K : kKChunk;
+  constexpr int KC = K < KC0 ? K : KC0;
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
     for (int g = 0; g < G; ++g) {
-      row_chunk<R, KC, N, lda, ldb, ldc, kAhead, false>(a, b + g * N, c + g * kSlice);
+      row_chunk<R, V, KC, N, lda, ldb, ldc, kAhead, false>(a, b + g * N, c + g * kSlice);
     }
     k = KC;
   }
   for (; k + KC <= K; k += KC) {
     for (int g = 0; g < G; ++g) {
-      row_chunk<R, KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
-                                                       c + g * kSlice);
+      row_chunk<R, V, KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
+                                                          c + g * kSlice);
     }
   }
   if constexpr (K % KC != 0) {
     for (int g = 0; g < G; ++g) {
-      row_chunk<R, K % KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
-                                                           c + g * kSlice);
+      row_chunk<R, V, K % KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
+                                                              c + g * kSlice);
+    }
+  }
+}
+
+// More than kMaxPanelRows rows make a product compute-bound: B is read again for every panel
+// of rows. Then each kComputeKChunk × kPackedColumns strip of B is copied once into a
+// contiguous buffer (B's rows are often a whole input row apart: 4 KB strides alias in the
+// caches) and used by every panel of kComputeRows rows: 6 rows by 2 vectors (12
+// accumulators, 8 loads per 12 FMAs) over 128 values of k measured 97 GFLOP/s on one core
+// here, against 59 for the streaming order's 8 rows by 1 vector over 8 (9 loads per 8 FMAs,
+// C reloaded every 8 k) on a B tile read in place. Each element of C still sums over k in
+// ascending order.
+constexpr int kComputeRows = 6;
+constexpr int kComputeKChunk = 128;
+constexpr int kPackedVectors = 2;
+constexpr int kPackedColumns = kPackedVectors * kVecFloats;
+
+// C[M, kPackedColumns] (+)= A[M, KC] @ B[KC, kPackedColumns], B packed (kPackedColumns apart).
+template <int M, int KC, int lda, int ldc, bool kLoad>
+inline void packed_rows(const float* __restrict a, const float* __restrict packed,
+                        float* __restrict c) {
+  constexpr int R = kComputeRows;
+  int i = 0;
+  for (; i + R <= M; i += R) {
+    panel_vec<R, kPackedVectors, KC, lda, kPackedColumns, ldc, 0, kLoad>(a + i * lda, packed,
+                                                                         c + i * ldc);
+  }
+  if constexpr (M % R != 0) {
+    panel_vec<M % R, kPackedVectors, KC, lda, kPackedColumns, ldc, 0, kLoad>(a + i * lda, packed,
+                                                                             c + i * ldc);
+  }
+}
+
+template <int M, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
+inline void packed_chunk(const float* __restrict a, const float* __restrict b,
+                         float* __restrict c) {
+  alignas(64) float packed[KC * kPackedColumns];
+  int j = 0;
+  for (; j + kPackedColumns <= N; j += kPackedColumns) {
+    for (int k = 0; k < KC; ++k) {
+      const float* brow = b + k * ldb + j;
+      if constexpr (kAhead != 0) __builtin_prefetch(brow + kAhead, 0, 2);
+      std::memcpy(packed + k * kPackedColumns, brow, sizeof(float) * kPackedColumns);
+    }
+    packed_rows<M, KC, lda, ldc, kLoad>(a, packed, c + j);
+  }
+  if constexpr (N % kPackedColumns != 0) {  // the last columns, read in place
+    constexpr int R = kComputeRows;
+    int i = 0;
+    for (; i + R <= M; i += R) {
+      row_chunk<R, panel_vectors<R>(), KC, N % kPackedColumns, lda, ldb, ldc, 0, kLoad>(
+          a + i * lda, b + j, c + i * ldc + j);
+    }
+    if constexpr (M % R != 0) {
+      row_chunk<M % R, panel_vectors<M % R>(), KC, N % kPackedColumns, lda, ldb, ldc, 0, kLoad>(
+          a + i * lda, b + j, c + i * ldc + j);
     }
   }
 }
@@ -309,14 +364,30 @@ template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
           int64_t kAhead, bool kAccumulate>
 inline void matmul_group(const float* __restrict a, const float* __restrict b,
                          float* __restrict c) {
-  int i = 0;
-  for (; i + kMaxPanelRows <= M; i += kMaxPanelRows) {
-    matmul_rows<kMaxPanelRows, K, N, G, lda, ldb, ldc, kSlice, kAhead, kAccumulate>(
-        a + i * lda, b, c + i * ldc);
-  }
-  if constexpr (M % kMaxPanelRows != 0) {
-    matmul_rows<M % kMaxPanelRows, K, N, G, lda, ldb, ldc, kSlice, kAhead, kAccumulate>(
-        a + i * lda, b, c + i * ldc);
+  if constexpr (M <= kMaxPanelRows) {  // B streamed once, kKChunk rows at a time
+    matmul_rows<M, panel_vectors<M>(), kKChunk, K, N, G, lda, ldb, ldc, kSlice, kAhead,
+                kAccumulate>(a, b, c);
+  } else {
+    constexpr int KC = K < kComputeKChunk ? K : kComputeKChunk;
+    int k = 0;
+    if constexpr (!kAccumulate) {
+      for (int g = 0; g < G; ++g) {
+        packed_chunk<M, KC, N, lda, ldb, ldc, kAhead, false>(a, b + g * N, c + g * kSlice);
+      }
+      k = KC;
+    }
+    for (; k + KC <= K; k += KC) {
+      for (int g = 0; g < G; ++g) {
+        packed_chunk<M, KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
+                                                            c + g * kSlice);
+      }
+    }
+    if constexpr (K % KC != 0) {
+      for (int g = 0; g < G; ++g) {
+        packed_chunk<M, K % KC, N, lda, ldb, ldc, kAhead, true>(a + k, b + k * ldb + g * N,
+                                                                c + g * kSlice);
+      }
+    }
   }
 }
 
@@ -343,7 +414,7 @@ struct MjCpuGridV1 {
               int64_t arena_floats);
 };
 }
-#endif  // MIRAGE_JAX_CPU_PRELUDE_V3
+#endif  // MIRAGE_JAX_CPU_PRELUDE_V4
 )PRELUDE";
   return text;
 }

@@ -10,7 +10,8 @@ kept in 6 of 10 cold runs and dropped in 4; the fusions worth having win by 1.2-
 The interval is a paired bootstrap over the timing rounds (mirage_jax/runtime/profile.py
 takes sample i of every function in the same round, so a slow phase of the machine falls on
 both): rounds are resampled with replacement, and the ratio of the medians of each resample
-gives the distribution. While the interval straddles MIN_SPEEDUP, more rounds of the two
+gives the distribution. While the interval straddles MIN_SPEEDUP (and the point ratio is
+at least halfway there), more rounds of the two
 alone are taken, up to a budget; a win still unclear then keeps XLA, the choice that is never
 wrong. The resampling is seeded, so the same
 samples always give the same decision.
@@ -102,6 +103,15 @@ def samples_of(times: Mapping[str, float], name: str) -> list[float]:
     return list(samples[name]) if samples is not None else [float(times[name])]
 
 
+def worth_more_rounds(min_speedup: float) -> float:
+    """The least point ratio for which decide takes more rounds: halfway from 1 to
+    `min_speedup`. Below it, more rounds mostly narrow the interval around a ratio that
+    stays short of the bar, and they cost up to EXTRA_BUDGET_S per region: with generated
+    loops within 10% of XLA's on a prefill's matmuls, every such region spent them, and the
+    first call grew by tens of seconds for no kernel."""
+    return 1.0 + (min_speedup - 1.0) / 2
+
+
 def decide(
     times: Mapping[str, float],
     xla: str,
@@ -111,15 +121,19 @@ def decide(
     min_speedup: float = MIN_SPEEDUP,
 ) -> Decision:
     """The decision on `times` (a profile.Times holding both), taking more rounds with
-    more(seconds) -> Times of the two while the interval straddles `min_speedup`, up to
-    extra_budget_s.
+    more(seconds) -> Times of the two while the interval straddles `min_speedup` and the
+    point ratio is at least worth_more_rounds(min_speedup), up to extra_budget_s.
     Exact times (no samples) are decided as they are."""
     x, c = samples_of(times, xla), samples_of(times, candidate)
     decision = clear_win(x, c, min_speedup=min_speedup)
     exact = getattr(times, "samples", None) is None
     spent = 0.0
     while (
-        not exact and not decision.kept and decision.high > min_speedup and spent < extra_budget_s
+        not exact
+        and not decision.kept
+        and decision.high > min_speedup
+        and decision.ratio >= worth_more_rounds(min_speedup)
+        and spent < extra_budget_s
     ):
         step = min(ROUND_BUDGET_S, extra_budget_s - spent)
         again = more(step)

@@ -1,6 +1,7 @@
 """The clear-win decision (mirage_jax/runtime/decision.py) on synthetic timing rounds: a
 clear win is kept, a clear loss and noise around 1 are not, more rounds are taken only while
-the interval straddles 1 and never past the budget, and a seeded result is reproducible."""
+the interval straddles the bar with the point ratio at least halfway to it, and never past
+the budget, and a seeded result is reproducible."""
 
 import numpy as np
 import pytest
@@ -83,19 +84,43 @@ def times(xla, candidate):
     return profile.Times({"xla": xla, "k": candidate})
 
 
+def near(ratio, n, seed):
+    """(xla, candidate) rounds with the candidate `ratio` times faster than XLA, each round's
+    speed shared by both (the machine) and 15% of noise apart."""
+    phase = rounds(1.0, 0.5, n, seed)
+    x, c = rounds(1.0, 0.15, n, seed + 100), rounds(1.0, 0.15, n, seed + 200)
+    return [ratio * 1e-3 * p * e for p, e in zip(phase, x)], [
+        1e-3 * p * e for p, e in zip(phase, c)
+    ]
+
+
 def test_decide_samples_more_while_the_interval_straddles_then_keeps_xla():
     asked = []
 
     def more(budget_s):
         asked.append(budget_s)
-        return times(rounds(1.0e-3, 0.4, 10, len(asked)), rounds(1.0e-3, 0.4, 10, 50 + len(asked)))
+        return times(*near(1.08, 10, len(asked)))
 
-    d = decision.decide(
-        times(rounds(1.02e-3, 0.4, 10, 1), rounds(1.0e-3, 0.4, 10, 2)), "xla", "k", more
+    first = times(*near(1.08, 10, 0))
+    assert (
+        decision.worth_more_rounds(decision.MIN_SPEEDUP)
+        <= decision.clear_win(first.samples["xla"], first.samples["k"]).ratio
     )
-    assert not d.kept
+    d = decision.decide(first, "xla", "k", more)
+    assert not d.kept and d.low < decision.MIN_SPEEDUP < d.high
     assert sum(asked) == pytest.approx(decision.EXTRA_BUDGET_S)
     assert d.rounds == 10 * (1 + len(asked))
+
+
+def test_decide_takes_no_more_rounds_for_a_ratio_short_of_halfway():
+    # about 1.0x, straddling 1.10 with this noise: more rounds would narrow it around 1
+    def more(budget_s):
+        raise AssertionError("no more rounds should be taken")
+
+    first = times(*near(1.0, 10, 3))
+    d = decision.decide(first, "xla", "k", more)
+    assert not d.kept and d.high > decision.MIN_SPEEDUP and d.rounds == 10
+    assert d.ratio < decision.worth_more_rounds(decision.MIN_SPEEDUP)
 
 
 def test_decide_stops_sampling_once_the_win_is_clear():

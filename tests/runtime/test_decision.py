@@ -112,6 +112,22 @@ def test_decide_samples_more_while_the_interval_straddles_then_keeps_xla():
     assert d.rounds == 10 * (1 + len(asked))
 
 
+def test_decide_counts_the_wall_time_of_its_extra_rounds(monkeypatch):
+    # each call of the timer takes 1.6 s (a 100 ms program: warm-up and 5 rounds of both),
+    # not the 0.5 s asked: two calls spend the 3 s budget
+    clock = [0.0]
+    monkeypatch.setattr(decision.time, "perf_counter", lambda: clock[0])
+    asked = []
+
+    def more(budget_s):
+        asked.append(budget_s)
+        clock[0] += 1.6
+        return times(*near(1.08, 10, len(asked)))
+
+    d = decision.decide(times(*near(1.08, 10, 0)), "xla", "k", more)
+    assert not d.kept and len(asked) == 2
+
+
 def test_decide_takes_no_more_rounds_for_a_ratio_short_of_halfway():
     # about 1.0x, straddling 1.10 with this noise: more rounds would narrow it around 1
     def more(budget_s):

@@ -106,7 +106,7 @@ def choose(
                 RuntimeWarning,
                 stacklevel=3,
             )
-        jitted = {name: jax.jit(fn) for name, fn in variants.items()}
+        jitted: dict[str, Callable[..., Any]] = {n: jax.jit(fn) for n, fn in variants.items()}
         if key is None:
             return _measure(jitted, jax.jit(plain), avals, None, label, on_loss)
         with verdict_cache.measuring(key):  # a process deciding the same waits, then follows

@@ -35,8 +35,8 @@ def check(
             closed = jax.make_jaxpr(region.evaluate)(*avals)
     except Exception as e:  # the whole-program check still follows
         return True, f"{LABEL}: not timed ({type(e).__name__}: {e})"
-    return whole_program.check(
-        run,
+    chosen, note = whole_program.choose(
+        {whole_program.REWRITTEN: run},
         region.evaluate,
         avals,
         closed,
@@ -44,3 +44,4 @@ def check(
         label=LABEL,
         on_loss="the region runs as plain JAX",
     )
+    return chosen is not None, note

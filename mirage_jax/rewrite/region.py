@@ -24,6 +24,7 @@ from mirage_jax.frontend.region import Region, region_flops
 from mirage_jax.frontend.to_graph import RegionGraph
 from mirage_jax.rewrite import boundary, budget, estimate_cache
 from mirage_jax.rewrite.explain import RegionReport
+from mirage_jax.runtime import decision as _decision
 from mirage_jax.superopt.config import SearchConfig, default_config
 from mirage_jax.superopt.superoptimize import Superoptimized, keep_kernels, superoptimize
 
@@ -216,7 +217,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
             pending.marginal = _runner(rg, fast.marginal)
             report.reason = (
                 f"its best candidate won by {fast.marginal.speedup:.2f}x, not a clear "
-                f"1.10x: the whole program tries it"
+                f"{_decision.MIN_SPEEDUP:.2f}x: the whole program tries it"
             )
             report.report += f"\nmarginal candidate {fast.marginal.graph.hash()}: "
             report.report += fast.marginal.report()

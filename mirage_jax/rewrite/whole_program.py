@@ -63,22 +63,6 @@ def _inputs(avals: list[jax.ShapeDtypeStruct]) -> list[jax.Array]:
     return inputs
 
 
-def check(
-    rewritten: Callable[..., Any],
-    plain: Callable[..., Any],
-    avals: list[jax.ShapeDtypeStruct],
-    closed: Any,
-    cache_dir: str | os.PathLike[str] | None = None,
-    label: str = "whole program",
-    on_loss: str = "it runs as jax.jit; the regions' kernels stay cached",
-) -> tuple[bool, str]:
-    """(whether to run the rewritten program, what was measured or loaded). `closed`: the
-    plain function's jaxpr; `label`: what the note calls the two programs' scope (a region
-    timed with its boundary uses the same check, mirage_jax/rewrite/boundary.py)."""
-    chosen, note = choose({REWRITTEN: rewritten}, plain, avals, closed, cache_dir, label, on_loss)
-    return chosen is not None, note
-
-
 def choose(
     variants: dict[str, Callable[..., Any]],
     plain: Callable[..., Any],
@@ -94,7 +78,9 @@ def choose(
     (the program with the regions' clear winners, then with their marginal ones too). Each
     must be a clear MIN_SPEEDUP win over jax.jit; of two that are, the later runs only when it
     is clearly faster than the earlier (an interval wholly above 1), so a kernel whose gain
-    cannot be told from noise is not kept on the strength of one lucky timing."""
+    cannot be told from noise is not kept on the strength of one lucky timing. `closed`: the
+    plain function's jaxpr; `label`: what the note calls the programs' scope (a region timed
+    with its layout copies uses the same choice, mirage_jax/rewrite/boundary.py)."""
     root = store.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
     with root, jax.ensure_compile_time_eval():
         try:

@@ -4,6 +4,8 @@ clear win over jax.jit (and clearly faster than the program without them). Timin
 replaced by fixed ratios with a little paired noise, so the decisions are the ones under
 test, and the verdicts (stored, then loaded by a fresh process memo) decide the same way."""
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -12,9 +14,12 @@ from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixt
 from optimize_test_support import inputs, normwise, rmsnorm_linear
 
 import mirage_jax as mj
+from mirage_jax.cache import store
+from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.rewrite import decorator, whole_program
 from mirage_jax.rewrite import region as _optimize_region
 from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import verdict_cache
 
 ROUNDS = 40
 
@@ -81,6 +86,33 @@ def test_a_marginal_kernel_runs_when_the_whole_program_clearly_wins(monkeypatch,
     assert normwise(again(x, g, w), rmsnorm_linear(x, g, w)) < 1e-5
     assert again.regions(x, g, w)[0].chosen == "kernel"
     assert again.uses_kernels(x, g, w)
+
+
+def test_a_stored_marginal_candidate_that_is_not_equivalent_is_never_run(monkeypatch, verdicts_on):
+    monkeypatch.setattr(_profile, "median_times", timer({decorator.WITH_MARGINAL: 1.3, **REGION}))
+    f = _optimized(verdicts_on)
+    x, g, w = inputs()
+    f(x, g, w)
+    # The region's verdict now names X @ W, without the norm, as its marginal candidate.
+    (path,) = [
+        p
+        for p in (verdicts_on / verdict_cache.DIRECTORY).glob("*/verdict.json")
+        if "marginal" in json.loads(p.read_text())
+    ]
+    doc = json.loads(path.read_text())
+    graph = KernelGraph.from_json(doc["marginal"]["graph_json"])
+    wrong = KernelGraph()
+    xi, _, wi = (wrong.new_input(t.shape, t.dtype) for t in graph.inputs)
+    wrong.mark_output(wrong.matmul(xi, wi))
+    doc["marginal"].update(chosen=wrong.hash(), graph_json=wrong.to_json())
+    path.write_text(json.dumps(doc))
+    meta = path.parent / "meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "sha256": store.sha256_of(path)}))
+    _optimize_region.forget()
+    with pytest.warns(RuntimeWarning, match="the verifier rejects its marginal candidate"):
+        again = _optimized(verdicts_on)
+        got = again(x, g, w)
+    assert normwise(got, rmsnorm_linear(x, g, w)) < 1e-5  # measured again, right
 
 
 def test_a_marginal_kernel_is_dropped_when_the_whole_program_does_not_clearly_win(

@@ -139,7 +139,10 @@ def _measure(
             chosen = winners[1] if richer.kept else winners[0]
             described.append(f"{winners[1]} over {winners[0]}: {richer.describe(winners[0])}")
     except Exception as e:
-        return next(iter(variants)), f"{label} not timed ({type(e).__name__}: {e})"
+        # Untimed, a program of kernels that each won their region clearly still runs (as it
+        # always did); one that adds kernels that never won clearly does not.
+        kept = REWRITTEN if REWRITTEN in variants else None
+        return kept, f"{label} not timed ({type(e).__name__}: {e}); runs {kept or 'jax.jit'}"
     medians = ", ".join(f"{times[n] * 1e3:.3f} ms {n}" for n in variants)
     if len(variants) == 1:
         description = decisions[next(iter(variants))].describe()

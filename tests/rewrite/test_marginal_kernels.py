@@ -167,6 +167,22 @@ def test_choose_between_programs(ratios, chosen, monkeypatch, tmp_path):
         assert "richer over clear" in note and "so clear is kept" in note, note
 
 
+@pytest.mark.parametrize(
+    "names, kept",
+    [((whole_program.REWRITTEN, "richer"), whole_program.REWRITTEN), (("richer",), None)],
+)
+def test_a_timing_that_fails_keeps_only_the_clear_kernels(names, kept, monkeypatch, tmp_path):
+    def broken(*_, **__):
+        raise RuntimeError("timer broke")
+
+    monkeypatch.setattr(_profile, "median_times", broken)
+    avals = [jax.ShapeDtypeStruct((4,), jnp.float32)]
+    closed = jax.make_jaxpr(jnp.sin)(*avals)
+    variants = {name: (lambda x: jnp.sin(x) * 1.0) for name in names}
+    chosen, note = whole_program.choose(variants, jnp.sin, avals, closed, tmp_path)
+    assert chosen == kept and "not timed (RuntimeError: timer broke)" in note, note
+
+
 def test_choose_stores_its_verdict(monkeypatch, verdicts_on):
     assert _choose({"clear": 1.2, "richer": 1.5}, monkeypatch, verdicts_on)[0] == "richer"
     # loaded, whatever the timer would say now

@@ -74,11 +74,18 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
     return "\n".join(lines)
 
 
-def marginal_text(decision: Any) -> str:
-    """What a marginal candidate (superoptimize.Superoptimized.marginal) showed alone."""
-    return (
-        f"a marginal win in its region's own timing ({decision.describe()}); "
-        f"verified and float-checked like a chosen candidate"
+def marginal_text(
+    decision: str, graph: KernelGraph, verification: VerifyResult, checks: str
+) -> str:
+    """What a marginal candidate (superoptimize.Superoptimized.marginal) showed alone, how it
+    was checked, and its graph: the whole program may run it."""
+    return "\n".join(
+        [
+            f"a marginal win in its region's own timing ({decision})",
+            f"verification: {describe_verification(verification)}",
+            checks,
+            f"marginal graph:\n{graph}",
+        ]
     )
 
 

@@ -418,9 +418,18 @@ class _Run:
             {name: cost for name, cost in self.costs.items() if name in runnable},
         )
         if chosen is self.kg and self.marginal is not None:
-            r, d, _, _ = self.marginal
+            r, d, verdict, check = self.marginal
+            checks = (
+                f"float check at full size vs XLA's output of the original on random data: "
+                f"{check}; adversarial float checks: passed ({self.adversarial})"
+            )
             fast.marginal = Superoptimized(
-                r.graph, r.fn, r.source, dict(self.timings), d.ratio, report.marginal_text(d)
+                r.graph,
+                r.fn,
+                r.source,
+                dict(self.timings),
+                d.ratio,
+                report.marginal_text(d.describe(), r.graph, verdict, checks),
             )
         return fast
 
@@ -513,14 +522,22 @@ class _Run:
                 loaded = self._load_chosen(key, marginal, "its marginal candidate")
                 if loaded is None:
                     return None
-                graph, built, _ = loaded
+                graph, built, verdict = loaded
+                checks = marginal["checks"]
                 fast.marginal = Superoptimized(
                     graph,
                     jax.jit(built.fn),
                     built.source,
                     medians,
                     float(marginal["ratio"]),
-                    f"a marginal win when measured: {marginal.get('decision', '?')}",
+                    report.marginal_text(
+                        f"when measured: {marginal.get('decision', '?')}",
+                        graph,
+                        verdict,
+                        f"float checks: not run again; they passed when the verdict was "
+                        f"measured (float check: {checks.get('float_check', '?')}; "
+                        f"adversarial: {checks.get('adversarial', '?')})",
+                    ),
                 )
             return fast
         loaded = self._load_chosen(key, stored, "its graph")

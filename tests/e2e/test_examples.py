@@ -58,8 +58,13 @@ def test_quickstart_optimizes_checks_and_times(tmp_path):
         re.MULTILINE,
     ), out
     assert "primitives: mul reduce_sum" in out and "dot_general" in out
-    assert "kernel graph" in out
-    if "chosen: candidate" in out:
+    # the graph that runs: chosen as a clear win, or a marginal one the whole program kept;
+    # with no kernel (a loaded machine), the reason
+    if "0 run as generated kernels" in out:
+        assert "no candidate beat XLA" in out or "not clearly faster with it" in out, out
+    else:
+        assert "kernel graph" in out, out
+    if "chosen: candidate" in out or "marginal graph:" in out:
         assert "customized(" in out and "block graph grid=" in out
         assert re.search(
             r"verification: equivalent to the original by finite-field "

@@ -72,7 +72,12 @@ def test_a_marginal_kernel_runs_when_the_whole_program_clearly_wins(monkeypatch,
     assert "not a clear 1.10x" in report.reason and "clearly faster with it" in report.reason
     assert f.uses_kernels(x, g, w)
     assert "mj_cpu_" in jax.jit(f).lower(x, g, w).as_text()
-    assert decorator.WITH_MARGINAL in f.explain(x, g, w)
+    # explain shows the kernel that runs and how it was checked, as for a chosen one
+    text = f.explain(x, g, w)
+    assert decorator.WITH_MARGINAL in text
+    assert "marginal graph:\n  kernel graph" in text and "customized(" in text
+    assert "verification: equivalent to the original by finite-field fingerprints" in text
+    assert "adversarial float checks: passed" in text
 
     # A fresh process memo on the same cache: the region's verdict brings its marginal
     # kernel back, and the program's verdict keeps it, without timing anything.
@@ -86,6 +91,9 @@ def test_a_marginal_kernel_runs_when_the_whole_program_clearly_wins(monkeypatch,
     assert normwise(again(x, g, w), rmsnorm_linear(x, g, w)) < 1e-5
     assert again.regions(x, g, w)[0].chosen == "kernel"
     assert again.uses_kernels(x, g, w)
+    text = again.explain(x, g, w)
+    assert "marginal graph:\n  kernel graph" in text
+    assert "float checks: not run again; they passed when the verdict was measured" in text
 
 
 def test_a_stored_marginal_candidate_that_is_not_equivalent_is_never_run(monkeypatch, verdicts_on):

@@ -43,7 +43,7 @@ def search_config():
     """Enough to find the tiny zoo regions' kernels, few enough to keep each test short."""
     import mirage_jax as mj
 
-    return mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=3, max_verified=4)
+    return mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=2, max_verified=4)
 
 
 # Every tiny case: each decoder's prefill and decode step, each encoder.

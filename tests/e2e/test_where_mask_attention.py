@@ -57,14 +57,22 @@ def padded_batch(scale):
     return [jnp.asarray(a) for a in (q, k, v)] + [jnp.asarray(keep)]
 
 
+@pytest.fixture(scope="module")
+def cache_of(tmp_path_factory):
+    """One cache per function: both scales search the same shapes, so the second reuses the
+    first's search (the kernel still runs on its own data)."""
+    dirs: dict = {}
+    return lambda fn: dirs.setdefault(fn.__name__, tmp_path_factory.mktemp(fn.__name__))
+
+
 @pytest.mark.parametrize("scale", [1.0, 64.0])  # 64: logits in the thousands
 @pytest.mark.parametrize("fn", [keep_where_true, fill_where_true], ids=lambda f: f.__name__)
-def test_where_masked_attention_runs_as_a_kernel_and_matches_jit(fn, scale, monkeypatch, tmp_path):
+def test_where_masked_attention_runs_as_a_kernel_and_matches_jit(fn, scale, monkeypatch, cache_of):
     monkeypatch.setenv("MIRAGE_JAX_KEEP_KERNELS", "1")
     args = padded_batch(scale)
     want = np.asarray(jax.jit(fn)(*args))
     assert np.isfinite(want).all()
-    f = mj.optimize(fn, config=CONFIG, cache_dir=tmp_path)
+    f = mj.optimize(fn, config=CONFIG, cache_dir=cache_of(fn))
     got = np.asarray(f(*args))
     report = f.explain(*args)
     assert f.uses_kernels(*args), report

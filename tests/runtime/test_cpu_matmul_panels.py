@@ -2,9 +2,12 @@
 once; more rows pack 128 x 16 strips of B and run 6-row register panels over them. Shapes
 with every remainder (rows not a multiple of 6, columns not of 16, k tiles past 128 and not
 a multiple of it), in one block and in several that share A (a group product), compiled and
-run, against a float64 reference."""
+run, against a float64 reference. A bfloat16 weight is read in place and widened as it is
+loaded (mj_cpu::Bf16): the same shapes with one, and with bfloat16 on both sides (A is then
+converted into the arena, B still read in place)."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
@@ -13,10 +16,12 @@ from mirage_jax.ir.graph import BlockGraph, KernelGraph
 from mirage_jax.runtime import compile as runtime_compile
 
 
-def _matmul(m: int, k: int, n: int, blocks: int, k_tile: int) -> KernelGraph:
+def _matmul(
+    m: int, k: int, n: int, blocks: int, k_tile: int, x_dtype: str, w_dtype: str
+) -> KernelGraph:
     """x[m, k] @ w[k, n]: `blocks` blocks over n, a loop over k in tiles of `k_tile`."""
     kg = KernelGraph()
-    x, w = kg.new_input((m, k)), kg.new_input((k, n))
+    x, w = kg.new_input((m, k), x_dtype), kg.new_input((k, n), w_dtype)
     bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
     split = (1 if blocks > 1 else -1, -1, -1)  # the columns over the blocks
     xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1)
@@ -37,14 +42,23 @@ def _matmul(m: int, k: int, n: int, blocks: int, k_tile: int) -> KernelGraph:
         (9, 130, 33, 1, 130),
     ],
 )
-def test_generated_matmul_matches_float64(m, k, n, blocks, k_tile):
-    kg = _matmul(m, k, n, blocks, k_tile)
+@pytest.mark.parametrize(
+    "x_dtype, w_dtype",
+    [("float32", "float32"), ("float32", "bfloat16"), ("bfloat16", "bfloat16")],
+)
+def test_generated_matmul_matches_float64(m, k, n, blocks, k_tile, x_dtype, w_dtype):
+    kg = _matmul(m, k, n, blocks, k_tile, x_dtype, w_dtype)
     rng = np.random.default_rng(m * 1000 + n)
-    x = rng.standard_normal((m, k)).astype(np.float32)
-    w = rng.standard_normal((k, n)).astype(np.float32)
-    x[0] *= 1e4  # a row of large values next to ordinary ones
+    x = jnp.asarray(rng.standard_normal((m, k)), x_dtype)
+    w = jnp.asarray(rng.standard_normal((k, n)), w_dtype)
+    x = x.at[0].multiply(1e4)  # a row of large values next to ordinary ones
+    # the weight tile is read where it lies (widened on load when bfloat16), not copied
+    assert ("mj_cpu::Bf16" in runtime_compile.generate_code(kg)) == (w_dtype == "bfloat16")
     fn = jax.jit(runtime_compile.compile(kg))
     (got,) = fn(x, w)
-    want = x.astype(np.float64) @ w.astype(np.float64)
+    # the products of the values as stored, summed in float64
+    want = np.asarray(x, np.float64) @ np.asarray(w, np.float64)
     err = np.max(np.abs(np.asarray(got, np.float64) - want), axis=1) / np.max(np.abs(want), axis=1)
-    assert np.all(err < 1e-5), err
+    # float32 sums; a bfloat16 result is also rounded once when stored (half of its 2^-7 ulp)
+    tolerance = 1e-5 if got.dtype == jnp.float32 else 2.0**-8
+    assert np.all(err < tolerance), (got.dtype, err)

@@ -71,6 +71,11 @@ void emit_box_copy(CodeWriter& w, const Shape& box, const std::string& src,
 
 const char* storage_type(DType d) { return d == DType::kF32 ? "float" : "uint16_t"; }
 
+const char* in_place_type(const BlockGraph& bg, int t) {
+  const int io = bg.ops()[bg.tensor(t).producer].io_index;
+  return bg.kernel_input_dtype(io) == DType::kBF16 ? "mj_cpu::Bf16" : "float";
+}
+
 void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, const Op& input) {
   const int t = input.outputs.at(0);
   const Shape& tile = bg.tensor(t).shape;
@@ -87,7 +92,9 @@ void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
   const std::string base = "io.in" + std::to_string(input.io_index) + " + " + linear_expr(origin);
   const std::string name = "t" + std::to_string(t);
   if (plan.read_in_place.at(t)) {
-    w.line(name + " = " + base + ";");
+    const char* type = in_place_type(bg, t);
+    w.line(name + " = reinterpret_cast<const " + std::string(type) + "*>(io.in" +
+           std::to_string(input.io_index) + ") + " + linear_expr(origin) + ";");
     return;
   }
   w.open("");

@@ -13,6 +13,10 @@ namespace mj::codegen::cpu {
 // The C++ element type of a kernel tensor in memory: "float" or "uint16_t".
 const char* storage_type(ir::DType d);
 
+// The element type of input tile t's pointer when it is read in place: "float", or
+// "mj_cpu::Bf16" for a bfloat16 B tile the matmuls widen as they load it.
+const char* in_place_type(const ir::BlockGraph& bg, int t);
+
 // Emits the load of block input op `input` (its loop iteration is in variable `it`).
 void emit_input_load(common::CodeWriter& w, const ir::BlockGraph& bg, const KernelPlan& plan,
                      const ir::Op& input);

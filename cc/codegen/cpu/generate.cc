@@ -51,7 +51,8 @@ void emit_buffers(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan) {
   for (size_t t = 0; t < bg.tensors().size(); ++t) {
     const std::string name = "t" + std::to_string(t);
     if (plan.read_in_place[t]) {
-      w.line("[[maybe_unused]] const float* " + name + " = nullptr;");
+      w.line("[[maybe_unused]] const " + std::string(in_place_type(bg, int(t))) + "* " + name +
+             " = nullptr;");
     } else if (plan.arena_offset[t] >= 0) {
       w.line("[[maybe_unused]] float* const " + name + " = arena + " +
              std::to_string(plan.arena_offset[t]) + ";");

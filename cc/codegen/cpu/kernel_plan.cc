@@ -72,6 +72,16 @@ bool only_matmuls_read(const BlockGraph& bg, const std::vector<int>& consumers) 
   return !consumers.empty();
 }
 
+// Matmuls read tensor t only as their B, the operand the prelude's products widen from
+// bfloat16 as they load it (mj_cpu::Bf16); an A is read one float at a time.
+bool only_matmuls_read_as_b(const BlockGraph& bg, const std::vector<int>& consumers, int t) {
+  for (int o : consumers) {
+    const Op& op = bg.ops()[o];
+    if (op.inputs.at(0) == t) return false;
+  }
+  return only_matmuls_read(bg, consumers);
+}
+
 // Rows of a streamed tile shorter than this many floats are read in short runs; blocks are
 // grouped until their runs side by side reach it.
 constexpr int64_t kShortRunFloats = 1024;
@@ -178,8 +188,17 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     if (op.kind != OpKind::kInput) continue;
     const int t = op.outputs.at(0);
     plan.buffer_of[t] = t;
-    if (bg.kernel_input_dtype(op.io_index) != DType::kF32) continue;
     const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
+    const DType dtype = bg.kernel_input_dtype(op.io_index);
+    if (dtype == DType::kBF16) {
+      if (rows_are_contiguous(tensors[t].shape, kernel_shape) &&
+          only_matmuls_read_as_b(bg, consumers[t], int(t))) {
+        plan.read_in_place[t] = true;
+        plan.row_stride[t] = kernel_shape.back();
+      }
+      continue;
+    }
+    if (dtype != DType::kF32) continue;
     if (tile_is_contiguous(tensors[t].shape, kernel_shape)) {
       plan.read_in_place[t] = true;
     } else if (rows_are_contiguous(tensors[t].shape, kernel_shape) &&

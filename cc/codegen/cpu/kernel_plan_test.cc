@@ -80,6 +80,19 @@ TEST(KernelPlan, Float32TilesAreReadInPlaceWhenContiguousOrStridedMatmulOperands
   EXPECT_FALSE(p.read_in_place[half]);  // bf16 converts on load
 }
 
+// A bfloat16 weight that only matmuls read as B stays where it lies (the products widen it as
+// they load it); one read as A, which the products read a float at a time, is converted.
+TEST(KernelPlan, Bfloat16TilesAreReadInPlaceOnlyAsMatmulB) {
+  BlockGraph bg{{2, 1, 1}, 2};
+  const int x = bg.new_input({4, 16}, DType::kBF16, {-1, -1, -1}, 1);  // tiles [4, 8]
+  const int w = bg.new_input({16, 12}, DType::kBF16, {1, -1, -1}, 0);  // tiles [8, 6]
+  bg.new_output(bg.accum(OpKind::kAccumSum, bg.matmul(x, w)), {1, -1, -1}, DType::kF32);
+  const KernelPlan plan = plan_kernel(bg);
+  EXPECT_TRUE(plan.read_in_place[w]);
+  EXPECT_EQ(plan.row_stride[w], 12);
+  EXPECT_FALSE(plan.read_in_place[x]);
+}
+
 // Blocks of 4 columns of a 64-column W: short runs, so blocks run in groups that read W in
 // 4 * 4 = 16-column runs, and the matmul (its A does not depend on the block) runs once per
 // group over the group's side-by-side W tiles.

@@ -3,8 +3,8 @@
 namespace mj::codegen::cpu {
 
 const std::string& cpu_prelude() {
-  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V4
-#define MIRAGE_JAX_CPU_PRELUDE_V4
+  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V5
+#define MIRAGE_JAX_CPU_PRELUDE_V5
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -138,6 +138,26 @@ inline Vec load_vec(const float* p) {
 }
 inline void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
+// A bfloat16 B tile read in place by the matmuls (KernelPlan::read_in_place): widened in
+// registers as it is loaded, so a bfloat16 weight is read from memory once, at half float32's
+// bytes, instead of converted into the arena first and read again from there.
+struct Bf16 {
+  uint16_t bits;
+};
+using HalfBits = uint16_t __attribute__((vector_size(kVecFloats * sizeof(uint16_t))));
+using WordBits = uint32_t __attribute__((vector_size(kVecFloats * sizeof(uint32_t))));
+
+inline Vec load_vec(const Bf16* p) {
+  HalfBits h;
+  std::memcpy(&h, p, sizeof h);
+  const WordBits w = __builtin_convertvector(h, WordBits) << 16;
+  Vec v;
+  std::memcpy(&v, &w, sizeof v);
+  return v;
+}
+inline float load_scalar(const float* p) { return *p; }
+inline float load_scalar(const Bf16* p) { return from_bf16(p->bits); }
+
 // ---- row reductions: a float sum or max over one contiguous row ---------------------------
 // Written one element at a time, a row reduction is a chain of dependent adds (one per 3-4
 // cycles: GCC may not reassociate float adds to vectorize it). These keep kRowLanes vectors
@@ -204,9 +224,8 @@ constexpr int panel_vectors() {
 }
 
 // R rows by V vectors of C over KC values of k.
-template <int R, int V, int KC, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
-inline void panel_vec(const float* __restrict a, const float* __restrict b,
-                      float* __restrict c) {
+template <int R, int V, int KC, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad, class TB>
+inline void panel_vec(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
   Vec acc[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -215,10 +234,11 @@ inline void panel_vec(const float* __restrict a, const float* __restrict b,
   }
 #pragma GCC unroll 16
   for (int k = 0; k < KC; ++k) {
-    const float* brow = b + k * ldb;
+    const TB* brow = b + k * ldb;
     if constexpr (kAhead != 0) {
+      constexpr int kLine = 64 / int(sizeof(TB));  // elements of B per cache line
 #pragma GCC unroll 8
-      for (int j = 0; j < V * kVecFloats; j += 16) __builtin_prefetch(brow + kAhead + j, 0, 2);
+      for (int j = 0; j < V * kVecFloats; j += kLine) __builtin_prefetch(brow + kAhead + j, 0, 2);
     }
     Vec bv[V];
 #pragma GCC unroll 8
@@ -238,8 +258,8 @@ inline void panel_vec(const float* __restrict a, const float* __restrict b,
 }
 
 // The last N % kVecFloats columns, one float at a time.
-template <int R, int W, int KC, int lda, int ldb, int ldc, bool kLoad>
-inline void panel_scalar(const float* __restrict a, const float* __restrict b,
+template <int R, int W, int KC, int lda, int ldb, int ldc, bool kLoad, class TB>
+inline void panel_scalar(const float* __restrict a, const TB* __restrict b,
                          float* __restrict c) {
   float acc[R][W];
   for (int r = 0; r < R; ++r) {
@@ -248,7 +268,7 @@ inline void panel_scalar(const float* __restrict a, const float* __restrict b,
   for (int k = 0; k < KC; ++k) {
     for (int r = 0; r < R; ++r) {
       const float ark = a[r * lda + k];
-      for (int j = 0; j < W; ++j) acc[r][j] += ark * b[k * ldb + j];
+      for (int j = 0; j < W; ++j) acc[r][j] += ark * load_scalar(b + k * ldb + j);
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -257,9 +277,9 @@ inline void panel_scalar(const float* __restrict a, const float* __restrict b,
 }
 
 // R rows of C, all N columns, V vectors at a time, over KC values of k.
-template <int R, int V, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
-inline void row_chunk(const float* __restrict a, const float* __restrict b,
-                      float* __restrict c) {
+template <int R, int V, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad,
+          class TB>
+inline void row_chunk(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
   constexpr int kPanel = V * kVecFloats;
   int j = 0;
   for (; j + kPanel <= N; j += kPanel) {
@@ -279,9 +299,8 @@ inline void row_chunk(const float* __restrict a, const float* __restrict b,
 // one matrix) and C_g = c + g * kSlice. One k-chunk (KC0 rows of B) of all G runs before the
 // next, so B is streamed as G·N-wide rows.
 template <int R, int V, int KC0, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
-          int64_t kAhead, bool kAccumulate>
-inline void matmul_rows(const float* __restrict a, const float* __restrict b,
-                        float* __restrict c) {
+          int64_t kAhead, bool kAccumulate, class TB>
+inline void matmul_rows(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
   constexpr int KC = K < KC0 ? K : KC0;
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
@@ -334,16 +353,19 @@ inline void packed_rows(const float* __restrict a, const float* __restrict packe
   }
 }
 
-template <int M, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad>
-inline void packed_chunk(const float* __restrict a, const float* __restrict b,
+template <int M, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad, class TB>
+inline void packed_chunk(const float* __restrict a, const TB* __restrict b,
                          float* __restrict c) {
   alignas(64) float packed[KC * kPackedColumns];
   int j = 0;
   for (; j + kPackedColumns <= N; j += kPackedColumns) {
     for (int k = 0; k < KC; ++k) {
-      const float* brow = b + k * ldb + j;
+      const TB* brow = b + k * ldb + j;
       if constexpr (kAhead != 0) __builtin_prefetch(brow + kAhead, 0, 2);
-      std::memcpy(packed + k * kPackedColumns, brow, sizeof(float) * kPackedColumns);
+#pragma GCC unroll 4
+      for (int v = 0; v < kPackedVectors; ++v) {
+        store_vec(packed + k * kPackedColumns + v * kVecFloats, load_vec(brow + v * kVecFloats));
+      }
     }
     packed_rows<M, KC, lda, ldc, kLoad>(a, packed, c + j);
   }
@@ -362,8 +384,8 @@ inline void packed_chunk(const float* __restrict a, const float* __restrict b,
 }
 
 template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
-          int64_t kAhead, bool kAccumulate>
-inline void matmul_group(const float* __restrict a, const float* __restrict b,
+          int64_t kAhead, bool kAccumulate, class TB>
+inline void matmul_group(const float* __restrict a, const TB* __restrict b,
                          float* __restrict c) {
   if constexpr (M <= kMaxPanelRows) {  // B streamed once, kKChunk rows at a time
     matmul_rows<M, panel_vectors<M>(), kKChunk, K, N, G, lda, ldb, ldc, kSlice, kAhead,
@@ -392,8 +414,9 @@ inline void matmul_group(const float* __restrict a, const float* __restrict b,
   }
 }
 
-template <int M, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate>
-inline void matmul(const float* __restrict a, const float* __restrict b, float* __restrict c) {
+template <int M, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate,
+          class TB>
+inline void matmul(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
   matmul_group<M, K, N, 1, lda, ldb, ldc, 0, kAhead, kAccumulate>(a, b, c);
 }
 
@@ -415,7 +438,7 @@ struct MjCpuGridV1 {
               int64_t arena_floats);
 };
 }
-#endif  // MIRAGE_JAX_CPU_PRELUDE_V4
+#endif  // MIRAGE_JAX_CPU_PRELUDE_V5
 )PRELUDE";
   return text;
 }

@@ -92,9 +92,13 @@ void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
   const std::string base = "io.in" + std::to_string(input.io_index) + " + " + linear_expr(origin);
   const std::string name = "t" + std::to_string(t);
   if (plan.read_in_place.at(t)) {
-    const char* type = in_place_type(bg, t);
-    w.line(name + " = reinterpret_cast<const " + std::string(type) + "*>(io.in" +
-           std::to_string(input.io_index) + ") + " + linear_expr(origin) + ";");
+    const std::string type = in_place_type(bg, t);
+    if (type == "float") {
+      w.line(name + " = " + base + ";");
+    } else {  // the storage's uint16_t, seen as what it holds
+      w.line(name + " = reinterpret_cast<const " + type + "*>(io.in" +
+             std::to_string(input.io_index) + ") + " + linear_expr(origin) + ";");
+    }
     return;
   }
   w.open("");

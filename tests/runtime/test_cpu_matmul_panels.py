@@ -1,10 +1,11 @@
-"""The generated CPU matmul's two orders (cc/codegen/cpu/prelude.cc): up to 8 rows stream B
-once; more rows pack 128 x 16 strips of B and run 6-row register panels over them. Shapes
+"""The generated CPU matmul's orders (cc/codegen/cpu/prelude.cc): up to 8 rows stream B
+once; more rows pack 128 x 16 strips of B and run 6-row register panels over them; fewer
+columns than a vector read each row of A once into per-column dot products. Shapes
 with every remainder (rows not a multiple of 6, columns not of 16, k tiles past 128 and not
 a multiple of it), in one block and in several that share A (a group product), compiled and
-run, against a float64 reference. A bfloat16 weight is read in place and widened as it is
-loaded (mj_cpu::Bf16): the same shapes with one, and with bfloat16 on both sides (A is then
-converted into the arena, B still read in place)."""
+run, against a float64 reference. A bfloat16 operand is read in place and widened as it is
+loaded (mj_cpu::Bf16): the same shapes with a bfloat16 weight, and with bfloat16 on both
+sides."""
 
 import jax
 import jax.numpy as jnp
@@ -40,6 +41,11 @@ def _matmul(
         (13, 300, 37, 1, 300),  # packed: 2 panels of 6 + 1 row, 2 strips + 5 columns, k 128+128+44
         (64, 256, 96, 2, 128),  # packed, two blocks sharing A
         (9, 130, 33, 1, 130),
+        # fewer columns than a vector: each row of A read once into per-column dot products
+        (4, 300, 4, 1, 300),
+        (70, 200, 5, 1, 200),  # a weight times a few activations as columns (E @ x^T)
+        (3, 1100, 1, 1, 550),  # k chunks of 512 and a rest, one column
+        (8, 64, 12, 2, 64),  # two blocks of 6 columns
     ],
 )
 @pytest.mark.parametrize(

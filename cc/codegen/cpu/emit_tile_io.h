@@ -14,7 +14,7 @@ namespace mj::codegen::cpu {
 const char* storage_type(ir::DType d);
 
 // The element type of input tile t's pointer when it is read in place: "float", or
-// "mj_cpu::Bf16" for a bfloat16 B tile the matmuls widen as they load it.
+// "mj_cpu::Bf16" for a bfloat16 tile the matmuls widen as they load it.
 const char* in_place_type(const ir::BlockGraph& bg, int t);
 
 // Emits the load of block input op `input` (its loop iteration is in variable `it`).

@@ -72,16 +72,6 @@ bool only_matmuls_read(const BlockGraph& bg, const std::vector<int>& consumers) 
   return !consumers.empty();
 }
 
-// Matmuls read tensor t only as their B, the operand the prelude's products widen from
-// bfloat16 as they load it (mj_cpu::Bf16); an A is read one float at a time.
-bool only_matmuls_read_as_b(const BlockGraph& bg, const std::vector<int>& consumers, int t) {
-  for (int o : consumers) {
-    const Op& op = bg.ops()[o];
-    if (op.inputs.at(0) == t) return false;
-  }
-  return only_matmuls_read(bg, consumers);
-}
-
 // Rows of a streamed tile shorter than this many floats are read in short runs; blocks are
 // grouped until their runs side by side reach it.
 constexpr int64_t kShortRunFloats = 1024;
@@ -192,7 +182,7 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     const DType dtype = bg.kernel_input_dtype(op.io_index);
     if (dtype == DType::kBF16) {
       if (rows_are_contiguous(tensors[t].shape, kernel_shape) &&
-          only_matmuls_read_as_b(bg, consumers[t], int(t))) {
+          only_matmuls_read(bg, consumers[t])) {
         plan.read_in_place[t] = true;
         plan.row_stride[t] = kernel_shape.back();
       }

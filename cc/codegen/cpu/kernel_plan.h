@@ -37,7 +37,7 @@ struct KernelPlan {
   // Per tensor: a float32 input tile read in place from the kernel tensor, either because it
   // is one contiguous run or because it is a matrix of whole-width-strided rows that only
   // matmuls read (a weight tile: copying it would touch every byte twice); or a bfloat16
-  // matrix of such rows that matmuls read only as B (widened as they load it, mj_cpu::Bf16).
+  // matrix of such rows that only matmuls read (widened as they load it, mj_cpu::Bf16).
   std::vector<bool> read_in_place;
   // Per tensor with a buffer: floats between consecutive rows (last-dim runs) of its matrix;
   // the last dim for dense buffers, the kernel tensor's last dim for strided in-place tiles.

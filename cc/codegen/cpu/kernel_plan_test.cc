@@ -80,17 +80,21 @@ TEST(KernelPlan, Float32TilesAreReadInPlaceWhenContiguousOrStridedMatmulOperands
   EXPECT_FALSE(p.read_in_place[half]);  // bf16 converts on load
 }
 
-// A bfloat16 weight that only matmuls read as B stays where it lies (the products widen it as
-// they load it); one read as A, which the products read a float at a time, is converted.
-TEST(KernelPlan, Bfloat16TilesAreReadInPlaceOnlyAsMatmulB) {
+// A bfloat16 matrix that only matmuls read stays where it lies, as their A or their B (the
+// products widen it as they load it); one that an elementwise op reads is converted.
+TEST(KernelPlan, Bfloat16TilesAreReadInPlaceWhenOnlyMatmulsReadThem) {
   BlockGraph bg{{2, 1, 1}, 2};
   const int x = bg.new_input({4, 16}, DType::kBF16, {-1, -1, -1}, 1);  // tiles [4, 8]
   const int w = bg.new_input({16, 12}, DType::kBF16, {1, -1, -1}, 0);  // tiles [8, 6]
-  bg.new_output(bg.accum(OpKind::kAccumSum, bg.matmul(x, w)), {1, -1, -1}, DType::kF32);
+  const int bias = bg.new_input({4, 12}, DType::kBF16, {1, -1, -1}, -1);
+  const int acc = bg.accum(OpKind::kAccumSum, bg.matmul(x, w));
+  bg.new_output(bg.binary(OpKind::kAdd, acc, bias), {1, -1, -1}, DType::kF32);
   const KernelPlan plan = plan_kernel(bg);
   EXPECT_TRUE(plan.read_in_place[w]);
   EXPECT_EQ(plan.row_stride[w], 12);
-  EXPECT_FALSE(plan.read_in_place[x]);
+  EXPECT_TRUE(plan.read_in_place[x]);
+  EXPECT_EQ(plan.row_stride[x], 16);
+  EXPECT_FALSE(plan.read_in_place[bias]);
 }
 
 // Blocks of 4 columns of a 64-column W: short runs, so blocks run in groups that read W in

@@ -138,7 +138,7 @@ inline Vec load_vec(const float* p) {
 }
 inline void store_vec(float* p, Vec v) { std::memcpy(p, &v, sizeof v); }
 
-// A bfloat16 B tile read in place by the matmuls (KernelPlan::read_in_place): widened in
+// A bfloat16 tile read in place by the matmuls (KernelPlan::read_in_place): widened in
 // registers as it is loaded, so a bfloat16 weight is read from memory once, at half float32's
 // bytes, instead of converted into the arena first and read again from there.
 struct Bf16 {
@@ -224,8 +224,8 @@ constexpr int panel_vectors() {
 }
 
 // R rows by V vectors of C over KC values of k.
-template <int R, int V, int KC, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad, class TB>
-inline void panel_vec(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
+template <int R, int V, int KC, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad, class TA, class TB>
+inline void panel_vec(const TA* __restrict a, const TB* __restrict b, float* __restrict c) {
   Vec acc[R][V];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -245,7 +245,7 @@ inline void panel_vec(const float* __restrict a, const TB* __restrict b, float* 
     for (int v = 0; v < V; ++v) bv[v] = load_vec(brow + v * kVecFloats);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const float ark = a[r * lda + k];
+      const float ark = load_scalar(a + r * lda + k);
 #pragma GCC unroll 8
       for (int v = 0; v < V; ++v) acc[r][v] += ark * bv[v];
     }
@@ -258,8 +258,8 @@ inline void panel_vec(const float* __restrict a, const TB* __restrict b, float* 
 }
 
 // The last N % kVecFloats columns, one float at a time.
-template <int R, int W, int KC, int lda, int ldb, int ldc, bool kLoad, class TB>
-inline void panel_scalar(const float* __restrict a, const TB* __restrict b,
+template <int R, int W, int KC, int lda, int ldb, int ldc, bool kLoad, class TA, class TB>
+inline void panel_scalar(const TA* __restrict a, const TB* __restrict b,
                          float* __restrict c) {
   float acc[R][W];
   for (int r = 0; r < R; ++r) {
@@ -267,7 +267,7 @@ inline void panel_scalar(const float* __restrict a, const TB* __restrict b,
   }
   for (int k = 0; k < KC; ++k) {
     for (int r = 0; r < R; ++r) {
-      const float ark = a[r * lda + k];
+      const float ark = load_scalar(a + r * lda + k);
       for (int j = 0; j < W; ++j) acc[r][j] += ark * load_scalar(b + k * ldb + j);
     }
   }
@@ -278,8 +278,8 @@ inline void panel_scalar(const float* __restrict a, const TB* __restrict b,
 
 // R rows of C, all N columns, V vectors at a time, over KC values of k.
 template <int R, int V, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad,
-          class TB>
-inline void row_chunk(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
+          class TA, class TB>
+inline void row_chunk(const TA* __restrict a, const TB* __restrict b, float* __restrict c) {
   constexpr int kPanel = V * kVecFloats;
   int j = 0;
   for (; j + kPanel <= N; j += kPanel) {
@@ -299,8 +299,8 @@ inline void row_chunk(const float* __restrict a, const TB* __restrict b, float* 
 // one matrix) and C_g = c + g * kSlice. One k-chunk (KC0 rows of B) of all G runs before the
 // next, so B is streamed as G·N-wide rows.
 template <int R, int V, int KC0, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
-          int64_t kAhead, bool kAccumulate, class TB>
-inline void matmul_rows(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
+          int64_t kAhead, bool kAccumulate, class TA, class TB>
+inline void matmul_rows(const TA* __restrict a, const TB* __restrict b, float* __restrict c) {
   constexpr int KC = K < KC0 ? K : KC0;
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
@@ -338,8 +338,8 @@ constexpr int kPackedVectors = 2;
 constexpr int kPackedColumns = kPackedVectors * kVecFloats;
 
 // C[M, kPackedColumns] (+)= A[M, KC] @ B[KC, kPackedColumns], B packed (kPackedColumns apart).
-template <int M, int KC, int lda, int ldc, bool kLoad>
-inline void packed_rows(const float* __restrict a, const float* __restrict packed,
+template <int M, int KC, int lda, int ldc, bool kLoad, class TA>
+inline void packed_rows(const TA* __restrict a, const float* __restrict packed,
                         float* __restrict c) {
   constexpr int R = kComputeRows;
   int i = 0;
@@ -353,8 +353,8 @@ inline void packed_rows(const float* __restrict a, const float* __restrict packe
   }
 }
 
-template <int M, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad, class TB>
-inline void packed_chunk(const float* __restrict a, const TB* __restrict b,
+template <int M, int KC, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kLoad, class TA, class TB>
+inline void packed_chunk(const TA* __restrict a, const TB* __restrict b,
                          float* __restrict c) {
   alignas(64) float packed[KC * kPackedColumns];
   int j = 0;
@@ -383,11 +383,66 @@ inline void packed_chunk(const float* __restrict a, const TB* __restrict b,
   }
 }
 
+// Fewer columns than a vector (a weight times a few activations laid out as its columns:
+// E @ x^T for tied-embedding logits): vectors across columns would be mostly empty, so each
+// row of A is read once, as vectors along k, into N dot products summed across their lanes at
+// the end. B's columns are first copied into N contiguous rows, kFewKChunk k at a time. The
+// lanes make a different summation order from ascending k, within float32 rounding of it.
+constexpr int kFewKChunk = 512;
+
+inline float lane_sum(Vec v) {
+  float s = 0.0f;
+#pragma GCC unroll 16
+  for (int i = 0; i < kVecFloats; ++i) s += v[i];
+  return s;
+}
+
+template <int M, int K, int N, int lda, int ldb, int ldc, bool kAccumulate, class TA, class TB>
+inline void matmul_few_columns(const TA* __restrict a, const TB* __restrict b,
+                               float* __restrict c) {
+  constexpr int KC = K < kFewKChunk ? K : kFewKChunk;
+  alignas(64) float columns[N * KC];
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kc = K - k0 < KC ? K - k0 : KC;
+    for (int k = 0; k < kc; ++k) {
+#pragma GCC unroll 16
+      for (int n = 0; n < N; ++n) columns[n * KC + k] = load_scalar(b + (k0 + k) * ldb + n);
+    }
+    for (int m = 0; m < M; ++m) {
+      const TA* row = a + m * lda + k0;
+      Vec acc[N];
+#pragma GCC unroll 16
+      for (int n = 0; n < N; ++n) acc[n] = Vec{};
+      int k = 0;
+      for (; k + kVecFloats <= kc; k += kVecFloats) {
+        const Vec av = load_vec(row + k);
+#pragma GCC unroll 16
+        for (int n = 0; n < N; ++n) acc[n] += av * load_vec(columns + n * KC + k);
+      }
+      float sums[N];
+#pragma GCC unroll 16
+      for (int n = 0; n < N; ++n) sums[n] = lane_sum(acc[n]);
+      for (; k < kc; ++k) {
+        const float ak = load_scalar(row + k);
+#pragma GCC unroll 16
+        for (int n = 0; n < N; ++n) sums[n] += ak * columns[n * KC + k];
+      }
+      float* out = c + m * ldc;
+#pragma GCC unroll 16
+      for (int n = 0; n < N; ++n) out[n] = (kAccumulate || k0 > 0 ? out[n] : 0.0f) + sums[n];
+    }
+  }
+}
+
 template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
-          int64_t kAhead, bool kAccumulate, class TB>
-inline void matmul_group(const float* __restrict a, const TB* __restrict b,
+          int64_t kAhead, bool kAccumulate, class TA, class TB>
+inline void matmul_group(const TA* __restrict a, const TB* __restrict b,
                          float* __restrict c) {
-  if constexpr (M <= kMaxPanelRows) {  // B streamed once, kKChunk rows at a time
+  if constexpr (N < kVecFloats) {
+    for (int g = 0; g < G; ++g) {
+      matmul_few_columns<M, K, N, lda, ldb, ldc, kAccumulate>(a, b + g * N, c + g * kSlice);
+    }
+  } else if constexpr (M <= kMaxPanelRows) {  // B streamed once, kKChunk rows at a time
     matmul_rows<M, panel_vectors<M>(), kKChunk, K, N, G, lda, ldb, ldc, kSlice, kAhead,
                 kAccumulate>(a, b, c);
   } else {
@@ -415,8 +470,8 @@ inline void matmul_group(const float* __restrict a, const TB* __restrict b,
 }
 
 template <int M, int K, int N, int lda, int ldb, int ldc, int64_t kAhead, bool kAccumulate,
-          class TB>
-inline void matmul(const float* __restrict a, const TB* __restrict b, float* __restrict c) {
+          class TA, class TB>
+inline void matmul(const TA* __restrict a, const TB* __restrict b, float* __restrict c) {
   matmul_group<M, K, N, 1, lda, ldb, ldc, 0, kAhead, kAccumulate>(a, b, c);
 }
 

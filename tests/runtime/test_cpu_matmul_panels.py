@@ -1,6 +1,6 @@
 """The generated CPU matmul's orders (cc/codegen/cpu/prelude.cc): up to 8 rows stream B
 once; more rows pack 128 x 16 strips of B and run 6-row register panels over them; fewer
-columns than a vector read each row of A once into per-column dot products. Shapes
+columns than a vector, or one, read each row of A once into per-column dot products. Shapes
 with every remainder (rows not a multiple of 6, columns not of 16, k tiles past 128 and not
 a multiple of it), in one block and in several that share A (a group product), compiled and
 run, against a float64 reference. A bfloat16 operand is read in place and widened as it is
@@ -46,6 +46,7 @@ def _matmul(
         (70, 200, 5, 1, 200),  # a weight times a few activations as columns (E @ x^T)
         (3, 1100, 1, 1, 550),  # k chunks of 512 and a rest, one column
         (8, 64, 12, 2, 64),  # two blocks of 6 columns
+        (20, 96, 8, 1, 96),  # one vector of columns (AVX2)
     ],
 )
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.frontend.flat import Node
@@ -166,8 +167,20 @@ def fuse_silu(a: Value, b: Value) -> Value | None:
     return None
 
 
+def is_constant(value: float, exact: float) -> bool:
+    """`value` is the constant `exact` as a program of any kernel dtype holds it: jax.nn.gelu
+    rounds √(2/π) and 0.044715 to its input's dtype (0.796875 and 0.044677734375 in
+    bfloat16), and the kernel computes with the exact constant in float32, within that
+    dtype's rounding of what XLA computes."""
+    return any(
+        np.isclose(value, float(np.asarray(exact, dtype)), rtol=1e-6)
+        for dtype in (np.float32, jnp.bfloat16, np.float16)
+    )
+
+
 def fuse_gelu(a: Value, b: Value) -> Value | None:
-    """x · 0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³))), jax.nn.gelu(approximate=True)."""
+    """x · 0.5·(1 + tanh(√(2/π)·(x + 0.044715·x³))), jax.nn.gelu(approximate=True), its
+    constants as the program's dtype holds them."""
     for x, c in ((a, b), (b, a)):
         if c.groups != x.groups:
             continue
@@ -182,14 +195,14 @@ def fuse_gelu(a: Value, b: Value) -> Value | None:
         if not (t.op == "unary" and t.attr[0] == "tanh"):
             continue
         scaled = scalar_op(t.args[0], "mul_scalar")
-        if not (scaled and np.isclose(scaled[1], np.sqrt(2 / np.pi), rtol=1e-6)):
+        if not (scaled and is_constant(scaled[1], np.sqrt(2 / np.pi))):
             continue
         inner = scaled[0]
         if inner.op != "binary" or inner.attr != "add" or x.d not in inner.args:
             continue
         other = inner.args[1] if inner.args[0] is x.d else inner.args[0]
         cubed = scalar_op(other, "mul_scalar")
-        if not (cubed and np.isclose(cubed[1], 0.044715, rtol=1e-6) and is_cube(cubed[0], x.d)):
+        if not (cubed and is_constant(cubed[1], 0.044715) and is_cube(cubed[0], x.d)):
             continue
         return Value(unary("gelu", x.d), x.groups, x.shape)
     return None

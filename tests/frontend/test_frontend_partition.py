@@ -325,6 +325,26 @@ def test_tanh_and_gelu():
     _check_region(r, args, kinds=["erf(", "matmul"])
 
 
+def test_gelu_in_bfloat16_is_one_gelu():
+    """jax.nn.gelu rounds its constants to its input's dtype (√(2/π) becomes 0.796875 in
+    bfloat16): still the kernel graph's one gelu, computed with the exact constants, within
+    bfloat16's tolerance of what jax computes (2^-5 normwise, the model zoo's)."""
+    rng = np.random.default_rng(4)
+    args = tuple(jnp.asarray(_rand(rng, *s), jnp.bfloat16) for s in ((8, 32), (32, 16)))
+
+    def gelu_mlp(x, w):
+        return jax.nn.gelu(x @ w, approximate=True)
+
+    (r,) = _whole(gelu_mlp, *args).regions
+    rg = region_to_graph(r)
+    ops = str(rg.graph)
+    assert "gelu" in ops and "sigmoid" not in ops, ops
+    want = np.asarray(jax.jit(gelu_mlp)(*args), np.float64)
+    (got,) = rg.finish_outputs(rg.graph.evaluate(rg.prepare_inputs(args)))
+    error = np.linalg.norm(np.asarray(got, np.float64) - want) / np.linalg.norm(want)
+    assert error <= 2**-5, error
+
+
 def test_scalar_inputs_meet_tensors():
     # jaxpr lets a rank-0 value meet a tensor in an elementwise op (a traced scale); so does
     # a full reduction's result

@@ -386,8 +386,8 @@ inline void packed_chunk(const TA* __restrict a, const TB* __restrict b,
 // At most a vector of columns (a weight times a few activations laid out as its columns:
 // E @ x^T for tied-embedding logits): vectors across columns would be one or mostly empty, so
 // each row of A is read once, as vectors along k, into N dot products summed across their
-// lanes at the end (on a [4096, 48] bfloat16 tile with 4 columns, 1.8x the 6-row panels' rate
-// here; 1.2x with 8). B's columns are first copied into N contiguous rows, kFewKChunk k at a time. The
+// lanes at the end (on a [4096, 48] bfloat16 tile with 4 columns, about 1.8x the 6-row
+// panels' rate here, 1.2x with 8, in a harness run beside other work: rough ratios). B's columns are first copied into N contiguous rows, kFewKChunk k at a time. The
 // lanes make a different summation order from ascending k, within float32 rounding of it.
 constexpr int kFewKChunk = 512;
 

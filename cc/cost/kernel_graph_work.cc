@@ -118,7 +118,10 @@ KernelWork library_call_work(const KernelGraph& g, const Op& op) {
   KernelWork w;
   w.kind = KernelKind::kLibraryMatmul;
   w.label = std::string(op_kind_name(op.kind));
-  for (int t : op.inputs) w.bytes_read += tensor_bytes(g, t);
+  for (int t : op.inputs) {
+    w.bytes_read += tensor_bytes(g, t);
+    if (dtype_bytes(g.tensor(t).dtype) == 2) w.bytes_16_bit_operands += tensor_bytes(g, t);
+  }
   w.bytes_written = tensor_bytes(g, op.outputs[0]);
   const OpFlops f = op_flops(g, op);
   w.flops = f.total;

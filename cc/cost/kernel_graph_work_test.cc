@@ -37,6 +37,17 @@ TEST(KernelGraphWork, ReferenceRmsNormLinearIsOneFusionAndOneMatmul) {
   EXPECT_EQ(ks[1].matmul_rows, 8);
 }
 
+TEST(KernelGraphWork, LibraryMatmulCountsItsSixteenBitOperands) {
+  KernelGraph g;
+  const int x = g.new_input({4, 64}, DType::kF32);
+  const int w = g.new_input({64, 32}, DType::kBF16);
+  g.mark_output(g.matmul(x, w));
+  const std::vector<KernelWork> ks = kernel_graph_work(g);
+  ASSERT_EQ(ks.size(), 1u);
+  EXPECT_DOUBLE_EQ(ks[0].bytes_16_bit_operands, 64 * 32 * 2);
+  EXPECT_DOUBLE_EQ(ks[0].bytes_read, 4 * 64 * 4 + 64 * 32 * 2);
+}
+
 TEST(KernelGraphWork, ElementwiseChainFusesAndReadsSharedOperandOnce) {
   KernelGraph g;
   const int a = g.new_input({4, 16}, DType::kF32);

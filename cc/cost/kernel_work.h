@@ -33,6 +33,8 @@ struct KernelWork {
   std::vector<ReplicatedRead> replicated;  // customized only
   // kLibraryMatmul: rows of each result matrix (the library picks its algorithm by it).
   int64_t matmul_rows = 0;
+  // kLibraryMatmul: the bytes of its 16-bit float operands (see Target::library_widens_16_bit).
+  double bytes_16_bit_operands = 0;
   // kCustomized: grid size, and the bytes one block keeps on chip (shared memory on a GPU).
   int64_t blocks = 0;
   double working_set_bytes = 0;

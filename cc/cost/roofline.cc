@@ -7,6 +7,18 @@
 namespace mj::cost {
 namespace {
 
+bool library_small_m(const KernelWork& w, const Target& t) {
+  return w.kind == KernelKind::kLibraryMatmul && w.matmul_rows > 0 &&
+         w.matmul_rows <= t.library_small_m_rows;
+}
+
+// One-row dots are XLA's GEMV, which streams at the full rate.
+double dram_seconds(const KernelWork& w, const Target& t, double bytes) {
+  const bool slow_stream =
+      library_small_m(w, t) && w.matmul_rows > 1 && t.library_small_m_bandwidth > 0;
+  return bytes / (slow_stream ? t.library_small_m_bandwidth : t.dram_bandwidth);
+}
+
 double compute_seconds(const KernelWork& w, const Target& t) {
   if (t.kind == TargetKind::kGpu) {
     return w.low_precision_matmul_flops / t.tensor_core_flops +
@@ -15,9 +27,7 @@ double compute_seconds(const KernelWork& w, const Target& t) {
   if (w.kind == KernelKind::kCustomized && t.generated_flops > 0) {
     return w.flops / t.generated_flops;
   }
-  const bool small_m = w.kind == KernelKind::kLibraryMatmul && w.matmul_rows > 0 &&
-                       w.matmul_rows <= t.library_small_m_rows;
-  return w.flops / (small_m ? t.library_small_m_matmul_flops : t.peak_flops);
+  return w.flops / (library_small_m(w, t) ? t.library_small_m_matmul_flops : t.peak_flops);
 }
 
 double waves_efficiency(int64_t blocks, int units) {
@@ -50,7 +60,10 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
     if (r.tensor_bytes <= reuse_capacity) k.cached_bytes += r.reread_bytes;
   }
   k.dram_bytes = w.bytes_read + w.bytes_written - k.cached_bytes;
-  k.memory_s = k.dram_bytes / t.dram_bandwidth + k.cached_bytes / t.cache_bandwidth +
+  if (w.kind == KernelKind::kLibraryMatmul && t.library_widens_16_bit) {
+    k.dram_bytes += 4 * w.bytes_16_bit_operands;  // the float32 copy: written, then read
+  }
+  k.memory_s = dram_seconds(w, t, k.dram_bytes) + k.cached_bytes / t.cache_bandwidth +
                page_walk_seconds(w, t) + run_seconds(w, t);
   k.compute_s = compute_seconds(w, t);
   const bool customized = w.kind == KernelKind::kCustomized;

@@ -80,6 +80,43 @@ TEST(Roofline, SmallMLibraryMatmulRunsAtTheLibraryRate) {
   EXPECT_DOUBLE_EQ(kernel_time(c, cpu).compute_s, 1e9 / 120e9);
 }
 
+TEST(Roofline, SmallMLibraryMatmulStreamsAtTheLibraryBandwidth) {
+  const Target cpu = Target::cpu_host();
+  KernelWork w;
+  w.kind = KernelKind::kLibraryMatmul;
+  w.bytes_read = 64e6;
+  w.matmul_rows = 8;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).memory_s, 64e6 / 6.4e9);
+  // XLA's one-row GEMV and its large dots stream at the full rate.
+  w.matmul_rows = 1;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).memory_s, 64e6 / 21e9);
+  w.matmul_rows = 512;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).memory_s, 64e6 / 21e9);
+  // So does a generated product of 8 rows.
+  KernelWork c = customized(2, 64e6, 0);
+  EXPECT_DOUBLE_EQ(kernel_time(c, cpu).memory_s, 64e6 / 21e9);
+  // 0: not modeled, the plain stream.
+  Target unmodeled = cpu;
+  unmodeled.library_small_m_bandwidth = 0;
+  w.matmul_rows = 8;
+  EXPECT_DOUBLE_EQ(kernel_time(w, unmodeled).memory_s, 64e6 / 21e9);
+}
+
+TEST(Roofline, CpuLibraryMatmulWidensSixteenBitOperandsInMemory) {
+  const Target cpu = Target::cpu_host();
+  KernelWork w;
+  w.kind = KernelKind::kLibraryMatmul;
+  w.matmul_rows = 512;
+  w.bytes_read = 10e6;
+  w.bytes_16_bit_operands = 8e6;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).dram_bytes, 10e6 + 4 * 8e6);
+  // A generated kernel widens its tiles in registers; a GPU library takes them as they are.
+  KernelWork c = customized(2, 10e6, 0);
+  c.bytes_16_bit_operands = 8e6;
+  EXPECT_DOUBLE_EQ(kernel_time(c, cpu).dram_bytes, 10e6);
+  EXPECT_DOUBLE_EQ(kernel_time(w, Target::h100()).dram_bytes, 10e6);
+}
+
 TEST(Roofline, GpuLowPrecisionMatmulRunsOnTensorCores) {
   const Target h100 = Target::h100();
   KernelWork w = customized(132, 0, 3e12);

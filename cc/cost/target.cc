@@ -29,12 +29,14 @@ Target Target::cpu_host(const HostMeasurements& measured) {
   // runs of 512 bytes carrying the same bytes.
   t.run_overhead_s = 20e-9;
   t.last_level_cache_bytes = 32 << 20;
-  t.cache_bandwidth = 150e9;           // L3 reads, both cores; rough (32 B/cycle/core peak)
-  t.dram_bandwidth = 21e9;             // a jitted read of a large array
-  t.peak_flops = 120e9;                // a 2048³ f32 matmul
-  t.custom_call_overhead_s = 35e-6;    // one FFI dispatch
-  t.library_kernel_overhead_s = 2e-6;  // one XLA thunk; an estimate, small next to FFI
-  t.library_small_m_rows = 16;         // M = 8 measured slow; the cut-off is a guess
+  t.cache_bandwidth = 150e9;            // L3 reads, both cores; rough (32 B/cycle/core peak)
+  t.dram_bandwidth = 21e9;              // a jitted read of a large array
+  t.peak_flops = 120e9;                 // a 2048³ f32 matmul
+  t.custom_call_overhead_s = 35e-6;     // one FFI dispatch
+  t.library_kernel_overhead_s = 2e-6;   // one XLA thunk; an estimate, small next to FFI
+  t.library_small_m_rows = 16;          // M = 8 measured slow; the cut-off is a guess
+  t.library_small_m_bandwidth = 6.4e9;  // x[8, 8192] @ w[8192, 2048], w streamed cold
+  t.library_widens_16_bit = true;
   if (measured.cores > 0) t.cores = measured.cores;
   if (measured.read_bandwidth > 0) t.dram_bandwidth = measured.read_bandwidth;
   if (measured.matmul_flops > 0) t.peak_flops = measured.matmul_flops;
@@ -108,6 +110,10 @@ void check_target(const Target& t) {
   require_positive(t, "cache_bandwidth", t.cache_bandwidth);
   if (t.library_small_m_rows > 0) {
     require_positive(t, "library_small_m_matmul_flops", t.library_small_m_matmul_flops);
+  }
+  if (!(t.library_small_m_bandwidth >= 0)) {
+    throw std::invalid_argument("target '" + t.name +
+                                "': library_small_m_bandwidth must not be negative");
   }
   if (t.kind == TargetKind::kCpu) {
     require_positive(t, "cores", t.cores);

@@ -44,6 +44,17 @@ struct Target {
   // about 18% of FMA peak); larger ones at peak_flops.
   int library_small_m_rows = 0;
   double library_small_m_matmul_flops = 0;
+  // The bytes/s such a dot of 2 or more rows streams its operands from memory at: XLA:CPU's
+  // small-M path reads a weight too large for the cache at a fraction of a plain stream
+  // (6-8 GB/s at 4-16 rows where a generated kernel or XLA's one-row GEMV gets 16-19 GB/s on
+  // the development machine), so without it a kernel-level matmul next to a fused prefix
+  // looks as fast as the generated product it replaces. 0: dram_bandwidth.
+  double library_small_m_bandwidth = 0;
+  // XLA:CPU's dots take no 16-bit floats: each bfloat16 or float16 operand is first widened
+  // into a new float32 buffer, written and read again on every call (the wrapped_convert
+  // fusions of its HLO), so a kernel-level matmul over a bfloat16 weight moves 5x its bytes
+  // where a generated kernel widens tiles in registers. GPU libraries take them as they are.
+  bool library_widens_16_bit = false;
 
   // ---- CPU: blocks are tasks spread over the cores
   int cores = 0;

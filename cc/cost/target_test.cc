@@ -72,6 +72,14 @@ TEST(Target, CheckNamesTheUnusableField) {
   c = Target::cpu_host();
   c.custom_call_overhead_s = -1;
   EXPECT_THROW(check_target(c), std::invalid_argument);
+  c = Target::cpu_host();
+  c.library_small_m_bandwidth = -1;
+  try {
+    check_target(c);
+    FAIL() << "negative small-M bandwidth accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("library_small_m_bandwidth"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -50,6 +50,8 @@ void bind_target(nb::module_& m) {
       .def_rw("library_kernel_overhead_s", &Target::library_kernel_overhead_s)
       .def_rw("library_small_m_rows", &Target::library_small_m_rows)
       .def_rw("library_small_m_matmul_flops", &Target::library_small_m_matmul_flops)
+      .def_rw("library_small_m_bandwidth", &Target::library_small_m_bandwidth)
+      .def_rw("library_widens_16_bit", &Target::library_widens_16_bit)
       .def_rw("cores", &Target::cores)
       .def_rw("page_walk_s", &Target::page_walk_s)
       .def_rw("run_overhead_s", &Target::run_overhead_s)

@@ -8,6 +8,8 @@ number the roofline divides by is measured with a small probe, the way candidate
   (x[1, K] @ W[K, N], one block per core): the rate decode GEMVs get, not a library's.
 - generated_flops: a generated kernel's block matmuls on cache-resident tiles.
 - peak_flops, library_small_m_matmul_flops: jitted XLA matmuls, large and of 8 rows.
+- library_small_m_bandwidth: a jitted XLA matmul of 8 rows over the streamed weight: XLA's
+  small-M dots read a weight from memory far slower than a stream (or its one-row GEMV).
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.
@@ -57,6 +59,7 @@ class Calibration:
     generated_flops: float  # flop/s
     peak_flops: float  # flop/s
     library_small_m_matmul_flops: float  # flop/s
+    library_small_m_bandwidth: float  # bytes/s
     custom_call_overhead_s: float
     block_overhead_s: float
     run_overhead_s: float
@@ -96,6 +99,7 @@ class Calibration:
         t.generated_flops = self.generated_flops
         t.peak_flops = self.peak_flops
         t.library_small_m_matmul_flops = self.library_small_m_matmul_flops
+        t.library_small_m_bandwidth = self.library_small_m_bandwidth
         t.custom_call_overhead_s = self.custom_call_overhead_s
         t.block_overhead_s = self.block_overhead_s
         t.run_overhead_s = self.run_overhead_s
@@ -108,7 +112,8 @@ class Calibration:
             f"{self.cores} cores, memory {self.dram_bandwidth / 1e9:.1f} GB/s, generated "
             f"kernels {self.generated_flops / 1e9:.0f} GFLOP/s, XLA matmul "
             f"{self.peak_flops / 1e9:.0f} GFLOP/s ({self.library_small_m_matmul_flops / 1e9:.0f} "
-            f"at 8 rows), custom call {self.custom_call_overhead_s * 1e6:.1f} us, block "
+            f"at 8 rows, streaming {self.library_small_m_bandwidth / 1e9:.1f} GB/s), custom "
+            f"call {self.custom_call_overhead_s * 1e6:.1f} us, block "
             f"{self.block_overhead_s * 1e6:.2f} us, run {self.run_overhead_s * 1e9:.1f} ns, "
             f"page walk {self.page_walk_s * 1e9:.1f} ns"
         )
@@ -193,6 +198,8 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
     x8 = jax.device_put(rng.standard_normal((8, 2048), dtype=np.float32))
     w8 = jax.device_put(rng.standard_normal((2048, 1024), dtype=np.float32))
     small_m_s = fastest_seconds(matmul, [x8, w8], 4 * RUNS)
+    x8_streamed = jax.device_put(rng.standard_normal((8, _STREAM_K), dtype=np.float32))
+    small_m_stream_s = fastest_seconds(matmul, [x8_streamed, streamed[1]], RUNS)
 
     return Calibration(
         cores=cores,
@@ -201,6 +208,7 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
         generated_flops=2.0 * 128 * 1024 * 1024 / compute_s,
         peak_flops=2.0 * 512 * 1024 * 1024 / library_s,
         library_small_m_matmul_flops=2.0 * 8 * 2048 * 1024 / small_m_s,
+        library_small_m_bandwidth=4.0 * _STREAM_K * n_stream / small_m_stream_s,
         custom_call_overhead_s=max(0.0, one_block_s - xla_tiny_s),
         block_overhead_s=max(0.0, many_blocks_s - one_block_s) / math.ceil(_TINY_BLOCKS / cores),
         # Both terms are shared among the cores in the model (cc/cost/roofline.cc).

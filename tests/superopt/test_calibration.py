@@ -23,6 +23,7 @@ FAKE = calibration.Calibration(
     generated_flops=20e9,
     peak_flops=150e9,
     library_small_m_matmul_flops=40e9,
+    library_small_m_bandwidth=3e9,
     custom_call_overhead_s=3e-6,
     block_overhead_s=1e-7,
     run_overhead_s=0.0,
@@ -62,6 +63,7 @@ def test_the_probes_run_and_measure_usable_numbers():
     assert 1e8 < found.generated_flops < 1e14
     assert 1e8 < found.peak_flops < 1e14
     assert 1e7 < found.library_small_m_matmul_flops < 1e14
+    assert 1e8 < found.library_small_m_bandwidth < 1e13
     assert 0 <= found.custom_call_overhead_s < 1e-2
     assert 0 <= found.block_overhead_s < 1e-3
     target = found.target()

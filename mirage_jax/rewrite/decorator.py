@@ -33,7 +33,7 @@ import jax
 from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
 from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
-from mirage_jax.rewrite import budget, whole_program
+from mirage_jax.rewrite import budget, untraced, whole_program
 from mirage_jax.rewrite.background import Background, describe_signature
 from mirage_jax.rewrite.explain import RegionReport, left_out
 from mirage_jax.rewrite.explain import explain as _explain
@@ -443,7 +443,7 @@ def _specialize(opt: Optimized, sig: _Signature) -> _Specialization:
         settings = dataclasses.replace(settings, cold_caches=cold)
     try:
         name = getattr(opt._fun, "__qualname__", None) or repr(opt._fun)
-        return _rewrite(closed, out_shapes, sig, plain, settings, name)
+        return untraced.call(_rewrite, closed, out_shapes, sig, plain, settings, name)
     except Exception as e:  # whatever fails in mirage_jax, the function still runs as jax.jit
         name = getattr(opt._fun, "__qualname__", repr(opt._fun))
         reason = f"{type(e).__name__}: {e}"

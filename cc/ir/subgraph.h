@@ -16,14 +16,23 @@
 namespace mj::ir {
 
 struct GraphSplit {
-  KernelGraph prefix;         // the original's ops before the cut, with the original's ids
+  KernelGraph prefix;         // the original's ops before the cut (output ops left out),
+                              // with the original's ids
   KernelGraph tail;           // the ops from the cut on, over the values that cross the cut
   int cut_tensor = -1;        // the first matmul's output (original id), for reports
   std::vector<int> boundary;  // original ids of the tail's inputs, in order
+  // Original ids of the outputs made before the cut (a residual stream that a norm and its
+  // matmul read, returned for the next layer): the prefix computes them, the tail does not
+  // see them.
+  std::vector<int> passed;
+  // Per output of the original, in order: k >= 0 for the tail's k-th output, -1 - k for
+  // passed[k].
+  std::vector<int> output_order;
 };
 
 // The split of g, or nullopt when it has no matmul of a computed value, nothing but inputs
-// before it, or an output made before the cut (then the tail would not produce every output).
+// before it, or no output made after it. Outputs made before the cut (their output ops placed
+// before it or after) are `passed`.
 std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& g);
 
 // The original program with its tail replaced by `tail_candidate`, a graph over the tail's
@@ -33,7 +42,7 @@ KernelGraph splice(const GraphSplit& split, const KernelGraph& tail_candidate);
 
 // The prefix as a program of its own, to be searched like the tail: the original's inputs,
 // the ops before the cut, and as outputs the boundary values it computes (those that are not
-// program inputs), in boundary order.
+// program inputs), in boundary order, then the passed outputs not among them.
 KernelGraph prefix_program(const GraphSplit& split);
 
 // The original program with both parts replaced: `prefix_candidate` a graph over the

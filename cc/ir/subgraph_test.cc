@@ -106,6 +106,76 @@ TEST(Subgraph, SplicePartsTakesAnotherPrefix) {
   EXPECT_IR_ERROR(splice_parts(*split, two_outputs, split->tail), "splice_parts", "2 outputs");
 }
 
+// A residual stream: s = a + b is returned (for the next layer) and normed into a matmul.
+// Outputs in the order s, then the matmul's.
+KernelGraph residual_norm_linear() {
+  KernelGraph g;
+  const int a = g.new_input({4, 8}, DType::kF32);
+  const int b = g.new_input({4, 8}, DType::kF32);
+  const int w = g.new_input({8, 8}, DType::kF32);
+  const int s = g.binary(OpKind::kAdd, a, b);
+  const int y = g.matmul(g.rms_norm(s, 1e-6), w);
+  g.mark_output(s);
+  g.mark_output(y);
+  return g;
+}
+
+TEST(Subgraph, AnOutputMadeBeforeTheCutComesFromThePrefix) {
+  const KernelGraph g = residual_norm_linear();
+  const auto split = split_before_first_computed_matmul(g);
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(split->boundary, (std::vector<int>{4, 2}));  // the norm and w
+  EXPECT_EQ(split->passed, (std::vector<int>{3}));       // the sum
+  EXPECT_EQ(split->output_order, (std::vector<int>{-1, 0}));
+  EXPECT_EQ(split->tail.output_ids().size(), 1u);  // the tail does not see the sum
+  const KernelGraph prefix = prefix_program(*split);
+  ASSERT_EQ(prefix.output_ids().size(), 2u);  // the norm (boundary), then the sum
+  EXPECT_EQ(prefix.ops()[prefix.tensor(prefix.output_ids()[1]).producer].kind, OpKind::kAdd);
+  // Spliced back as they are, both ways give the original program, its outputs in order.
+  EXPECT_EQ(to_string(splice(*split, split->tail)), to_string(g));
+  EXPECT_EQ(to_string(splice_parts(*split, prefix, split->tail)), to_string(g));
+  EXPECT_EQ(graph_hash(splice_parts(*split, prefix, split->tail)), graph_hash(g));
+
+  // An output both passed and read across the cut is made once by the prefix.
+  KernelGraph both;
+  const int p = both.new_input({2, 8}, DType::kF32);
+  const int q = both.new_input({8, 8}, DType::kF32);
+  const int r = both.unary(OpKind::kExp, p);
+  both.mark_output(both.matmul(r, q));
+  both.mark_output(r);
+  const auto split2 = split_before_first_computed_matmul(both);
+  ASSERT_TRUE(split2.has_value());
+  EXPECT_EQ(split2->output_order, (std::vector<int>{0, -1}));
+  EXPECT_EQ(prefix_program(*split2).output_ids().size(), 1u);
+  EXPECT_EQ(to_string(splice_parts(*split2, prefix_program(*split2), split2->tail)),
+            to_string(both));
+
+  // Its output op may stand before the cut, as the frontend places it: the same split.
+  KernelGraph early;
+  const int e0 = early.new_input({4, 8}, DType::kF32);
+  const int e1 = early.new_input({4, 8}, DType::kF32);
+  const int ew = early.new_input({8, 8}, DType::kF32);
+  const int es = early.binary(OpKind::kAdd, e0, e1);
+  early.mark_output(es);
+  early.mark_output(early.matmul(early.rms_norm(es, 1e-6), ew));
+  const auto split3 = split_before_first_computed_matmul(early);
+  ASSERT_TRUE(split3.has_value());
+  EXPECT_EQ(split3->passed, (std::vector<int>{3}));
+  EXPECT_EQ(split3->output_order, (std::vector<int>{-1, 0}));
+  EXPECT_EQ(split3->prefix.output_ids().size(), 0u);
+  // Outputs come out in the original's order (the output ops now after the tail's ops).
+  EXPECT_EQ(to_string(splice_parts(*split3, prefix_program(*split3), split3->tail)), to_string(g));
+
+  // A prefix candidate without the passed output is refused.
+  KernelGraph short_prefix;
+  const int x = short_prefix.new_input({4, 8}, DType::kF32);
+  const int y = short_prefix.new_input({4, 8}, DType::kF32);
+  short_prefix.new_input({8, 8}, DType::kF32);
+  short_prefix.mark_output(short_prefix.rms_norm(short_prefix.binary(OpKind::kAdd, x, y), 1e-6));
+  EXPECT_IR_ERROR(splice_parts(*split, short_prefix, split->tail), "splice_parts", "1 outputs",
+                  "the prefix program 2");
+}
+
 TEST(Subgraph, NothingToSplit) {
   KernelGraph plain;  // the matmul reads inputs only
   const int x = plain.new_input({2, 8}, DType::kF32);
@@ -113,21 +183,13 @@ TEST(Subgraph, NothingToSplit) {
   plain.mark_output(plain.unary(OpKind::kExp, plain.matmul(x, w)));
   EXPECT_FALSE(split_before_first_computed_matmul(plain).has_value());
 
-  KernelGraph early;  // an output made before the cut
-  const int a = early.new_input({2, 8}, DType::kF32);
-  const int b = early.new_input({8, 8}, DType::kF32);
-  const int e = early.unary(OpKind::kExp, a);
-  early.mark_output(e);
-  early.mark_output(early.matmul(e, b));
-  EXPECT_FALSE(split_before_first_computed_matmul(early).has_value());
-
-  KernelGraph passed;  // an output passed through from before the cut
-  const int p = passed.new_input({2, 8}, DType::kF32);
-  const int q = passed.new_input({8, 8}, DType::kF32);
-  const int r = passed.unary(OpKind::kExp, p);
-  passed.mark_output(passed.matmul(r, q));
-  passed.mark_output(r);
-  EXPECT_FALSE(split_before_first_computed_matmul(passed).has_value());
+  KernelGraph only_before;  // every output made before the cut: the tail would make none
+  const int a = only_before.new_input({2, 8}, DType::kF32);
+  const int b = only_before.new_input({8, 8}, DType::kF32);
+  const int e = only_before.unary(OpKind::kExp, a);
+  only_before.matmul(e, b);
+  only_before.mark_output(e);
+  EXPECT_FALSE(split_before_first_computed_matmul(only_before).has_value());
 
   EXPECT_FALSE(split_before_first_computed_matmul(KernelGraph()).has_value());
 }

@@ -352,7 +352,11 @@ def _convert_max(b: Builder, node: Node, out: Var, a: Operand, c: Operand) -> Op
             return other  # max(-inf, m): the softmax stabilizer's guard
         if is_zero(lit) and isinstance(other, Value) and expr.non_negative(other.d):
             return other  # max(0, v) of a v that is >= 0 or NaN (max keeps NaN too)
-    raise b.unsupported(node, "only max(-inf, x), or max(0, x) of a value never below 0")
+        if is_zero(lit) and not isinstance(other, float):
+            # relu, NaN kept as max keeps it; Flax's LayerNorm clamps its variance so.
+            v = b.laid_out(other, node.name)
+            return Value(expr.unary("relu", v.d), v.groups, v.shape)
+    raise b.unsupported(node, "only max(-inf, x) and max(0, x)")
 
 
 def _convert_binary(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> Operand:

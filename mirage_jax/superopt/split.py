@@ -30,7 +30,8 @@ class Split:
 
 def split_before_first_computed_matmul(kg: KernelGraph) -> Split | None:
     """The split of `kg`, or None when it has no such matmul, nothing before it to leave
-    out, or an output computed before the cut."""
+    out, or no output made after it (an output made before the cut is computed by the
+    prefix)."""
     split = _core.split_before_first_computed_matmul(kg._core)
     if split is None:
         return None

@@ -58,6 +58,25 @@ def test_rms_norm_matmul_is_one_region():
     np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-5)
 
 
+def linen_layer_norm_matmul(x, w):
+    """flax.linen.LayerNorm's statistics: E[x^2] - E[x]^2, clamped at 0 by jnp.maximum."""
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.maximum(0.0, jnp.mean(x * x, axis=-1, keepdims=True) - mean * mean)
+    return ((x - mean) * jax.lax.rsqrt(var + 1e-6)) @ w
+
+
+def test_a_variance_clamped_at_zero_stays_in_its_region_as_relu():
+    rng = np.random.default_rng(0)
+    x = _rand(rng, 8, 64)
+    x[1] = 7.0  # constant row: E[x^2] - E[x]^2 rounds to a tiny negative, clamped to 0
+    args = (x, _rand(rng, 64, 32))
+    part = _whole(linen_layer_norm_matmul, *args)
+    assert len(part.regions) == 1 and not part.unsupported
+    (r,) = part.regions
+    assert len(r.nodes) == len(part.program.nodes)
+    _check_region(r, args, kinds=["relu", "rsqrt", "matmul"])
+
+
 def gated_mlp(x, w1, w3):
     return jax.nn.silu(x @ w1) * (x @ w3)
 

@@ -22,6 +22,7 @@ from mirage_jax.superopt.split import (
     splice_parts,
     split_before_first_computed_matmul,
 )
+from mirage_jax.superopt.verify import verify_equivalent
 
 SHAPES = dict(heads=2, q_len=8, kv_len=16, head_dim=4)
 
@@ -65,12 +66,49 @@ def test_programs_with_nothing_to_split_give_none():
     x, w = plain.new_input((2, 8)), plain.new_input((8, 4))
     plain.mark_output(plain.exp(plain.matmul(x, w)))  # the matmul reads inputs only
     assert split_before_first_computed_matmul(plain) is None
-    early = mj.KernelGraph()
-    x, w = early.new_input((2, 8)), early.new_input((8, 8))
-    e = early.exp(x)
-    early.mark_output(e)  # an output made before the cut
-    early.mark_output(early.matmul(e, w))
-    assert split_before_first_computed_matmul(early) is None
+    only_before = mj.KernelGraph()
+    x, w = only_before.new_input((2, 8)), only_before.new_input((8, 8))
+    e = only_before.exp(x)
+    only_before.matmul(e, w)
+    only_before.mark_output(e)  # every output made before the cut: the tail makes none
+    assert split_before_first_computed_matmul(only_before) is None
+
+
+def residual_norm_linear():
+    """s = a + b, returned for the next layer and normed into a matmul (a decoder layer's
+    residual stream): outputs s, then the matmul's."""
+    g = mj.KernelGraph()
+    a, b, w = g.new_input((4, 16)), g.new_input((4, 16)), g.new_input((16, 8))
+    s = g.add(a, b)
+    g.mark_output(s)  # as the frontend marks it: where it is made, before the cut
+    g.mark_output(g.matmul(g.rms_norm(s, 1e-6), w))
+    return g
+
+
+def test_an_output_made_before_the_cut_is_made_by_the_prefix():
+    g = residual_norm_linear()
+    split = split_before_first_computed_matmul(g)
+    assert split is not None
+    prefix = prefix_program(split)
+    assert len(prefix.outputs) == 2  # the norm the tail reads, and the returned sum
+    assert len(split.tail.outputs) == 1
+    assert verify_equivalent(g, splice_parts(split, prefix, split.tail)).equivalent
+    # and the search's splices of found parts are checked against the whole like any other
+    result = mj.search(
+        g,
+        mj.SearchConfig(
+            max_kernel_ops=1, max_block_ops=2, time_budget_s=20, threads=2, deepen=False
+        ),
+        progress=False,
+    )
+    assert result.parts is not None and "cut before" in result.parts
+    fused = [c for c in result.candidates if any(op.kind == "customized" for op in c.ops)]
+    assert fused
+    for candidate in fused:
+        assert verify_equivalent(g, candidate).equivalent
+        values = random_inputs(g)
+        for got, want in zip(candidate.evaluate(values), g.evaluate(values)):
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 # One kernel of at most 5 block ops cannot hold the norms and the attention together.

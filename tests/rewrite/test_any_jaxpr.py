@@ -14,7 +14,7 @@ import pytest
 from optimize_test_support import rmsnorm_linear
 
 import mirage_jax as mj
-from mirage_jax.rewrite import decorator, region
+from mirage_jax.rewrite import budget, decorator, region
 
 RNG = np.random.default_rng(0)
 X = jnp.asarray(RNG.standard_normal((4, 16)), jnp.float32)
@@ -48,6 +48,12 @@ def test_a_failure_anywhere_runs_as_jax_jit_with_one_warning(
     monkeypatch, tmp_path, module, name, words
 ):
     monkeypatch.setattr(module, name, _boom)
+    # A region this small gains too little to be searched on a fast machine: make it worth
+    # a search, so that the failing step is reached.
+    monkeypatch.setattr(
+        budget, "estimate", lambda kg, flops, backend, cold=False: budget.Estimate(1e-3, 0.0)
+    )
+    region.forget()
     f = mj.optimize(rmsnorm_linear, config=CONFIG, cache_dir=tmp_path)
     got, warned = _called(f, X, G, W)
     np.testing.assert_array_equal(got, jax.jit(rmsnorm_linear)(X, G, W))

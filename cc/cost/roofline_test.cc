@@ -9,6 +9,14 @@
 namespace mj::cost {
 namespace {
 
+KernelWork library_matmul(int64_t rows, double bytes_read) {
+  KernelWork w;
+  w.kind = KernelKind::kLibraryMatmul;
+  w.matmul_rows = rows;
+  w.bytes_read = bytes_read;
+  return w;
+}
+
 KernelWork customized(int64_t blocks, double bytes_read, double flops) {
   KernelWork w;
   w.kind = KernelKind::kCustomized;
@@ -82,10 +90,7 @@ TEST(Roofline, SmallMLibraryMatmulRunsAtTheLibraryRate) {
 
 TEST(Roofline, SmallMLibraryMatmulStreamsAtTheLibraryBandwidth) {
   const Target cpu = Target::cpu_host();
-  KernelWork w;
-  w.kind = KernelKind::kLibraryMatmul;
-  w.bytes_read = 64e6;
-  w.matmul_rows = 8;
+  KernelWork w = library_matmul(8, 64e6);
   EXPECT_DOUBLE_EQ(kernel_time(w, cpu).memory_s, 64e6 / 6.4e9);
   // XLA's one-row GEMV and its large dots stream at the full rate.
   w.matmul_rows = 1;
@@ -104,10 +109,7 @@ TEST(Roofline, SmallMLibraryMatmulStreamsAtTheLibraryBandwidth) {
 
 TEST(Roofline, CpuLibraryMatmulWidensSixteenBitOperandsInMemory) {
   const Target cpu = Target::cpu_host();
-  KernelWork w;
-  w.kind = KernelKind::kLibraryMatmul;
-  w.matmul_rows = 512;
-  w.bytes_read = 10e6;
+  KernelWork w = library_matmul(512, 10e6);
   w.bytes_16_bit_operands = 8e6;
   EXPECT_DOUBLE_EQ(kernel_time(w, cpu).dram_bytes, 10e6 + 4 * 8e6);
   // A generated kernel widens its tiles in registers; a GPU library takes them as they are.

@@ -36,6 +36,9 @@ def search(*args, **kwargs):
 
 profile.median_times, _search.search = times, search
 profile.BUDGET_S = 0.2
+# This region gains a few µs: searched whatever the machine's speed, as the test needs.
+from mirage_jax.rewrite import budget
+budget.MIN_GAIN_S = 0.0
 
 def rmsnorm_linear(x, g, w):
     ms = jnp.mean(x * x, axis=-1, keepdims=True)

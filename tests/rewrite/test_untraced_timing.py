@@ -51,3 +51,19 @@ def test_a_call_returns_its_value_and_raises_its_error_here():
         assert "named problem" in str(e)
     else:
         raise AssertionError("the worker's error was lost")
+
+
+def test_the_callers_jax_settings_hold_on_the_worker():
+    """A user's `with jax.enable_x64()` or `jax.default_matmul_precision(...)` around the
+    first call must hold while the function is specialized: the worker is another thread,
+    and jax keeps these settings per thread."""
+
+    def settings():
+        return jax.config.jax_enable_x64, jax.config.jax_default_matmul_precision
+
+    outside = untraced.call(settings)
+    with jax.enable_x64(True), jax.default_matmul_precision("highest"):
+        seen = []
+        jax.jit(lambda x: seen.append(untraced.call(settings)) or x)(jnp.ones(()))
+        assert seen == [(True, "highest")]
+    assert untraced.call(settings) == outside  # nothing leaks to later calls

@@ -74,6 +74,9 @@ KernelWork block_graph_work(const BlockGraph& g) {
     const bool per_iteration =
         is_accumulator(op.kind) || g.tensor(op.outputs[0]).phase == Phase::kBody;
     const double times = blocks * (per_iteration ? iterations : 1);
+    if (op.kind == OpKind::kConcat) {
+      w.on_chip_copy_bytes += 2 * tensor_elements(g.tensor(op.outputs[0]).shape) * 4 * times;
+    }
     const OpFlops f = op_flops(g, op);
     w.flops += f.total * times;
     w.low_precision_matmul_flops += f.low_precision_matmul * times;

@@ -7,6 +7,7 @@
 //   bytes_written = Σ over outputs of the kernel-level output bytes (each element once).
 //   flops       = B × (F × Σ body ops and accumulators + Σ invariant and epilogue ops), with
 //                 invariant ops hoisted out of the loop.
+//   on_chip_copy_bytes = 2 × Σ over concats of their float32 result bytes × (F or 1) × B.
 // Tiles are read at their storage dtype; intermediates never leave the chip.
 #include "cc/cost/kernel_work.h"
 #include "cc/ir/graph.h"

@@ -69,6 +69,25 @@ TEST(BlockGraphWork, LoopInvariantTileIsReadOncePerBlock) {
   EXPECT_DOUBLE_EQ(w.replicated[0].reread_bytes, 3 * 16);
 }
 
+TEST(BlockGraphWork, ConcatsCopyTheirResultsOnChipEveryTimeTheyRun) {
+  // LoRA's one-kernel form: [W | B] concatenated in the loop (body, 8 iterations), and a
+  // loop-invariant concat of two bf16 tiles (once per block, copied as float32).
+  auto bg = std::make_shared<BlockGraph>(Dim3{4, 1, 1}, 8);
+  const int w = bg->new_input({32, 16}, DType::kF32, {1, -1, -1}, 0);
+  const int b = bg->new_input({2, 16}, DType::kF32, {1, -1, -1}, -1);
+  const int c = bg->new_input({1, 8}, DType::kBF16, {1, -1, -1}, -1);
+  // Tiles: W [4, 4] (16 columns over 4 blocks, 32 rows over 8 iterations), B [2, 4], C [1, 2].
+  const int stacked = bg->concat(w, b, 0);  // [6, 4], body
+  const int doubled = bg->concat(c, c, 1);  // [1, 4], invariant
+  const int product = bg->binary(OpKind::kMul, stacked, doubled);
+  bg->new_output(bg->accum(OpKind::kAccumSum, product), {1, -1, -1}, DType::kF32);
+  EXPECT_DOUBLE_EQ(block_graph_work(*bg).on_chip_copy_bytes,
+                   2 * (6 * 4 * 4 * 8 * 4 + 1 * 4 * 4 * 4));
+  // no concat, nothing copied
+  EXPECT_DOUBLE_EQ(
+      block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32))).on_chip_copy_bytes, 0);
+}
+
 TEST(BlockGraphWork, LowPrecisionTilesAreReadAtTheirStorageWidth) {
   RmsNormLinearShape s;
   s.dtype = DType::kBF16;

@@ -25,7 +25,7 @@ double compute_seconds(const KernelWork& w, const Target& t) {
            (w.flops - w.low_precision_matmul_flops) / t.peak_flops;
   }
   if (w.kind == KernelKind::kCustomized && t.generated_flops > 0) {
-    return w.flops / t.generated_flops;
+    return w.flops / t.generated_flops + w.on_chip_copy_bytes / t.cache_bandwidth;
   }
   return w.flops / (library_small_m(w, t) ? t.library_small_m_matmul_flops : t.peak_flops);
 }

@@ -5,7 +5,9 @@
 //             last-level cache, and DRAM bytes are everything else read or written;
 //   compute = flops / the rate of the unit doing them: peak_flops, except low-precision
 //             matmul flops on a GPU (tensor_core_flops) and a small-M library matmul
-//             (library_small_m_matmul_flops);
+//             (library_small_m_matmul_flops); on a CPU a generated kernel's is
+//             flops / generated_flops + the bytes its block-level concats copy /
+//             cache_bandwidth (the core copies instead of computing);
 //   seconds = max(memory, compute) / parallel_efficiency + the kernel's fixed overhead.
 // parallel_efficiency is 1 for library kernels (XLA spreads them itself). A customized op
 // spreads its B blocks over U parallel units (cores, SMs) in waves:

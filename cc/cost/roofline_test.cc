@@ -151,6 +151,18 @@ TEST(Roofline, GeneratedKernelsComputeAtTheirOwnRate) {
   EXPECT_DOUBLE_EQ(kernel_time(library, cpu).compute_s, 6e9 / 120e9);
 }
 
+TEST(Roofline, OnChipCopiesTakeCpuTimeAtTheCacheBandwidth) {
+  Target cpu = Target::cpu_host();
+  cpu.generated_flops = 60e9;
+  KernelWork w = customized(2, 0, 6e9);
+  w.on_chip_copy_bytes = 15e9;  // 0.1 s at 150 GB/s
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, 0.1 + 15e9 / cpu.cache_bandwidth);
+  // the GPU model has no on-chip copy term (shared memory's bandwidth is not in Target)
+  const Target gpu = Target::a100();
+  EXPECT_DOUBLE_EQ(kernel_time(w, gpu).compute_s,
+                   kernel_time(customized(2, 0, 6e9), gpu).compute_s);
+}
+
 TEST(Roofline, EachWaveOfBlocksPaysTheBlockOverhead) {
   Target cpu = Target::cpu_host();
   cpu.block_overhead_s = 1e-6;

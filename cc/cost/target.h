@@ -32,7 +32,8 @@ struct Target {
   double generated_flops = 0;
   // The cache that serves tiles re-read by the blocks a replicated input is shared by
   // (CPU L3, GPU L2), and its bandwidth. A replicated tensor that fits in half of it (the
-  // other half is left to the streamed operands) is re-read from it, not from DRAM.
+  // other half is left to the streamed operands) is re-read from it, not from DRAM. On a
+  // CPU the same bandwidth prices a block's on-chip copies (kernel_work.h).
   int64_t last_level_cache_bytes = 0;
   double cache_bandwidth = 0;
   // Fixed cost per kernel: a customized op (CPU: one FFI dispatch; GPU: a launch through

@@ -87,6 +87,7 @@ void bind_target(nb::module_& m) {
           d["flops"] = w.flops;
           d["blocks"] = w.blocks;
           d["runs_loaded"] = w.runs_loaded;
+          d["on_chip_copy_bytes"] = w.on_chip_copy_bytes;
           double walked_pages = 0;
           for (const auto& [pages, loads] : w.paged_loads) {
             if (pages > t.tlb_entries) walked_pages += pages * loads;

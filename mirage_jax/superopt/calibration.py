@@ -21,8 +21,10 @@ number the roofline divides by is measured with a small probe, the way candidate
 
 Each probe keeps its fastest of several runs: load from other processes only slows runs, so
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
-load of the moment. Measuring compiles four small kernels (a few seconds, once: the result
-is kept per machine, superopt/calibration_cache.py).
+load of the moment. The probes whose differences are figures (stream, short runs and page
+walks; one block, many blocks and XLA's tiny op) run in turn, round after round, so that
+each difference compares minima taken under the same load. Measuring compiles four small
+kernels (a few seconds, once: the result is kept per machine, superopt/calibration_cache.py).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from mirage_jax import _core
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
 from mirage_jax.runtime import cold_inputs
 from mirage_jax.runtime import compile as runtime_compile
-from mirage_jax.runtime.profile import fastest_seconds
+from mirage_jax.runtime.profile import fastest_seconds, fastest_seconds_each
 
 RUNS = 12  # per probe; the fastest counts
 _STREAM_K = 8192
@@ -182,14 +184,18 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
 
     log("timing the probes")
     streamed = inputs(kernels["stream"])
-    stream_s = fastest_seconds(fns["stream"], streamed, RUNS)
-    short_runs_s = fastest_seconds(fns["short runs"], streamed, RUNS)
-    page_walks_s = fastest_seconds(fns["page walks"], streamed, RUNS)
+    walked = {name: fns[name] for name in ("stream", "short runs", "page walks")}
+    walks = fastest_seconds_each(walked, streamed, 2 * RUNS)
+    stream_s, short_runs_s, page_walks_s = (walks[name] for name in walked)
     compute_s = fastest_seconds(fns["compute"], inputs(kernels["compute"]), RUNS)
     tiny = inputs(kernels["one block"])
-    one_block_s = fastest_seconds(fns["one block"], tiny, 4 * RUNS)
-    many_blocks_s = fastest_seconds(fns["many blocks"], tiny, 4 * RUNS)
-    xla_tiny_s = fastest_seconds(jax.jit(lambda x: x * 2.0), tiny, 4 * RUNS)
+    dispatched = {
+        "one block": fns["one block"],
+        "many blocks": fns["many blocks"],
+        "xla": jax.jit(lambda x: x * 2.0),
+    }
+    dispatches = fastest_seconds_each(dispatched, tiny, 8 * RUNS)
+    one_block_s, many_blocks_s, xla_tiny_s = (dispatches[name] for name in dispatched)
 
     matmul = jax.jit(jnp.matmul)
     a = jax.device_put(rng.standard_normal((512, 1024), dtype=np.float32))

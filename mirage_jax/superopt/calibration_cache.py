@@ -104,12 +104,16 @@ def stored_record() -> tuple[Calibration, dict] | None:
 
 def load_or_measure(remeasure: bool = False) -> Calibration:
     """This machine's calibration: from the cache, else measured (a few seconds) and stored.
-    Processes started together measure once: the measurement runs under the key's lock."""
+    Processes started together measure once: the measurement runs under the key's lock. A
+    process keeps the first calibration it loads or measures: a cache root without one (a
+    benchmark's fresh root per program) gets that one stored, not a new measurement that
+    would rank its candidates by other figures."""
     parent = store.cache_root() / DIRECTORY
     key = _key()
     if not remeasure:
         found = _load(parent / key)
         if found is not None:
+            _measured.setdefault(key, found)
             return found
     with _lock, store.locked(parent / ".locks" / f"{key}.lock"):
         found = None if remeasure else _load(parent / key)

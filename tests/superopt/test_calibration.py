@@ -83,6 +83,18 @@ def test_the_calibration_is_measured_once_and_kept(measured):
     assert calibration_cache.location().is_file()
 
 
+def test_a_process_ranks_by_one_calibration_across_cache_roots(measured, monkeypatch, tmp_path):
+    calls, answers = measured
+    first = calibration_cache.load_or_measure()
+    calibration_cache._measured.clear()  # a new process, which loads the stored one
+    assert calibration_cache.load_or_measure() == first
+    answers[0] = dataclasses.replace(FAKE, dram_bandwidth=2 * FAKE.dram_bandwidth)
+    monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "another root"))
+    assert calibration_cache.load_or_measure() == first  # stored there, not measured again
+    assert len(calls) == 1
+    assert calibration_cache.stored_record()[0] == first
+
+
 def test_a_damaged_calibration_is_measured_again(measured):
     calls, _ = measured
     calibration_cache.load_or_measure()

@@ -10,6 +10,8 @@ chosen for a 2-core CPU. Prints a markdown table of median milliseconds and spee
 
 Rows named "cpu" use a few large blocks (grid 2-8); "online-cpu" is gqa_prefill written as the
 one-kernel online-softmax μGraph (paper_graphs.flash_attention_online) instead of split-KV.
+"tied_logits" is not the paper's: a decode step's tied-embedding logits as the frontend lays
+them out, E[8192, 768] @ x^T[768, 8] in bfloat16, the generated few-column product.
 """
 
 from __future__ import annotations
@@ -26,6 +28,25 @@ import numpy as np
 
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs as pg
+from mirage_jax.ir.graph import BlockGraph, KernelGraph
+
+
+def tied_logits(rows=8192, hidden=768, columns=8, blocks=64, dtype="bfloat16"):
+    """(reference, fused): E[rows, hidden] @ x^T[hidden, columns], E's rows over the blocks."""
+    ref = KernelGraph()
+    ref.mark_output(
+        ref.matmul(ref.new_input((rows, hidden), dtype), ref.new_input((hidden, columns), dtype))
+    )
+    fused = KernelGraph()
+    e, xt = fused.new_input((rows, hidden), dtype), fused.new_input((hidden, columns), dtype)
+    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=1)
+    eb = bg.new_input(e, imap=(0, -1, -1), fmap=1)
+    xb = bg.new_input(xt, imap=(-1, -1, -1), fmap=0)
+    bg.new_output(bg.accum_sum(bg.matmul(eb, xb)), omap=(0, -1, -1), dtype=dtype)
+    (y,) = fused.customized([e, xt], bg)
+    fused.mark_output(y)
+    return ref, fused
+
 
 # (row name, builder, tiling name, builder keyword arguments). The CPU tilings give each of
 # the 2 cores one block with a wide column range that walks K in short steps (stream W
@@ -49,6 +70,7 @@ CASES = [
     ("lora", pg.lora, "cpu", dict(col_tile=1024)),
     ("ntrans", pg.ntrans, "paper", dict()),
     ("ntrans", pg.ntrans, "cpu", dict(row_tile=4)),
+    ("tied_logits", tied_logits, "cpu", dict()),
 ]
 
 

@@ -394,7 +394,8 @@ constexpr int kFewKChunk = 512;
 // Each row's loads also prefetch the same k of the row this many ahead, into L1: the
 // hardware prefetchers did not keep up with rows read a chunk at a time, and the loop
 // stalled on A's loads (46% of its samples on a [8192, 768] bfloat16 E times 8 columns).
-// That product went from 2.8 to 1.8 ms with it, against XLA's 5.8 (cold weights, 2 cores).
+// That product took 4.1-5.9 ms without it and 1.6-3.9 ms with it (2 cores, fixed inputs,
+// old and new builds in alternating batches of runs on a loaded machine).
 constexpr int kFewAheadRows = 2;
 
 inline float lane_sum(Vec v) {

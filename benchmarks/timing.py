@@ -14,11 +14,16 @@ from collections.abc import Callable, Sequence
 import jax
 
 
-def timed_call(fn: Callable, args: Sequence) -> float:
-    """Seconds for one call of fn(*args), until its outputs are ready."""
+def timed_call(fn: Callable, args: Sequence, depth: int = 1) -> float:
+    """Seconds per call of fn(*args), until its outputs are ready. depth > 1 queues that many
+    calls before waiting on the last, as a serving loop does: on a GPU the host's dispatch
+    of one call then overlaps the device's work on the one before, so small programs are
+    timed by the device rather than by one call's round trip."""
     start = time.perf_counter()
+    for _ in range(depth - 1):
+        fn(*args)
     jax.block_until_ready(fn(*args))
-    return time.perf_counter() - start
+    return (time.perf_counter() - start) / depth
 
 
 def median_seconds(fn: Callable, args: Sequence, runs: int, warmup: int = 2) -> float:
@@ -29,11 +34,14 @@ def median_seconds(fn: Callable, args: Sequence, runs: int, warmup: int = 2) -> 
 
 
 def alternating_medians(
-    first: Callable, second: Callable, args: Sequence, runs: int, warmup: int = 3
+    first: Callable, second: Callable, args: Sequence, runs: int, warmup: int = 3, depth: int = 1
 ) -> tuple[float, float]:
-    """(median seconds of `first`, of `second`) over `runs` alternating rounds."""
+    """(median seconds of `first`, of `second`) over `runs` alternating rounds, each round
+    timing `depth` queued calls of each (timed_call)."""
     if runs < 1:
         raise ValueError(f"alternating_medians: runs must be >= 1, got {runs}")
+    if depth < 1:
+        raise ValueError(f"alternating_medians: depth must be >= 1, got {depth}")
     for _ in range(warmup):
         jax.block_until_ready(first(*args))
         jax.block_until_ready(second(*args))
@@ -41,5 +49,5 @@ def alternating_medians(
     for i in range(runs):
         order = ((first, a), (second, b)) if i % 2 == 0 else ((second, b), (first, a))
         for fn, into in order:
-            into.append(timed_call(fn, args))
+            into.append(timed_call(fn, args, depth))
     return statistics.median(a), statistics.median(b)

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The CUDA backend's checks in one go, for the first GPU and every one after it:
 #
-#   tests/gpu/run.sh [--quick] [--cpu-only] [--rebuild]
+#   tests/gpu/run.sh [--quick] [--cpu-only] [--gpu-only] [--rebuild]
+#
+# --gpu-only skips the host steps (compile, sass, emulation: the CPU suite runs them) to spend
+# a lent GPU's minutes on the GPU. STEP_TIMEOUT=SECONDS stops any one step that runs longer,
+# so a hang in one step still leaves the others' results.
 #
 # Steps, each timed and logged to $OUT (default tests/gpu/out):
 #   build        the extension (reused when the checkout already imports, else pip install -e)
@@ -25,17 +29,18 @@ ROOT="$PWD"
 OUT="${OUT:-tests/gpu/out}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-QUICK=0 CPU_ONLY=0 REBUILD=0
+QUICK=0 CPU_ONLY=0 GPU_ONLY=0 REBUILD=0
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK=1 ;;
     --cpu-only) CPU_ONLY=1 ;;
+    --gpu-only) GPU_ONLY=1 ;;
     --rebuild) REBUILD=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
-PY="${PYTHON:-python}"
+export PY="${PYTHON:-python}" REBUILD
 STEPS="$OUT/steps.tsv"
 : > "$STEPS"
 
@@ -47,7 +52,16 @@ run_step() {
   local name="$1"; shift
   local start=$SECONDS
   echo "== $name: $*"
-  "$@" > "$OUT/$name.log" 2>&1
+  if [ -n "${STEP_TIMEOUT:-}" ]; then
+    # timeout runs programs, not shell functions: a function step runs in a child bash.
+    if declare -F "$1" > /dev/null; then
+      export -f "$1"
+      set -- bash -c '"$@"' step "$@"
+    fi
+    timeout --kill-after=10 "$STEP_TIMEOUT" "$@" > "$OUT/$name.log" 2>&1
+  else
+    "$@" > "$OUT/$name.log" 2>&1
+  fi
   local rc=$?
   local took=$((SECONDS - start))
   tail -n 5 "$OUT/$name.log"
@@ -83,14 +97,15 @@ NVCC="$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/
 
 # ---------------------------------------------------------------- build
 build() {
-  if [ "$REBUILD" -eq 0 ] && "$PY" -c "import mirage_jax._core" 2>/dev/null; then
+  if [ "$REBUILD" -eq 0 ] && "$PY" -P -c "import mirage_jax._core" 2>/dev/null; then
     echo "the checkout already imports mirage_jax._core: reusing it (--rebuild to rebuild)"
     return 0
   fi
-  # Offline machines have the build dependencies installed: build without isolation
-  # when they import, else let pip fetch them.
-  if "$PY" -c "import scikit_build_core, nanobind" 2>/dev/null; then
-    "$PY" -m pip install --no-build-isolation -e ".[test]" -q
+  # Offline machines have the build and test dependencies installed: build without
+  # isolation and resolve nothing when they import (the lint pins in .[test] are not
+  # needed here and cannot be fetched there), else let pip fetch them.
+  if "$PY" -c "import scikit_build_core, nanobind, pytest, numpy" 2>/dev/null; then
+    "$PY" -m pip install --no-build-isolation --no-deps -e . -q
   else
     "$PY" -m pip install -e ".[test]" -q
   fi
@@ -100,8 +115,10 @@ if ! grep -q "^build	passed" "$STEPS"; then
   echo "run.sh: the build failed; nothing else can run" >&2
 fi
 
-PYTEST=("$PY" -m pytest -q -rs -p no:cacheprovider)
-if [ -z "$NVCC" ]; then
+PYTEST=("$PY" -P -m pytest -q -rs -p no:cacheprovider)
+if [ "$GPU_ONLY" -eq 1 ]; then
+  for step in compile sass emulation; do not_run "$step" "--gpu-only: the CPU suite runs it"; done
+elif [ -z "$NVCC" ]; then
   not_run compile "nvcc not found (install the CUDA toolkit: a pip-only install has no nvcc)"
   not_run sass "nvcc not found"
 else
@@ -111,7 +128,9 @@ else
     sed -i 's/^sass\tpassed\t\([0-9]*\)\t.*/sass\tNOT RUN\t\1\tcuobjdump or nvdisasm missing (pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm)/' "$STEPS"
   fi
 fi
-if [ "$QUICK" -eq 1 ] && [ "$HAVE_GPU" -eq 1 ]; then
+if [ "$GPU_ONLY" -eq 1 ]; then
+  :
+elif [ "$QUICK" -eq 1 ] && [ "$HAVE_GPU" -eq 1 ]; then
   not_run emulation "--quick on a GPU machine: the GPU runs the kernels themselves"
 else
   run_step emulation "${PYTEST[@]}" tests/runtime/test_codegen_cuda.py -k emulated
@@ -126,7 +145,7 @@ else
   else
     run_step gpu-sweep "${PYTEST[@]}" tests/gpu --durations=15
   fi
-  SANITIZER="$(command -v compute-sanitizer || { [ -n "$NVCC" ] && [ -x "$(dirname "$NVCC")/compute-sanitizer" ] && echo "$(dirname "$NVCC")/compute-sanitizer"; } || true)"
+  export SANITIZER="$(command -v compute-sanitizer || { [ -n "$NVCC" ] && [ -x "$(dirname "$NVCC")/compute-sanitizer" ] && echo "$(dirname "$NVCC")/compute-sanitizer"; } || true)"
   if [ -z "$SANITIZER" ]; then
     record sanitizer FAILED 0 "compute-sanitizer not found (it comes with the CUDA toolkit)"
   else

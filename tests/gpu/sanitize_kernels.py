@@ -19,8 +19,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernel_test_support import random_inputs
-from test_codegen_cuda import FRAGMENT_SIZED, kernel_rtol
+from kernel_test_support import FRAGMENT_SIZED, kernel_rtol, random_inputs
 
 import mirage_jax as mj
 from mirage_jax.ir.paper_graphs import PROGRAMS

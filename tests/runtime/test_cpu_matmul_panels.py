@@ -44,7 +44,12 @@ def _matmul(
         # fewer columns than a vector: each row of A read once into per-column dot products
         (4, 300, 4, 1, 300),
         (70, 200, 5, 1, 200),  # a weight times a few activations as columns (E @ x^T)
-        (3, 1100, 1, 1, 550),  # k chunks of 512 and a rest, one column
+        (3, 1100, 1, 1, 550),  # one column, k in tiles of 550
+        (3, 4500, 1, 1, 4500),  # one column: a k chunk of 4096 and a rest
+        # 4 columns: k chunks of 1024 and a rest of 52 (past the last pair of vectors that
+        # the column's two accumulators take in turn, and past the last vector)
+        (5, 2100, 4, 1, 2100),
+        (6, 136, 2, 1, 136),  # 2 columns, 4 accumulators each, and an odd vector left over
         (8, 64, 12, 2, 64),  # two blocks of 6 columns
         (20, 96, 8, 1, 96),  # one vector of columns (AVX2)
     ],

@@ -388,15 +388,29 @@ inline void packed_chunk(const TA* __restrict a, const TB* __restrict b,
 // E @ x^T for tied-embedding logits): vectors across columns would be one or mostly empty, so
 // each row of A is read once, as vectors along k, into N dot products summed across their
 // lanes at the end (on a [4096, 48] bfloat16 tile with 4 columns, about 1.8x the 6-row
-// panels' rate here, 1.2x with 8, in a harness run beside other work: rough ratios). B's columns are first copied into N contiguous rows, kFewKChunk k at a time. The
-// lanes make a different summation order from ascending k, within float32 rounding of it.
-constexpr int kFewKChunk = 512;
+// panels' rate here, 1.2x with 8, in a harness run beside other work: rough ratios). B's
+// columns are first copied into N contiguous rows, few_k_chunk<N>() k at a time. The lanes
+// make a different summation order from ascending k, within float32 rounding of it.
+// The copied columns take at most kFewColumnFloats (16 KB, in L1 beside A's lines), so fewer
+// columns get longer chunks: a row split into two chunks is walked twice, each pass a strided
+// sweep over the block's rows instead of one sequential stream. E[8192, 768] float32 times 4
+// columns (64 blocks of 128 rows, 2 cores, AVX-512, a loop over 4 inputs of 25 MB) took
+// 1.65 ms in chunks of 512 and 256, 1.16-1.20 ms in one chunk, 1.09-1.11 ms with the
+// accumulators below; XLA's product, 1.5-1.6 ms timed cold beside it.
+constexpr int kFewColumnFloats = 4096;
+template <int N>
+constexpr int few_k_chunk() {
+  return kFewColumnFloats / N;
+}
 // Each row's loads also prefetch the same k of the row this many ahead, into L1: the
 // hardware prefetchers did not keep up with rows read a chunk at a time, and the loop
 // stalled on A's loads (46% of its samples on a [8192, 768] bfloat16 E times 8 columns).
 // That product took 4.1-5.9 ms without it and 1.6-3.9 ms with it (2 cores, fixed inputs,
 // old and new builds in alternating batches of runs on a loaded machine).
 constexpr int kFewAheadRows = 2;
+// Independent FMA chains a row keeps in flight: about the FMA latency times the FMAs issued
+// per cycle, so that the loop waits on loads rather than on its own sums.
+constexpr int kFewChains = 8;
 
 inline float lane_sum(Vec v) {
   float s = 0.0f;
@@ -436,16 +450,41 @@ inline void few_columns_chunk(const TA* __restrict a, const TB* __restrict b,
 #pragma GCC unroll 16
     for (int n = 0; n < N; ++n) columns[n * KC + k] = load_scalar(b + k * ldb + n);
   }
+  // Each accumulator is a chain of dependent FMAs, one step per vector of k: with fewer than
+  // kFewChains columns the chains, not the loads, would set the pace, so each column gets
+  // S accumulators over alternate vectors of k, added before the lane sums.
+  constexpr int S = N >= kFewChains ? 1 : (kFewChains + N - 1) / N;
+  constexpr int kStepK = S * kVecFloats;
+  constexpr int kSteppedK = kVectorK / kStepK * kStepK;
   for (int m = 0; m < M; ++m) {
     const TA* row = a + m * lda;
     Vec acc[N];
+    Vec part[S][N];
 #pragma GCC unroll 16
-    for (int n = 0; n < N; ++n) acc[n] = Vec{};
-    for (int k = 0; k < kVectorK; k += kVecFloats) {
-      __builtin_prefetch(row + kFewAheadRows * lda + k, 0, 3);
+    for (int n = 0; n < N; ++n) {
+#pragma GCC unroll 8
+      for (int p = 0; p < S; ++p) part[p][n] = Vec{};
+    }
+    for (int k = 0; k < kSteppedK; k += kStepK) {
+#pragma GCC unroll 8
+      for (int p = 0; p < S; ++p) {
+        const int kp = k + p * kVecFloats;
+        __builtin_prefetch(row + kFewAheadRows * lda + kp, 0, 3);
+        const Vec av = load_vec(row + kp);
+#pragma GCC unroll 16
+        for (int n = 0; n < N; ++n) part[p][n] += av * load_vec(columns + n * KC + kp);
+      }
+    }
+    for (int k = kSteppedK; k < kVectorK; k += kVecFloats) {
       const Vec av = load_vec(row + k);
 #pragma GCC unroll 16
-      for (int n = 0; n < N; ++n) acc[n] += av * load_vec(columns + n * KC + k);
+      for (int n = 0; n < N; ++n) part[0][n] += av * load_vec(columns + n * KC + k);
+    }
+#pragma GCC unroll 16
+    for (int n = 0; n < N; ++n) {
+      acc[n] = part[0][n];
+#pragma GCC unroll 8
+      for (int p = 1; p < S; ++p) acc[n] += part[p][n];
     }
     float sums[N];
     if constexpr (N >= 4) {  // one tree for all columns
@@ -475,7 +514,7 @@ inline void few_columns_chunk(const TA* __restrict a, const TB* __restrict b,
 template <int M, int K, int N, int lda, int ldb, int ldc, bool kAccumulate, class TA, class TB>
 inline void matmul_few_columns(const TA* __restrict a, const TB* __restrict b,
                                float* __restrict c) {
-  constexpr int KC = K < kFewKChunk ? K : kFewKChunk;
+  constexpr int KC = K < few_k_chunk<N>() ? K : few_k_chunk<N>();
   few_columns_chunk<M, KC, N, lda, ldb, ldc, kAccumulate>(a, b, c);
   int k = KC;
   for (; k + KC <= K; k += KC) {

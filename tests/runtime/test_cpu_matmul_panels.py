@@ -45,8 +45,8 @@ def _matmul(
         (4, 300, 4, 1, 300),
         (70, 200, 5, 1, 200),  # a weight times a few activations as columns (E @ x^T)
         (3, 1100, 1, 1, 550),  # one column, k in tiles of 550
-        (3, 4500, 1, 1, 4500),  # one column: a k chunk of 4096 and a rest
-        # 4 columns: k chunks of 1024 and a rest of 52 (past the last pair of vectors that
+        (3, 6500, 1, 1, 6500),  # one column: a k chunk of 6144 and a rest
+        # 4 columns: a k chunk of 1536 and a rest of 564 (past the last pair of vectors that
         # the column's two accumulators take in turn, and past the last vector)
         (5, 2100, 4, 1, 2100),
         (6, 136, 2, 1, 136),  # 2 columns, 4 accumulators each, and an odd vector left over

@@ -391,13 +391,15 @@ inline void packed_chunk(const TA* __restrict a, const TB* __restrict b,
 // panels' rate here, 1.2x with 8, in a harness run beside other work: rough ratios). B's
 // columns are first copied into N contiguous rows, few_k_chunk<N>() k at a time. The lanes
 // make a different summation order from ascending k, within float32 rounding of it.
-// The copied columns take at most kFewColumnFloats (16 KB, in L1 beside A's lines), so fewer
+// The copied columns take at most kFewColumnFloats (24 KB, in L1 beside A's lines), so fewer
 // columns get longer chunks: a row split into two chunks is walked twice, each pass a strided
 // sweep over the block's rows instead of one sequential stream. E[8192, 768] float32 times 4
 // columns (64 blocks of 128 rows, 2 cores, AVX-512, a loop over 4 inputs of 25 MB) took
 // 1.65 ms in chunks of 512 and 256, 1.16-1.20 ms in one chunk, 1.09-1.11 ms with the
-// accumulators below; XLA's product, 1.5-1.6 ms timed cold beside it.
-constexpr int kFewColumnFloats = 4096;
+// accumulators below; XLA's product, 1.5-1.6 ms timed cold beside it. With 8 columns, 16 KB
+// of them (chunks of 512 and 256) took 1.84-2.08 ms and 24 KB (one chunk) 1.52-1.73 ms, in
+// alternating builds.
+constexpr int kFewColumnFloats = 6144;
 template <int N>
 constexpr int few_k_chunk() {
   return kFewColumnFloats / N;

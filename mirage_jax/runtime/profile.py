@@ -52,19 +52,24 @@ def fastest_seconds(fn: Callable, args: Sequence, runs: int = 3) -> float:
 
 
 def fastest_seconds_each(
-    functions: Mapping[str, Callable], args: Sequence, runs: int = 3
+    functions: Mapping[str, Callable], args: Sequence, runs: int = 3, stretch: int = 1
 ) -> dict[str, float]:
     """{name: the fastest of `runs` calls}, the functions called in turn, round after round:
     for a figure that is the difference of two of them (the extra time of more blocks, of
     shorter runs). Timed one after the other instead, each function's fastest comes from a
     different stretch of the machine's load, and their difference from the load as much as
-    from the work (a run overhead measured 0, 3.5 and 5.9 ns within minutes)."""
+    from the work (a run overhead measured 0, 3.5 and 5.9 ns within minutes).
+
+    stretch > 1: each turn makes that many calls of one function before the next function's
+    (rounds = runs / stretch), for probes that should find their own data in the caches
+    (one call of another matmul in between evicts them)."""
     for fn in functions.values():
         jax.block_until_ready(fn(*args))
     fastest = {name: float("inf") for name in functions}
-    for _ in range(runs):
+    for _ in range(max(1, runs // stretch)):
         for name, fn in functions.items():
-            fastest[name] = min(fastest[name], _seconds(fn, args))
+            for _ in range(stretch):
+                fastest[name] = min(fastest[name], _seconds(fn, args))
     return fastest
 
 

@@ -28,3 +28,20 @@ def test_the_functions_run_in_turn_and_each_keeps_its_fastest(monkeypatch):
     assert got == {"fast": 1.0, "slow": 3.0}
     # one warm-up call each, then rounds in turn, not one function's runs after the other's
     assert calls == ["fast", "slow"] + ["fast", "slow"] * 3
+
+
+def test_stretches_run_each_function_several_times_per_turn(monkeypatch):
+    calls: list[str] = []
+
+    def probe(name):
+        def fn(x):
+            calls.append(name)
+            return x
+
+        return fn
+
+    monkeypatch.setattr(profile, "_seconds", lambda fn, args: fn(*args) is None or 1.0)
+    functions = {"a": probe("a"), "b": probe("b")}
+    got = profile.fastest_seconds_each(functions, [jnp.ones(())], runs=4, stretch=2)
+    assert got == {"a": 1.0, "b": 1.0}
+    assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2

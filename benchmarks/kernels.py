@@ -11,7 +11,8 @@ chosen for a 2-core CPU. Prints a markdown table of median milliseconds and spee
 Rows named "cpu" use a few large blocks (grid 2-8); "online-cpu" is gqa_prefill written as the
 one-kernel online-softmax μGraph (paper_graphs.flash_attention_online) instead of split-KV.
 "tied_logits" is not the paper's: a decode step's tied-embedding logits as the frontend lays
-them out, E[8192, 768] @ x^T[768, 8] in bfloat16, the generated few-column product.
+them out, E[8192, 768] @ x^T[768, 8] in bfloat16, the generated few-column product;
+"tied_logits_f32_b4" the same at batch 4 in float32 (GPT-2's float32 decode step).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ CASES = [
     ("ntrans", pg.ntrans, "paper", dict()),
     ("ntrans", pg.ntrans, "cpu", dict(row_tile=4)),
     ("tied_logits", tied_logits, "cpu", dict()),
+    ("tied_logits_f32_b4", tied_logits, "cpu", dict(columns=4, dtype="float32")),
 ]
 
 

@@ -19,6 +19,8 @@ def timed_call(fn: Callable, args: Sequence, depth: int = 1) -> float:
     calls before waiting on the last, as a serving loop does: on a GPU the host's dispatch
     of one call then overlaps the device's work on the one before, so small programs are
     timed by the device rather than by one call's round trip."""
+    if depth < 1:
+        raise ValueError(f"timed_call: depth must be >= 1, got {depth}")
     start = time.perf_counter()
     for _ in range(depth - 1):
         fn(*args)
@@ -40,8 +42,6 @@ def alternating_medians(
     timing `depth` queued calls of each (timed_call)."""
     if runs < 1:
         raise ValueError(f"alternating_medians: runs must be >= 1, got {runs}")
-    if depth < 1:
-        raise ValueError(f"alternating_medians: depth must be >= 1, got {depth}")
     for _ in range(warmup):
         jax.block_until_ready(first(*args))
         jax.block_until_ready(second(*args))

@@ -63,10 +63,14 @@ def fastest_seconds_each(
     stretch > 1: each turn makes that many calls of one function before the next function's
     (rounds = runs / stretch), for probes that should find their own data in the caches
     (one call of another matmul in between evicts them)."""
+    if stretch < 1 or runs < stretch:
+        raise ValueError(
+            f"fastest_seconds_each: need 1 <= stretch <= runs, got stretch {stretch}, runs {runs}"
+        )
     for fn in functions.values():
         jax.block_until_ready(fn(*args))
     fastest = {name: float("inf") for name in functions}
-    for _ in range(max(1, runs // stretch)):
+    for _ in range(runs // stretch):
         for name, fn in functions.items():
             for _ in range(stretch):
                 fastest[name] = min(fastest[name], _seconds(fn, args))

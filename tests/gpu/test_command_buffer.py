@@ -1,8 +1,8 @@
-"""XLA records mirage_jax's CUDA custom calls into its command buffers (CUDA graphs): the
-generated FFI handlers declare the command-buffer trait (cc/codegen/cuda/emit_handler.cc)
-and are registered with it (runtime/ffi_targets.py), so with custom calls enabled for
-command buffers the call ends up inside one, and running it gives the same result as
-running it without.
+"""Whether XLA records mirage_jax's CUDA custom calls into its command buffers (CUDA graphs):
+the generated FFI handlers declare the command-buffer trait (cc/codegen/cuda/emit_handler.cc),
+so with custom calls enabled for command buffers the call should end up inside one, giving
+the same result as without. On the first GPU run it did not (the xfail below says what was
+seen); the result was right either way.
 
 Older XLA formed command buffers in HLO (a `command_buffer` computation); newer XLA forms
 them from the thunk sequence after compilation, visible only in the dump's
@@ -73,11 +73,11 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.mark.xfail(
     strict=True,
-    reason="seen on the first GPU run (H200, jax 0.11.2, 2026-12-04): XLA formed command "
-    "buffers for its own fusions but left the FFI call out (no thunk pass changed the "
-    "module), with the handler's declared trait and also when registered with "
-    "COMMAND_BUFFER_COMPATIBLE; the result was right. Strict: passing means XLA now "
-    "records the call, and this mark goes.",
+    reason="seen on the first GPU run (H200, jax 0.11.2, 2026-12-04): XLA wrapped its own "
+    "thunks in command buffers (a copy, in another module) but no thunk pass changed the "
+    "module holding the FFI call, with the handler's declared trait and also when it was "
+    "registered with COMMAND_BUFFER_COMPATIBLE (tried, then reverted); the result was "
+    "right. Strict: passing means XLA now records the call, and this mark goes.",
 )
 def test_the_command_buffer_holds_the_custom_call(tmp_path):
     env = dict(os.environ)

@@ -49,7 +49,9 @@ def _matmul(
         # 4 columns: a k chunk of 1536 and a rest of 564 (past the last pair of vectors that
         # the column's two accumulators take in turn, and past the last vector)
         (5, 2100, 4, 1, 2100),
-        (6, 136, 2, 1, 136),  # 2 columns, 4 accumulators each, and an odd vector left over
+        # 2 columns, 4 accumulators each: with 8-float vectors one vector is left over past
+        # the stepped loop, with 16-float ones 8 scalars are
+        (6, 136, 2, 1, 136),
         (8, 64, 12, 2, 64),  # two blocks of 6 columns
         (20, 96, 8, 1, 96),  # one vector of columns (AVX2)
     ],

@@ -2,6 +2,7 @@
 turn, so that both minima come from the same stretch of the machine's load."""
 
 import jax.numpy as jnp
+import pytest
 
 from mirage_jax.runtime import profile
 
@@ -45,3 +46,9 @@ def test_stretches_run_each_function_several_times_per_turn(monkeypatch):
     got = profile.fastest_seconds_each(functions, [jnp.ones(())], runs=4, stretch=2)
     assert got == {"a": 1.0, "b": 1.0}
     assert calls == ["a", "b"] + ["a", "a", "b", "b"] * 2
+
+
+@pytest.mark.parametrize("runs, stretch", [(4, 0), (2, 3)])
+def test_a_stretch_that_cannot_run_is_refused(runs, stretch):
+    with pytest.raises(ValueError, match="stretch"):
+        profile.fastest_seconds_each({"a": lambda x: x}, [jnp.ones(())], runs, stretch)

@@ -11,7 +11,7 @@ from pathlib import Path
 import jax
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _has_gpu() -> bool:

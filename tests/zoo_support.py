@@ -46,12 +46,14 @@ def search_config():
     return mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, time_budget_s=2, max_verified=4)
 
 
-# Every tiny case: each decoder's prefill and decode step, each encoder.
+# Every tiny case: each decoder's prefill, decode step and sampling loop, each encoder.
 CASES = (
     "llama_prefill",
     "llama_decode_b4",
+    "llama_generate_b4",
     "gpt2_prefill",
     "gpt2_decode_b4",
+    "gpt2_generate_b4",
     "bert_encode",
     "vit_encode",
 )

@@ -1,8 +1,10 @@
 """The model zoo: four models written as their users write them (Flax nnx, Flax linen,
 Equinox), the yardstick of mirage_jax.optimize on real model code.
 
-    llama  a Llama-style decoder in Flax nnx: prefill, decode_b1/b4/b8 (KV cache)
-    gpt2   a GPT-2-style decoder in Flax linen: prefill, decode_b1/b4/b8 (Flax cache)
+    llama  a Llama-style decoder in Flax nnx: prefill, decode_b1/b4/b8 (KV cache),
+           generate_b4 (the decode step in a while_loop sampler)
+    gpt2   a GPT-2-style decoder in Flax linen: prefill, decode_b1/b4/b8 (Flax cache),
+           generate_b4 (the decode step in a fori_loop sampler)
     bert   a BERT-like encoder with padding masks in Flax linen: encode
     vit    a ViT-style image encoder in Equinox (the optional "models" extra): encode
 

@@ -42,11 +42,27 @@ class Case:
         return (self.params, *(self.padded if padded else self.inputs))
 
 
+# Tokens a "generate_b<N>" case samples: its decode step run in the model's own sampling
+# loop (fori_loop or while_loop), greedily, from the decode step's cache and prompt.
+GENERATE_STEPS = 8
+# The batch of the decoders' generate mode (one: the loop costs GENERATE_STEPS steps of time).
+GENERATE_BATCH = 4
+
+
 def decode_batch(mode: str) -> int:
-    """The batch of a "decode_b<N>" mode."""
-    if not mode.startswith("decode_b") or not mode[len("decode_b") :].isdigit():
-        raise ValueError(f"not a decode mode: {mode!r} (expected decode_b1, decode_b4, ...)")
-    return int(mode[len("decode_b") :])
+    """The batch of a "decode_b<N>" or "generate_b<N>" mode."""
+    kind, _, batch = mode.partition("_b")
+    if kind not in ("decode", "generate") or not batch.isdigit():
+        raise ValueError(
+            f"not a decode mode: {mode!r} (expected decode_b1, decode_b4, ..., generate_b4)"
+        )
+    return int(batch)
+
+
+def decoder_modes(decode_batches: tuple) -> tuple:
+    """A decoder's modes: prefill, a decode step per batch, and its sampling loop."""
+    steps = tuple(f"decode_b{b}" for b in decode_batches)
+    return ("prefill", *steps, f"generate_b{GENERATE_BATCH}")
 
 
 def prompt_mask(batch: int, seq: int, seed: int) -> np.ndarray:

@@ -9,7 +9,9 @@ frontend, exactly as `mirage_jax.optimize` does before any search. Every `dot_ge
   - in a region that does not (the RegionNotSupported reason, or why it is blocked), or
   - outside every region (the reason the partitioner gave for that node).
 
-Nothing is searched or compiled, so the probe takes seconds per model.
+The bodies of loops (`scan`, `while`: layers under `nn.scan`, a sampling loop) are probed as
+programs of their own, as mirage_jax.optimize rewrites them. Nothing is searched or
+compiled, so the probe takes seconds per model.
 
     python benchmarks/models/coverage.py [--size tiny|small] [--dtype f32|bf16]
         [--only llama_prefill,...] [--json FILE]
@@ -29,7 +31,7 @@ import jax
 
 # The one place the zoo reaches into mirage_jax's frontend: if the frontend moves, change
 # this line.
-from mirage_jax.frontend import RegionNotSupported, partition, region_to_graph
+from mirage_jax.frontend import LOOP_BODIES, RegionNotSupported, partition, region_to_graph
 
 if __package__ in (None, ""):  # run as a script: import the zoo as a package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,14 +110,25 @@ def _params(node) -> str:
 
 
 def probe_function(name: str, fn, args) -> Coverage:
-    """The coverage of `fn(*args)`."""
-    closed = jax.make_jaxpr(fn)(*args)
+    """The coverage of `fn(*args)`, the bodies of its loops included (mirage_jax.optimize
+    partitions each body as a program of its own)."""
+    cov = Coverage(name)
+    unsupported: Counter = Counter()
+    _probe(cov, jax.make_jaxpr(fn)(*args), unsupported)
+    cov.unsupported = dict(unsupported.most_common())
+    return cov
+
+
+def _probe(cov: Coverage, closed, unsupported: Counter) -> None:
+    """Adds the matmuls and regions of `closed` (and of its loops' bodies) to `cov`; regions
+    are numbered on from those already there."""
     part = partition(closed)
+    first = cov.regions
+    cov.regions += len(part.regions)
     region_of, region_ok = {}, {}
-    cov = Coverage(name, regions=len(part.regions))
     for region in part.regions:
         for node in region.nodes:
-            region_of[node.index] = region.index
+            region_of[node.index] = first + region.index
         reason = f"in a blocked region: {region.blocked}" if region.blocked else ""
         if not reason:
             try:
@@ -127,12 +140,14 @@ def probe_function(name: str, fn, args) -> Coverage:
                     f"in a region whose conversion crashed: region_to_graph raised "
                     f"{type(e).__name__}: {e}"
                 )
-        region_ok[region.index] = reason
+        region_ok[first + region.index] = reason
         if reason:
-            cov.region_failures.append((region.index, " ".join(region.primitives), reason))
-    cov.converting_regions = sum(not r for r in region_ok.values())
-    cov.unsupported = dict(Counter(normalize(r) for r in part.unsupported.values()).most_common())
+            cov.region_failures.append((first + region.index, " ".join(region.primitives), reason))
+    cov.converting_regions += sum(not r for r in region_ok.values())
+    unsupported.update(normalize(r) for r in part.unsupported.values())
     for node in part.program.nodes:
+        if node.name in LOOP_BODIES:
+            _probe(cov, node.params[LOOP_BODIES[node.name]], unsupported)
         if node.name not in MATMULS:
             continue
         lhs, rhs = node.invars[:2]
@@ -156,7 +171,6 @@ def probe_function(name: str, fn, args) -> Coverage:
                 reason,
             )
         )
-    return cov
 
 
 def probe(case) -> Coverage:

@@ -14,6 +14,8 @@ written; the step runs as `apply(..., mutable=["cache"])`.
 prefill: `(params, tokens, positions, attention_mask) -> logits [B, T, V]`.
 decode_b<N>: `(params, cache, tokens [N, 1], positions [N, 1], key_mask [N, L]) ->
     (logits [N, V], cache)`.
+generate_b4: `(params, cache, tokens, positions, key_mask) -> (sampled [4, steps], cache)`: the
+    decode step in a greedy sampling loop under `lax.fori_loop` (common.GENERATE_STEPS).
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ class GPT2(nn.Module):
 
 
 def modes(cfg: Config) -> tuple:
-    return ("prefill",) + tuple(f"decode_b{b}" for b in cfg.decode_batches)
+    return common.decoder_modes(cfg.decode_batches)
 
 
 def _params(cfg: Config, dtype):
@@ -212,6 +214,26 @@ def build(mode: str, cfg: Config, dtype):
         )
         return logits[:, -1], mutated["cache"]
 
+    if mode.startswith("generate"):
+
+        def generate(params, cache, tokens, positions, key_mask):
+            """Greedy sampling under fori_loop: (the sampled tokens [B, steps], the cache)."""
+
+            def step(i, carry):
+                cache, tokens, positions, key_mask, sampled = carry
+                logits, cache = decode_step(params, cache, tokens, positions, key_mask)
+                tokens = jnp.argmax(logits, axis=-1).astype(tokens.dtype)[:, None]
+                # the next token sits in the slot after this one, and attends to it
+                key_mask = key_mask.at[:, cfg.cache_index + 1 + i].set(True)
+                sampled = sampled.at[:, i].set(tokens[:, 0])
+                return cache, tokens, positions + 1, key_mask, sampled
+
+            sampled = jnp.zeros((tokens.shape[0], common.GENERATE_STEPS), tokens.dtype)
+            carry = (cache, tokens, positions, key_mask, sampled)
+            cache, *_, sampled = jax.lax.fori_loop(0, common.GENERATE_STEPS, step, carry)
+            return sampled, cache
+
+        return generate, params, _decode_inputs(cfg, mode, dtype, padded=False)
     return decode_step, params, _decode_inputs(cfg, mode, dtype, padded=False)
 
 

@@ -11,6 +11,8 @@ decode_b<N>: `(state, cache, tokens [N, 1], positions [N, 1], index, key_mask [N
     (logits [N, V], cache)`: the step writes its key and value into the preallocated cache at
     slot `index` (`lax.dynamic_update_slice`) and attends over the cache, unwritten slots
     (beyond `index`) and padding masked.
+generate_b4: `(state, cache, tokens, positions, index, key_mask) -> (sampled [4, steps], cache)`:
+    the decode step in a greedy sampling loop under `lax.while_loop` (common.GENERATE_STEPS).
 
 The module is used as nnx users do under a transform: `nnx.split` once, `nnx.merge` inside.
 """
@@ -181,7 +183,7 @@ def mask_bias(mask):
 
 
 def modes(cfg: Config) -> tuple:
-    return ("prefill",) + tuple(f"decode_b{b}" for b in cfg.decode_batches)
+    return common.decoder_modes(cfg.decode_batches)
 
 
 def build(mode: str, cfg: Config, dtype):
@@ -210,6 +212,29 @@ def build(mode: str, cfg: Config, dtype):
         logits, cache = model(tokens, positions, mask_bias(mask), cache, index)
         return logits[:, -1], cache
 
+    if mode.startswith("generate"):
+
+        def generate(state, cache, tokens, positions, index, key_mask):
+            """Greedy sampling under while_loop, as samplers with a stop condition loop:
+            (the sampled tokens [B, steps], the cache)."""
+
+            def running(carry):
+                return carry[0] < common.GENERATE_STEPS
+
+            def step(carry):
+                i, cache, tokens, positions, index, key_mask, sampled = carry
+                logits, cache = decode_step(state, cache, tokens, positions, index, key_mask)
+                tokens = jnp.argmax(logits, axis=-1).astype(tokens.dtype)[:, None]
+                key_mask = key_mask.at[:, index + 1].set(True)
+                sampled = sampled.at[:, i].set(tokens[:, 0])
+                return i + 1, cache, tokens, positions + 1, index + 1, key_mask, sampled
+
+            sampled = jnp.zeros((tokens.shape[0], common.GENERATE_STEPS), tokens.dtype)
+            carry = (jnp.int32(0), cache, tokens, positions, index, key_mask, sampled)
+            _, cache, *_, sampled = jax.lax.while_loop(running, step, carry)
+            return sampled, cache
+
+        return generate, state, _decode_inputs(cfg, mode, dtype, padded=False)
     return decode_step, state, _decode_inputs(cfg, mode, dtype, padded=False)
 
 

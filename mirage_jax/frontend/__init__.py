@@ -4,12 +4,13 @@ table of jaxpr primitives (primitives.py). It knows no search and no compiler; t
 @optimize decorator (mirage_jax/rewrite/) builds on it."""
 
 from mirage_jax.frontend.expr import RegionNotSupported
-from mirage_jax.frontend.flat import FlatProgram, Lit, Node, Var, flatten
+from mirage_jax.frontend.flat import LOOP_BODIES, FlatProgram, Lit, Node, Var, flatten
 from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Partition, Region
 from mirage_jax.frontend.to_graph import GraphInput, GraphOutput, RegionGraph, region_to_graph
 
 __all__ = [
+    "LOOP_BODIES",
     "FlatProgram",
     "GraphInput",
     "GraphOutput",

@@ -42,6 +42,12 @@ _INLINE = {
 # (CustomCall.bind) wherever they do not feed a kernel.
 CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
+# Loops stay one node each (their bodies run many times: inlining would not be the same
+# program); the parameter holding each one's body (a ClosedJaxpr), which is partitioned as a
+# program of its own (mirage_jax/rewrite/loop_bodies.py). A while loop's condition is left
+# alone: it has no matmul worth a kernel.
+LOOP_BODIES = {"scan": "jaxpr", "while": "body_jaxpr"}
+
 
 # A numpy dtype, or one of jax's extended dtypes, which numpy cannot represent (a typed PRNG
 # key's key<fry>): such values only pass through the flattened program, no region takes them.

@@ -37,6 +37,7 @@ from mirage_jax.rewrite import budget, untraced, whole_program
 from mirage_jax.rewrite.background import Background, describe_signature
 from mirage_jax.rewrite.explain import RegionReport, left_out
 from mirage_jax.rewrite.explain import explain as _explain
+from mirage_jax.rewrite.loop_bodies import rewrite_bodies
 from mirage_jax.rewrite.progress import FunctionProgress
 from mirage_jax.rewrite.region import Outcome, Pending, RegionKernel, Settings, finish, prepare
 from mirage_jax.rewrite.signature import Signature as _Signature
@@ -469,6 +470,8 @@ def _rewrite(
     program, or `plain` (the function itself) where none is kept."""
     out_tree = jax.tree_util.tree_structure(out_shapes)
     part = partition(closed)
+    loops = rewrite_bodies(part.program, _rewrite, settings, name)
+    bodies = {i: loop.rebound() for i, loop in loops.items() if loop.kept}
     progress = FunctionProgress(name, len(part.regions), settings.budget_s, settings.verbose)
     outcomes, marginal = _optimize_regions(part.regions, settings, progress)
     kernels, reports = {}, []
@@ -477,6 +480,8 @@ def _rewrite(
         reports.append(report)
         if kernel is not None:
             kernels[id(region)] = region_function(region, kernel, report, settings, _respecialize)
+    for loop in loops.values():
+        reports.extend(loop.reports)
     program = part.program
     with_marginal = dict(kernels)
     for region in part.regions:
@@ -486,19 +491,21 @@ def _rewrite(
                 region, marginal[id(region)], report, settings, _respecialize
             )
     variants = {}
-    if kernels:
-        variants[whole_program.REWRITTEN] = _program(program, part.regions, kernels)
+    if kernels or bodies:
+        variants[whole_program.REWRITTEN] = _program(program, part.regions, kernels, bodies)
     if len(with_marginal) > len(kernels):
-        variants[WITH_MARGINAL] = _program(program, part.regions, with_marginal)
+        variants[WITH_MARGINAL] = _program(program, part.regions, with_marginal, bodies)
 
     cut = left_out(part)
+    for loop in loops.values():
+        cut += [line for line in loop.spec.left_out if line not in cut]
     if not variants:  # the function itself, exactly as jax.jit would run it
         progress.close("no kernel kept: runs as jax.jit")
         return _Specialization(plain, out_tree, reports, settings.backend, left_out=cut)
     for fn in variants.values():
         _check_types(fn, out_shapes, sig.avals)
     if keep_kernels():
-        chosen = whole_program.REWRITTEN if kernels else None
+        chosen = whole_program.REWRITTEN if kernels or bodies else None
         note = f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
     else:
         progress.stage("timing the whole program against jax.jit")
@@ -512,6 +519,9 @@ def _rewrite(
         else:
             report.reason += ", and the whole program was not clearly faster with it"
     used = with_marginal if chosen == WITH_MARGINAL else kernels
+    for loop in loops.values():
+        if loop.spec.note:
+            note += f"\n{loop.label.split(': ', 1)[-1]}: {loop.spec.note}"
     progress.close(
         f"{len(used)} kernel regions, " + ("kept" if chosen else "slower as a whole: jax.jit")
     )
@@ -527,9 +537,14 @@ def _rewrite(
 
 
 def _program(
-    program: FlatProgram, regions: Sequence[Region], kernels: dict[int, Callable[..., Any]]
+    program: FlatProgram,
+    regions: Sequence[Region],
+    kernels: dict[int, Callable[..., Any]],
+    bodies: dict[int, Node] | None = None,
 ) -> Callable[..., list[Any]]:
-    """The program with `kernels` (by region id) in place of their regions."""
+    """The program with `kernels` (by region id) in place of their regions, and `bodies`'
+    loop nodes (by node index: rewrite/loop_bodies.py) in place of the loops."""
+    bodies = bodies or {}
     kernel_regions = [r for r in regions if id(r) in kernels]
     units = _schedule(program, [*kernel_regions, *_whole_calls(program, kernel_regions)])
 
@@ -543,7 +558,7 @@ def _program(
             elif isinstance(unit, CustomCall):
                 unit.bind(env)
             else:
-                run_nodes([unit], env)
+                run_nodes([bodies.get(unit.index, unit)], env)
         return [read_value(env, v) for v in program.outvars]
 
     return rewritten

@@ -31,7 +31,10 @@ BF16 = ("gpt2_prefill", "bert_encode")
 def _params():
     full = os.environ.get("MIRAGE_JAX_ZOO") == "full"
     for name in CASES:
-        for dtype in ("f32", "bf16") if full or name in BF16 else ("f32",):
+        # A sampling loop's tokens must equal jax.jit's: in bfloat16 an argmax between two
+        # logits within rounding of each other may go either way, and the rest follows.
+        sampled = "_generate_" in name
+        for dtype in ("f32", "bf16") if (full or name in BF16) and not sampled else ("f32",):
             reason = XFAIL.get((name, dtype))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             yield pytest.param(name, dtype, marks=marks, id=f"{name}-{dtype}")

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from zoo_support import CASES, import_benchmark_module, zoo_case
 
-# Sub-jaxpr parameters of call-like primitives; one per equation (custom_vjp_call holds the
-# same body under two names).
-_SUB_JAXPRS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+# Sub-jaxpr parameters of call-like primitives and loops; one per equation (custom_vjp_call
+# holds the same body under two names).
+_SUB_JAXPRS = ("jaxpr", "call_jaxpr", "fun_jaxpr", "body_jaxpr")
 
 
 def _count_matmuls(jaxpr) -> int:

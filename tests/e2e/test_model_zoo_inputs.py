@@ -49,6 +49,7 @@ def test_every_case_has_the_common_interface():
             f"{model}_decode_b1",
             f"{model}_decode_b4",
             f"{model}_decode_b8",
+            f"{model}_generate_b4",
         } <= set(names)
     assert "bert_encode" in names
     assert set(models.case_names("tiny")) >= set(CASES) - {"vit_encode"}

@@ -37,7 +37,7 @@ from mirage_jax.rewrite import budget, untraced, whole_program
 from mirage_jax.rewrite.background import Background, describe_signature
 from mirage_jax.rewrite.explain import RegionReport, left_out
 from mirage_jax.rewrite.explain import explain as _explain
-from mirage_jax.rewrite.loop_bodies import rewrite_bodies
+from mirage_jax.rewrite.loop_bodies import budget_shares, rewrite_bodies
 from mirage_jax.rewrite.progress import FunctionProgress
 from mirage_jax.rewrite.region import Outcome, Pending, RegionKernel, Settings, finish, prepare
 from mirage_jax.rewrite.signature import Signature as _Signature
@@ -470,10 +470,12 @@ def _rewrite(
     program, or `plain` (the function itself) where none is kept."""
     out_tree = jax.tree_util.tree_structure(out_shapes)
     part = partition(closed)
-    loops = rewrite_bodies(part.program, _rewrite, settings, name)
+    shares = budget_shares(part.program, len(part.regions), settings.budget_s)
+    loops = rewrite_bodies(part.program, _rewrite, settings, name, shares)
     bodies = {i: loop.rebound() for i, loop in loops.items() if loop.kept}
-    progress = FunctionProgress(name, len(part.regions), settings.budget_s, settings.verbose)
-    outcomes, marginal = _optimize_regions(part.regions, settings, progress)
+    own = dataclasses.replace(settings, budget_s=shares[-1] or settings.budget_s)
+    progress = FunctionProgress(name, len(part.regions), own.budget_s, settings.verbose)
+    outcomes, marginal = _optimize_regions(part.regions, own, progress)
     kernels, reports = {}, []
     for region in part.regions:
         kernel, report = outcomes[id(region)]

@@ -26,7 +26,8 @@ import jax
 import jax.extend.core as jcore
 
 from mirage_jax.frontend.flat import LOOP_BODIES, FlatProgram, Node
-from mirage_jax.rewrite.explain import RegionReport
+from mirage_jax.frontend.partition import partition
+from mirage_jax.rewrite.explain import RegionReport, describe_sources
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,8 +58,21 @@ def _shape(aval: Any) -> jax.ShapeDtypeStruct:
 
 
 def _label(where: str, node: Node) -> str:
-    at = f" at {node.source}" if node.source else ""
+    at = f" at {describe_sources([node.source])}" if node.source else ""
     return f"{where}: {node.name} body{at}"
+
+
+def budget_shares(program: FlatProgram, regions: int, budget_s: float) -> dict[int, float]:
+    """The function's optimization budget shared by region count between the program's own
+    `regions` and each loop body's (by the loop's node index; key -1: the program's own), so
+    that a function with loops spends what optimize(budget_s=) says, not that per loop."""
+    counts = {-1: regions}
+    for node in program.nodes:
+        param = LOOP_BODIES.get(node.name)
+        if param is not None:
+            counts[node.index] = len(partition(node.params[param]).regions)
+    total = sum(counts.values())
+    return {k: budget_s * n / total if total else budget_s for k, n in counts.items()}
 
 
 def rewrite_bodies(
@@ -66,22 +80,25 @@ def rewrite_bodies(
     rewrite: Callable[..., Any],
     settings: Any,
     where: str,
+    shares: dict[int, float],
 ) -> dict[int, LoopBody]:
     """The rewritten body of every loop of `program`, by the loop's node index. `rewrite` is
-    the function rewrite (decorator._rewrite), called on each body with `settings`; a body
-    whose rewrite fails keeps its own, with a warning (the loop runs as jax.jit would)."""
+    the function rewrite (decorator._rewrite), called on each body with `settings` and the
+    body's budget of `shares` (budget_shares); a body whose rewrite fails keeps its own, with
+    a warning (the loop runs as jax.jit would)."""
     bodies: dict[int, LoopBody] = {}
     for node in program.nodes:
         param = LOOP_BODIES.get(node.name)
-        if param is None:
+        if param is None or not shares.get(node.index):
             continue
         closed: jcore.ClosedJaxpr = node.params[param]
+        body_settings = dataclasses.replace(settings, budget_s=shares[node.index])
         avals = [_shape(a) for a in closed.in_avals]
         out_shapes = [_shape(a) for a in closed.out_avals]
         plain = jcore.jaxpr_as_fun(closed)
         label = _label(where, node)
         try:
-            spec = rewrite(closed, out_shapes, BodySignature(avals), plain, settings, label)
+            spec = rewrite(closed, out_shapes, BodySignature(avals), plain, body_settings, label)
             kept = spec.run is not plain and spec.whole_program_kept
             params = dict(node.params)
             if kept:

@@ -14,7 +14,9 @@ from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixt
 from optimize_test_support import kernels_always_win, normwise  # noqa: F401
 
 import mirage_jax as mj
+from mirage_jax.frontend import flatten
 from mirage_jax.rewrite import decorator, whole_program
+from mirage_jax.rewrite.loop_bodies import budget_shares
 
 REL = 1e-5  # float32, normwise: a kernel and XLA differ by accumulation order only
 LAYERS, BATCH, DIM = 3, 8, 256
@@ -139,3 +141,14 @@ def test_a_body_the_timing_rejects_keeps_its_own_and_says_so(kernels_always_win,
     (report,) = f.regions(x, gs, ws)
     assert report.chosen == "xla"
     assert "the loop body as a whole was not faster with its kernels" in report.reason
+
+
+def test_loop_bodies_share_the_function_budget_by_region_count():
+    def prefill_then_loop(x, gs, ws):
+        return scanned(layer(x, gs[0], ws[0]), gs, ws)  # one region outside, one in the body
+
+    x, gs, ws = stacked(7)
+    program = flatten(jax.make_jaxpr(prefill_then_loop)(x, gs, ws))
+    (loop,) = [n for n in program.nodes if n.name == "scan"]
+    assert budget_shares(program, 1, 20.0) == {-1: 10.0, loop.index: 10.0}
+    assert budget_shares(program, 0, 20.0) == {-1: 0.0, loop.index: 20.0}

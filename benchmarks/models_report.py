@@ -14,14 +14,20 @@ def _regions(r) -> str:
     )
 
 
-def _error(err: float, nonfinite: int) -> str:
-    return f"**NaN/Inf ×{nonfinite}**" if nonfinite else f"{err:.1e}"
+def _error(err: float, nonfinite: int, differs: int = 0) -> str:
+    """The normwise error, or what is worse: values not finite where jax.jit's are, integer
+    outputs (sampled tokens) not equal to jax.jit's."""
+    worse = [f"NaN/Inf ×{nonfinite}"] * bool(nonfinite) + [f"differs ×{differs}"] * bool(differs)
+    if not worse:
+        return f"{err:.1e}"
+    return f"**{', '.join(worse)}** ({err:.1e})"
 
 
-def _kept(r, error: str, nonfinite: str) -> str:
-    if not r["kernels_kept_uses_kernels"]:
+def _errors(r, prefix: str) -> str:
+    """The error column `prefix` names ("", "padded_", "kernels_kept_", ...)."""
+    if prefix.startswith("kernels_kept") and not r["kernels_kept_uses_kernels"]:
         return "(no kernel)"
-    return _error(r[error], r[nonfinite])
+    return _error(r[f"{prefix}max_rel_err"], r[f"{prefix}nonfinite"], r.get(f"{prefix}differs", 0))
 
 
 def markdown(result: dict) -> str:
@@ -49,10 +55,11 @@ def markdown(result: dict) -> str:
             f"| {r['name']} | {_regions(r)} | {r['matmuls_converting']}/{r['matmuls']} "
             f"| {r['xla_ms']:.3f} | {r['mirage_ms']:.3f} | {r['speedup']:.2f}× "
             f"| {r['jit_first_call_s']:.1f} | {r['cold_s']:.1f} | {r['warm_s']:.1f} "
-            f"| {r['warm_over_jit_s']:+.1f} | {_error(r['max_rel_err'], r['nonfinite'])} "
-            f"| {_error(r['padded_max_rel_err'], r['padded_nonfinite'])} "
-            f"| {_kept(r, 'kernels_kept_max_rel_err', 'kernels_kept_nonfinite')} "
-            f"| {_kept(r, 'kernels_kept_padded_max_rel_err', 'kernels_kept_padded_nonfinite')} |"
+            f"| {r['warm_over_jit_s']:+.1f} | "
+            + " | ".join(
+                _errors(r, p) for p in ("", "padded_", "kernels_kept_", "kernels_kept_padded_")
+            )
+            + " |"
         )
     lines += [
         "",

@@ -136,9 +136,10 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
         (f"normal batch, kernels kept (${KEEP}=1)", kept_normal),
         (f"padded batch, kernels kept (${KEEP}=1)", kept_padded),
     ):
-        if result["nonfinite"]:
+        if result["nonfinite"] or result["differs"]:
             failures += [
-                f"{what}: NON-FINITE where jax.jit is finite: {w}" for w in result["where"]
+                f"{what}: NON-FINITE where jax.jit is finite, or not equal: {w}"
+                for w in result["where"]
             ]
         if result["error"] > tolerance:
             failures.append(f"{what}: error {result['error']:.2e} above {tolerance:g}")
@@ -174,11 +175,15 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
         padded_max_rel_err=with_padding["error"],
         nonfinite=normal["nonfinite"],
         padded_nonfinite=with_padding["nonfinite"],
+        differs=normal["differs"],
+        padded_differs=with_padding["differs"],
         kernels_kept_uses_kernels=forced_kernels,
         kernels_kept_max_rel_err=kept_normal["error"],
         kernels_kept_nonfinite=kept_normal["nonfinite"],
+        kernels_kept_differs=kept_normal["differs"],
         kernels_kept_padded_max_rel_err=kept_padded["error"],
         kernels_kept_padded_nonfinite=kept_padded["nonfinite"],
+        kernels_kept_padded_differs=kept_padded["differs"],
         correct=not failures,
         failures=failures,
         warnings=warned,

@@ -18,18 +18,21 @@ TOLERANCE = {"f32": 1e-4, "bf16": 2.0**-5}
 def compare(got, want) -> dict:
     """{"error": the largest normwise error of a floating output over the elements finite in
     both, "nonfinite": how many elements are not finite in `got` where they are in `want` (or
-    the reverse), plus non-floating outputs that differ, "where": what those are}."""
+    the reverse), "differs": how many non-floating outputs (sampled tokens, an index) are not
+    equal, "where": what those are}."""
     got_leaves = jax.tree_util.tree_leaves(got)
     want_flat = jax.tree_util.tree_flatten_with_path(want)[0]
     if len(got_leaves) != len(want_flat):
         raise ValueError(f"{len(got_leaves)} outputs where jax.jit has {len(want_flat)}")
-    err, bad, where = 0.0, 0, []
+    err, bad, differs, where = 0.0, 0, 0, []
     for (path, w), g in zip(want_flat, got_leaves):
         name = jax.tree_util.keystr(path) or "(the output)"
         if not jnp.issubdtype(w.dtype, jnp.floating):
-            if not np.array_equal(np.asarray(g), np.asarray(w)):
-                bad += 1
-                where.append(f"output {name}: differs")
+            unequal = np.asarray(g) != np.asarray(w)
+            if unequal.any():
+                differs += 1
+                rows = sorted({int(i[0]) for i in np.argwhere(unequal)}) if unequal.ndim else []
+                where.append(f"output {name}: {int(unequal.sum())} elements differ, rows {rows}")
             continue
         g = np.asarray(g, np.float64)
         w = np.asarray(w, np.float64)
@@ -45,4 +48,4 @@ def compare(got, want) -> dict:
         if both.any():
             scale = max(float(np.max(np.abs(w[both]))), 1e-30)
             err = max(err, float(np.max(np.abs(g[both] - w[both]))) / scale)
-    return dict(error=err, nonfinite=bad, where=where)
+    return dict(error=err, nonfinite=bad, differs=differs, where=where)

@@ -64,6 +64,7 @@ def test_optimized_zoo_model_matches_jax_jit(name, dtype, zoo_cache, monkeypatch
         uses_kernels = f.uses_kernels(*case.args())
     for what, r in results.items():
         assert r["nonfinite"] == 0, f"{what}: NaN where jax.jit is finite: {'; '.join(r['where'])}"
+        assert r["differs"] == 0, f"{what}: not jax.jit's: {'; '.join(r['where'])}"
         assert r["error"] <= tolerance, (
             f"{what}: normwise error {r['error']:.3e} above {tolerance:g}"
         )

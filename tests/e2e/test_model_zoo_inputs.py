@@ -104,8 +104,14 @@ def test_compare_flags_nan_where_the_reference_is_finite():
     assert math.isclose(
         check.compare(off, {"logits": jnp.full((3, 4), 2.0), "index": jnp.array(2)})["error"], 0.25
     )
-    # an integer output that differs is counted
-    assert check.compare({"logits": want["logits"], "index": jnp.array(3)}, want)["nonfinite"] == 1
+    # an integer output that differs is counted, as such
+    r = check.compare({"logits": want["logits"], "index": jnp.array(3)}, want)
+    assert (r["nonfinite"], r["differs"]) == (0, 1) and r["where"] == [
+        "output ['index']: 1 elements differ, rows []"
+    ]
+    tokens = {"sampled": jnp.array([[1, 2], [3, 4]])}
+    r = check.compare({"sampled": jnp.array([[1, 2], [3, 5]])}, tokens)
+    assert r["differs"] == 1 and r["where"] == ["output ['sampled']: 1 elements differ, rows [1]"]
 
 
 def test_harness_arguments():
@@ -168,6 +174,8 @@ def test_report_shouts_about_nan():
     assert "13× outside every region: dot_general: x" in text
     assert "| gpt2_prefill | 7 / 7 / 1 / 1 | 0/13 |" in text
     assert text.count("**NaN/Inf") == 1  # only the kernels-kept padded column
-    assert "| 1.0e-07 | 0.0e+00 | 2.0e-07 | **NaN/Inf ×4096** |" in text
+    assert "| 1.0e-07 | 0.0e+00 | 2.0e-07 | **NaN/Inf ×4096** (0.0e+00) |" in text
+    row["differs"] = 1  # a sampled token not jax.jit's
+    assert "| **differs ×1** (1.0e-07) | 0.0e+00 |" in report.markdown(result)
     row["kernels_kept_uses_kernels"] = False
     assert "(no kernel)" in report.markdown(result)

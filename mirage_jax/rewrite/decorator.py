@@ -509,6 +509,15 @@ def _rewrite(
     if keep_kernels():
         chosen = whole_program.REWRITTEN if kernels or bodies else None
         note = f"whole program not timed (${KEEP_KERNELS_ENV}=1: kernels kept)"
+    elif any(n.effectful for n in program.nodes):
+        # Timing runs a program hundreds of times, and each run would print or call back
+        # again. Its regions were timed without the effects (they stay plain JAX), so the
+        # kernels that won theirs clearly run; the marginal ones do not.
+        chosen = whole_program.REWRITTEN if kernels or bodies else None
+        note = (
+            "whole program not timed: it has side effects (prints, callbacks) that timing "
+            "would repeat; it runs the kernels that clearly won their regions"
+        )
     else:
         progress.stage("timing the whole program against jax.jit")
         chosen, note = whole_program.choose(variants, plain, sig.avals, closed, settings.cache_dir)

@@ -152,3 +152,36 @@ def test_loop_bodies_share_the_function_budget_by_region_count():
     (loop,) = [n for n in program.nodes if n.name == "scan"]
     assert budget_shares(program, 1, 20.0) == {-1: 10.0, loop.index: 10.0}
     assert budget_shares(program, 0, 20.0) == {-1: 0.0, loop.index: 20.0}
+
+
+def test_a_program_with_side_effects_is_not_timed_again(monkeypatch):
+    """Timing runs the rewritten program and jax.jit's over and over: a callback (here in a
+    loop body) would run each time. Kernels that won their regions run; nothing is repeated."""
+    from mirage_jax.runtime import profile
+
+    def run_each_once(functions, args, **_):  # a timing that runs what it times
+        for fn in functions.values():
+            jax.block_until_ready(fn(*args))
+        return {name: (1.0 if name == "xla" else 0.5) for name in functions}, 1
+
+    monkeypatch.setattr(profile, "median_times", run_each_once)
+    calls = []
+
+    def noisy(x, g, w, n):
+        def body(i, x):
+            jax.debug.callback(lambda i: calls.append(int(i)), i)
+            return layer(x, g, w)
+
+        return jax.lax.fori_loop(0, n, body, x)
+
+    x, gs, ws = stacked(8)
+    f = mj.optimize(noisy)
+    n = jnp.int32(3)
+    got = f(x, gs[0], ws[0], n)
+    assert calls == [0, 1, 2]  # the user's call, and no timing's
+    calls.clear()
+    assert normwise(got, jax.jit(noisy)(x, gs[0], ws[0], n)) < REL and calls == [0, 1, 2]
+    assert f.uses_kernels(x, gs[0], ws[0], n) and kernel_calls(f, x, gs[0], ws[0], n) == 1
+    assert "side effects (prints, callbacks) that timing would repeat" in f.explain(
+        x, gs[0], ws[0], n
+    )

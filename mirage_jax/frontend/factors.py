@@ -71,6 +71,12 @@ def region_factors(region: Region) -> tuple[Factors | None, str]:
         for d in range(len(v.shape)):
             factor[(v, d)] = numbers.setdefault(uf.find((v, d)), len(numbers))
     reduced = {numbers[uf.find(k)] for k in reduced_keys}
+    # Two dims of one value in one factor (x + x @ W with W square: the residual ties W's
+    # input dim to its output dim) cannot be split as one: a device would need the slice of
+    # both at once. Such a factor stays whole.
+    for v in values:
+        dims = [factor[(v, d)] for d in range(len(v.shape))]
+        reduced.update(f for f in dims if dims.count(f) > 1)
     return Factors(factor, reduced, len(numbers)), ""
 
 

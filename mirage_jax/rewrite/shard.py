@@ -49,12 +49,27 @@ def partitioned(region, kernel, report, settings):
     if not any(i in splittable for v in region.inputs for i in factors.of(v)):
         return kernel
 
+    # A rule names each dim of a tensor by a factor of its own: where two dims of one value
+    # share a factor (region_factors keeps it whole), the second gets a fresh, whole one.
+    fresh: list[str] = []
+
+    def dims(v):
+        seen, out = set(), []
+        for f in factors.of(v):
+            if f in seen:
+                fresh.append(f"t{len(fresh)}")
+                out.append(fresh[-1])
+            else:
+                seen.add(f)
+                out.append(names[f])
+        return " ".join(out)
+
     def side(values):
-        return ", ".join(" ".join(names[f] for f in factors.of(v)) for v in values)
+        return ", ".join(dims(v) for v in values)
 
     rule = f"{side(region.inputs)} -> {side(region.outputs)}"
     in_rule = {f for v in region.inputs + region.outputs for f in factors.of(v)}
-    need_replication = tuple(names[i] for i in sorted(factors.reduced & in_rule))
+    need_replication = tuple(names[i] for i in sorted(factors.reduced & in_rule)) + tuple(fresh)
     values = all_values(region)
     local_kernels: dict = {}
 

@@ -43,6 +43,29 @@ def test_rows_and_columns_split_the_reduced_dim_does_not():
             )
 
 
+def test_a_factor_on_two_dims_of_one_value_stays_whole():
+    """x + norm(x) @ W with W square: the residual ties W's output dim to x's dim, which the
+    norm and the matmul reduce over, so W's two dims share one factor: it must stay whole (a
+    sharding rule cannot name one factor twice in a tensor; the region failed to lower)."""
+    rng = np.random.default_rng(2)
+    x, g, w = (rng.standard_normal(s).astype(np.float32) for s in ((8, 64), (64,), (64, 64)))
+    region = only_region(lambda x, g, w: x + rmsnorm_linear(x, g, w), x, g, w)
+    factors, why = region_factors(region)
+    assert factors is not None, why
+    (rows, k), _, (wk, wn) = (factors.of(v) for v in region.inputs)
+    assert wk == wn == k and not factors.splittable(k)
+    assert factors.splittable(rows)
+
+    # s + s^T ties the rows of a square s to its columns, a factor nothing reduces over:
+    # still whole
+    square = x[:, :8]
+    region = only_region(lambda s, v: (s + s.T) * jnp.sum(v, -1, keepdims=True), square, x)
+    factors, why = region_factors(region)
+    assert factors is not None, why
+    (rows, cols), (v_rows, _) = (factors.of(v) for v in region.inputs)
+    assert rows == cols == v_rows and not factors.splittable(rows)
+
+
 def test_attention_heads_split_and_its_softmax_row_does_not():
     def attention(q, k, v):
         s = jnp.einsum("hqd,hkd->hqk", q, k) * 0.125

@@ -1,7 +1,8 @@
 """@mirage_jax.optimize on sharded inputs (mirage_jax/rewrite/shard.py), on 4 host devices in a
 subprocess (XLA_FLAGS must be set before jax starts): under jit each device runs a kernel
-specialized for its shard, with no all-gather of the kernel's inputs; inside shard_map the
-kernel runs on the local block. Outputs are compared with jax.jit of the original on the
+specialized for its shard, with no all-gather of the kernel's inputs (a square weight under a
+residual and a loop body's kernel included); inside shard_map the kernel runs on the local
+block. Outputs are compared with jax.jit of the original on the
 same shardings, and a control run without the partitioning rule shows that the HLO check
 does see the all-gather a plain custom call gets. An input split along a dim the region
 reduces over must be gathered: that is warned, not silent."""
@@ -77,6 +78,24 @@ SCRIPT = textwrap.dedent("""
     out["k_sharded_warnings"] = [str(r.message) for r in record
                                  if "mirage_jax.optimize" in str(r.message)]
 
+    # A square weight under a residual: the residual ties W's two dims into one factor, which
+    # a sharding rule cannot name twice (the program failed to lower); then the same layer as
+    # the body of a scan over stacked weights (the body's kernel partitioned in the loop).
+    def residual(x, g, w):
+        return x + rmsnorm_linear(x, g, w)
+
+    square = jnp.asarray(np.random.default_rng(1).standard_normal((256, 256)) / 16, jnp.float32)
+    want = np.asarray(jax.jit(residual)(x, g, square))
+    check("square", mj.optimize(residual), xs, g, square)
+
+    def scanned(x, gs, ws):
+        return jax.lax.scan(lambda x, p: (residual(x, *p), None), x, (gs, ws))[0]
+
+    gs, ws = jnp.stack([g, g, g]), jnp.stack([square, -square, square / 2])
+    want = np.asarray(jax.jit(scanned)(x, gs, ws))
+    check("scan", mj.optimize(scanned), xs, gs, ws)
+    want = np.asarray(jax.jit(rmsnorm_linear)(x, g, w))
+
     # Control: the same kernel without its partitioning rule is gathered.
     # (transparent.py binds the rule by name: the control replaces it there)
     _transparent.partitioned = lambda region, kernel, report, settings: kernel
@@ -106,7 +125,7 @@ def test_sharded_inputs_run_per_shard_without_gathering(session_kernel_cache):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    for name in ("jit_auto", "jit_explicit", "shard_map"):
+    for name in ("jit_auto", "jit_explicit", "shard_map", "square", "scan"):
         r = out[name]
         assert r["error"] < 1e-5, (name, r)
         assert r["kernel"] and not r["all_gather"], (name, r)

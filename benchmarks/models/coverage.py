@@ -9,9 +9,9 @@ frontend, exactly as `mirage_jax.optimize` does before any search. Every `dot_ge
   - in a region that does not (the RegionNotSupported reason, or why it is blocked), or
   - outside every region (the reason the partitioner gave for that node).
 
-The bodies of loops (`scan`, `while`: layers under `nn.scan`, a sampling loop) are probed as
-programs of their own, as mirage_jax.optimize rewrites them. Nothing is searched or
-compiled, so the probe takes seconds per model.
+The bodies of loops (`scan`, `while`: layers under `nn.scan`, a sampling loop) and the
+branches of conds are probed as programs of their own, as mirage_jax.optimize rewrites
+them. Nothing is searched or compiled, so the probe takes seconds per model.
 
     python benchmarks/models/coverage.py [--size tiny|small] [--dtype f32|bf16]
         [--only llama_prefill,...] [--json FILE]
@@ -31,7 +31,13 @@ import jax
 
 # The one place the zoo reaches into mirage_jax's frontend: if the frontend moves, change
 # this line.
-from mirage_jax.frontend import LOOP_BODIES, RegionNotSupported, partition, region_to_graph
+from mirage_jax.frontend import (
+    CONTROL_FLOW,
+    RegionNotSupported,
+    partition,
+    region_to_graph,
+    sub_programs,
+)
 
 if __package__ in (None, ""):  # run as a script: import the zoo as a package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -146,8 +152,9 @@ def _probe(cov: Coverage, closed, unsupported: Counter) -> None:
     cov.converting_regions += sum(not r for r in region_ok.values())
     unsupported.update(normalize(r) for r in part.unsupported.values())
     for node in part.program.nodes:
-        if node.name in LOOP_BODIES:
-            _probe(cov, node.params[LOOP_BODIES[node.name]], unsupported)
+        if node.name in CONTROL_FLOW:
+            for body in sub_programs(node):
+                _probe(cov, body, unsupported)
         if node.name not in MATMULS:
             continue
         lhs, rhs = node.invars[:2]

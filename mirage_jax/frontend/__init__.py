@@ -4,13 +4,21 @@ table of jaxpr primitives (primitives.py). It knows no search and no compiler; t
 @optimize decorator (mirage_jax/rewrite/) builds on it."""
 
 from mirage_jax.frontend.expr import RegionNotSupported
-from mirage_jax.frontend.flat import LOOP_BODIES, FlatProgram, Lit, Node, Var, flatten
+from mirage_jax.frontend.flat import (
+    CONTROL_FLOW,
+    FlatProgram,
+    Lit,
+    Node,
+    Var,
+    flatten,
+    sub_programs,
+)
 from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Partition, Region
 from mirage_jax.frontend.to_graph import GraphInput, GraphOutput, RegionGraph, region_to_graph
 
 __all__ = [
-    "LOOP_BODIES",
+    "CONTROL_FLOW",
     "FlatProgram",
     "GraphInput",
     "GraphOutput",
@@ -24,4 +32,5 @@ __all__ = [
     "flatten",
     "partition",
     "region_to_graph",
+    "sub_programs",
 ]

@@ -42,11 +42,18 @@ _INLINE = {
 # (CustomCall.bind) wherever they do not feed a kernel.
 CUSTOM_DERIVATIVES = {"custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}
 
-# Loops stay one node each (their bodies run many times: inlining would not be the same
-# program); the parameter holding each one's body (a ClosedJaxpr), which is partitioned as a
-# program of its own (mirage_jax/rewrite/loop_bodies.py). A while loop's condition is left
-# alone: it has no matmul worth a kernel.
-LOOP_BODIES = {"scan": "jaxpr", "while": "body_jaxpr"}
+# Loops and conds stay one node each (a body runs many times, a branch maybe never: inlining
+# would not be the same program); the parameter holding each one's body (a ClosedJaxpr) or
+# branches (a tuple of them), each partitioned as a program of its own
+# (mirage_jax/rewrite/control_flow.py). A while loop's condition is left alone: it has no
+# matmul worth a kernel.
+CONTROL_FLOW = {"scan": "jaxpr", "while": "body_jaxpr", "cond": "branches"}
+
+
+def sub_programs(node: Node) -> tuple[jcore.ClosedJaxpr, ...]:
+    """The bodies (a loop's one, a cond's branches) of a CONTROL_FLOW node."""
+    held = node.params[CONTROL_FLOW[node.name]]
+    return tuple(held) if isinstance(held, (tuple, list)) else (held,)
 
 
 # A numpy dtype, or one of jax's extended dtypes, which numpy cannot represent (a typed PRNG

@@ -35,9 +35,9 @@ from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite import budget, untraced, whole_program
 from mirage_jax.rewrite.background import Background, describe_signature
+from mirage_jax.rewrite.control_flow import budget_shares, rewrite_control_flow
 from mirage_jax.rewrite.explain import RegionReport, left_out
 from mirage_jax.rewrite.explain import explain as _explain
-from mirage_jax.rewrite.loop_bodies import budget_shares, rewrite_bodies
 from mirage_jax.rewrite.progress import FunctionProgress
 from mirage_jax.rewrite.region import Outcome, Pending, RegionKernel, Settings, finish, prepare
 from mirage_jax.rewrite.signature import Signature as _Signature
@@ -471,8 +471,8 @@ def _rewrite(
     out_tree = jax.tree_util.tree_structure(out_shapes)
     part = partition(closed)
     shares = budget_shares(part.program, len(part.regions), settings.budget_s)
-    loops = rewrite_bodies(part.program, _rewrite, settings, name, shares)
-    bodies = {i: loop.rebound() for i, loop in loops.items() if loop.kept}
+    flows = rewrite_control_flow(part.program, _rewrite, settings, name, shares)
+    bodies = {i: flow.rebound() for i, flow in flows.items() if flow.kept}
     own = dataclasses.replace(settings, budget_s=shares[-1] or settings.budget_s)
     progress = FunctionProgress(name, len(part.regions), own.budget_s, settings.verbose)
     outcomes, marginal = _optimize_regions(part.regions, own, progress)
@@ -482,8 +482,8 @@ def _rewrite(
         reports.append(report)
         if kernel is not None:
             kernels[id(region)] = region_function(region, kernel, report, settings, _respecialize)
-    for loop in loops.values():
-        reports.extend(loop.reports)
+    for flow in flows.values():
+        reports.extend(flow.reports)
     program = part.program
     with_marginal = dict(kernels)
     for region in part.regions:
@@ -499,8 +499,8 @@ def _rewrite(
         variants[WITH_MARGINAL] = _program(program, part.regions, with_marginal, bodies)
 
     cut = left_out(part)
-    for loop in loops.values():
-        cut += [line for line in loop.spec.left_out if line not in cut]
+    for flow in flows.values():
+        cut += [line for line in flow.left_out() if line not in cut]
     if not variants:  # the function itself, exactly as jax.jit would run it
         progress.close("no kernel kept: runs as jax.jit")
         return _Specialization(plain, out_tree, reports, settings.backend, left_out=cut)
@@ -530,9 +530,8 @@ def _rewrite(
         else:
             report.reason += ", and the whole program was not clearly faster with it"
     used = with_marginal if chosen == WITH_MARGINAL else kernels
-    for loop in loops.values():
-        if loop.spec.note:
-            note += f"\n{loop.label.split(': ', 1)[-1]}: {loop.spec.note}"
+    for flow in flows.values():
+        note += "".join(f"\n{line}" for line in flow.notes())
     progress.close(
         f"{len(used)} kernel regions, " + ("kept" if chosen else "slower as a whole: jax.jit")
     )
@@ -554,7 +553,7 @@ def _program(
     bodies: dict[int, Node] | None = None,
 ) -> Callable[..., list[Any]]:
     """The program with `kernels` (by region id) in place of their regions, and `bodies`'
-    loop nodes (by node index: rewrite/loop_bodies.py) in place of the loops."""
+    control-flow nodes (by node index: rewrite/control_flow.py) in place of their own."""
     bodies = bodies or {}
     kernel_regions = [r for r in regions if id(r) in kernels]
     units = _schedule(program, [*kernel_regions, *_whole_calls(program, kernel_regions)])

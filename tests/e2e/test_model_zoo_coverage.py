@@ -17,11 +17,13 @@ _SUB_JAXPRS = ("jaxpr", "call_jaxpr", "fun_jaxpr", "body_jaxpr")
 
 
 def _count_matmuls(jaxpr) -> int:
-    """dot_general and conv_general_dilated equations, nested calls included."""
+    """dot_general and conv_general_dilated equations, nested calls and conds included."""
     n = 0
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in ("dot_general", "conv_general_dilated"):
             n += 1
+        for branch in eqn.params.get("branches", ()):
+            n += _count_matmuls(branch.jaxpr)
         for key in _SUB_JAXPRS:
             sub = eqn.params.get(key)
             if isinstance(sub, jcore.ClosedJaxpr):
@@ -66,6 +68,24 @@ def test_probe_sees_a_converting_matmul_and_names_why_another_does_not(coverage)
     assert m.reason.startswith("outside every region: dot_general: operand ")
     assert "of dtype int32 (kernels take ('float32', 'bfloat16', 'float16'))" in m.reason
     assert list(bad.reasons().values()) == [1]  # one reason (its names of values normalized)
+
+
+def test_probe_descends_into_loops_and_conds(coverage):
+    """optimize rewrites loop bodies and cond branches as programs of their own: the probe
+    counts their matmuls, each in a region of its own number."""
+    rng = np.random.default_rng(1)
+    x = jnp.asarray(rng.standard_normal((8, 32)), jnp.float32)
+    w = jnp.asarray(rng.standard_normal((32, 32)), jnp.float32)
+
+    def controlled(x, w, flag):
+        x = jax.lax.fori_loop(0, 2, lambda i, x: jax.nn.softmax(x @ w, axis=-1), x)
+        return jax.lax.cond(flag, lambda x: jnp.tanh(x @ w), lambda x: x, x)
+
+    args = (x, w, jnp.bool_(True))
+    cov = coverage.probe_function("controlled", controlled, args)
+    assert _count_matmuls(jax.make_jaxpr(controlled)(*args).jaxpr) == len(cov.matmuls) == 2
+    assert [m.converts for m in cov.matmuls] == [True, True]
+    assert sorted(m.region for m in cov.matmuls) == [0, 1] and cov.regions == 2
 
 
 def test_probe_names_the_region_that_does_not_convert(coverage):

@@ -1,8 +1,9 @@
-"""@mirage_jax.optimize inside loops (mirage_jax/rewrite/loop_bodies.py): the regions of scan
-and while bodies become kernels that run inside the loop (layers under `scan`, a decode loop
-under `fori_loop` or `while_loop`, loops within loops), with jax.grad and jax.vmap through
-them; a body that fails to rewrite, or that the timing rejects, runs as its own. Every
-result is compared with jax.jit of the same function."""
+"""@mirage_jax.optimize inside control flow (mirage_jax/rewrite/control_flow.py): the regions
+of scan and while bodies and of cond branches become kernels that run inside them (layers
+under `scan`, a decode loop under `fori_loop` or `while_loop`, loops within loops, a step
+under `lax.cond`), with jax.grad and jax.vmap through them; a body that fails to rewrite, or
+that the timing rejects, runs as its own. Every result is compared with jax.jit of the same
+function."""
 
 import warnings
 
@@ -16,7 +17,7 @@ from optimize_test_support import kernels_always_win, normwise  # noqa: F401
 import mirage_jax as mj
 from mirage_jax.frontend import flatten
 from mirage_jax.rewrite import decorator, whole_program
-from mirage_jax.rewrite.loop_bodies import budget_shares
+from mirage_jax.rewrite.control_flow import budget_shares
 
 REL = 1e-5  # float32, normwise: a kernel and XLA differ by accumulation order only
 LAYERS, BATCH, DIM = 3, 8, 256
@@ -91,6 +92,24 @@ def test_loops_within_loops(kernels_always_win):
     assert report.reason.startswith("in the while body at")
 
 
+def branched(x, g, w, skip):
+    """A step skipped under a condition (a sampler's finished rows), then a reduction."""
+    return jax.lax.cond(skip, lambda x: x, lambda x: layer(x, g, w), x)
+
+
+@pytest.mark.parametrize("skip", [False, True])
+def test_a_cond_runs_its_branches_kernels(kernels_always_win, skip):
+    x, gs, ws = stacked(9)
+    g, w = gs[0], ws[0]
+    f = mj.optimize(branched)
+    flag = jnp.bool_(skip)
+    assert normwise(f(x, g, w, flag), jax.jit(branched)(x, g, w, flag)) < REL
+    assert f.uses_kernels(x, g, w, flag) and kernel_calls(f, x, g, w, flag) == 1
+    (report,) = f.regions(x, g, w, flag)
+    assert report.chosen == "kernel"
+    assert report.reason.startswith("in the cond branch 0 (false) at"), report.reason
+
+
 def test_grad_and_vmap_through_a_rewritten_scan(kernels_always_win):
     x, gs, ws = stacked(3)
     f = mj.optimize(scanned)
@@ -140,7 +159,7 @@ def test_a_body_the_timing_rejects_keeps_its_own_and_says_so(kernels_always_win,
     assert not f.uses_kernels(x, gs, ws) and kernel_calls(f, x, gs, ws) == 0
     (report,) = f.regions(x, gs, ws)
     assert report.chosen == "xla"
-    assert "the loop body as a whole was not faster with its kernels" in report.reason
+    assert "the body as a whole was not faster with its kernels" in report.reason
 
 
 def test_loop_bodies_share_the_function_budget_by_region_count():

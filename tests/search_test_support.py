@@ -76,6 +76,16 @@ def attention(q: int, d: int, kv: int, heads: int = 0, scale: float = 1.0) -> mj
     return g
 
 
+def decode_pv(batch: int = 2, keys: int = 32, heads: int = 4, head_dim: int = 16) -> mj.KernelGraph:
+    """A decode step's P @ V against a cache held as [B, S, N, H], as the frontend lowers it
+    (mirage_jax/frontend/dot.py, vector_product): sum over S of P[B, S, N, 1] * V."""
+    g = mj.KernelGraph()
+    p = g.new_input((batch, keys, heads, 1))
+    v = g.new_input((batch, keys, heads, head_dim))
+    g.mark_output(g.reduce(g.mul(p, v), 1, "sum"))
+    return g
+
+
 # (program, reference at shapes small enough for a search of a few seconds, search config)
 SEARCHES = {
     "rmsnorm_linear": (
@@ -99,6 +109,10 @@ SEARCHES = {
         mj.SearchConfig(
             preset="attention", max_kernel_ops=1, max_block_ops=4, max_grids=1, threads=2
         ),
+    ),
+    "decode_pv": (
+        decode_pv,
+        mj.SearchConfig(max_kernel_ops=1, max_block_ops=4, threads=2),
     ),
     # the paper's split-KV kernel plus a combine kernel
     "gqa_split_kv": (

@@ -12,6 +12,13 @@ A may also hold free dims that B then broadcasts over (a `[B, T, D]` activation 
 
 An operand computed in the region has its layout already and must fit; a lazy one (a layout
 change of a region input) is laid out here, as the other needs, and XLA prepares it.
+
+A matmul needs both operands' batch dims on leading axes. A decode step's attention reads
+its KV cache as `[B, S, N, H]` with batch dims B and N apart: as a matmul, XLA would copy the
+whole cache into `[B, N, S, H]` at every call. When one operand is a vector (no free dim of
+size > 1: one query's weights) and both are region inputs, the dot is instead a broadcast
+product summed over the contracting dims, in the other operand's stored order
+(`vector_product`): the vector is the only operand laid out, and the flops are the matmul's.
 """
 
 from __future__ import annotations
@@ -177,6 +184,43 @@ def _arrange(a: Side, b: Side, a_is_lhs: bool) -> Arrangement | None:
         return None
     copies = sum(_copies(side, g) for side, g in ((a, ga), (b, gb)) if side.groups is None)
     return Arrangement(a_is_lhs, ga, gb, out, copies)
+
+
+@dataclass(frozen=True)
+class VectorProduct:
+    """A dot_general as `sum(vec * big)` over the contracting dims (module doc): which operand
+    is `big`, the layouts of both (big's its stored order), the axes of the product summed,
+    and the result's layout."""
+
+    big_is_lhs: bool
+    big_groups: Groups
+    vec_groups: Groups
+    summed: tuple[int, ...]
+    out_groups: Groups
+
+
+def vector_product(lhs: Side, rhs: Side) -> VectorProduct | None:
+    """The dot of two lazy operands as a broadcast product and a sum, where one has no free
+    dim of size > 1 and the other fits MAX_RANK axes, one dim each; None otherwise."""
+    if lhs.groups is not None or rhs.groups is not None:
+        return None
+    for big_is_lhs, big, vec in ((True, lhs, rhs), (False, rhs, lhs)):
+        if vec.reals(vec.free) or len(big.shape) > MAX_RANK or not big.contract:
+            continue
+        held = big.held or tuple(range(len(big.shape)))
+        order = sorted(range(len(big.shape)), key=lambda d: held[d])
+        to_vec = dict(zip(big.batch, vec.batch)) | dict(zip(big.contract, vec.contract))
+        summed = tuple(j for j, d in enumerate(order) if d in big.contract)
+        out = [(big.out_dim[d],) if d in big.out_dim else () for d in order]
+        out[summed[0]] = tuple(vec.out_dim[d] for d in vec.free)  # size 1: placeholders
+        return VectorProduct(
+            big_is_lhs,
+            tuple((d,) for d in order),
+            tuple((to_vec[d],) if d in to_vec else () for d in order),
+            summed,
+            tuple(out),
+        )
+    return None
 
 
 def _copies(side: Side, groups: Groups) -> int:

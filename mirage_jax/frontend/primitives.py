@@ -583,6 +583,26 @@ def _matmul(
     return Value(d, arr.out_groups, ()), arr
 
 
+def _vector_product(
+    b: Builder, node: Node, out: Var, x: Operand, y: Operand, lhs: dot.Side, rhs: dot.Side
+) -> Value | None:
+    """The dot as a broadcast product and a sum (dot.vector_product) where a matmul would copy
+    the larger operand at the boundary and this copies only the vector; else None."""
+    vp = dot.vector_product(lhs, rhs)
+    if vp is None or not isinstance(x, Lazy) or not isinstance(y, Lazy):
+        return None
+    big, vec = (x, y) if vp.big_is_lhs else (y, x)
+    arr = dot.arrange(lhs, rhs, set())
+    if arr is not None and arr.copies <= 2 * (prod(vec.shape) + prod(out.shape)):
+        return None
+    big_val = b.place(big, vp.big_groups)
+    vec_val = b.place(vec, vp.vec_groups)
+    d = expr.binary("mul", vec_val.d, big_val.d)
+    for axis in vp.summed:
+        d = expr.reduce(d, axis, "sum")
+    return Value(d, vp.out_groups, out.shape)
+
+
 def _convert_dot_general(b: Builder, node: Node, out: Var, x: Operand, y: Operand) -> Operand:
     if isinstance(x, float) or isinstance(y, float):
         raise b.unsupported(node, "a scalar constant operand")
@@ -592,6 +612,9 @@ def _convert_dot_general(b: Builder, node: Node, out: Var, x: Operand, y: Operan
         y.groups if isinstance(y, Value) else None,
         (x.perm if isinstance(x, Lazy) else None, y.perm if isinstance(y, Lazy) else None),
     )
+    summed = _vector_product(b, node, out, x, y, lhs, rhs)
+    if summed is not None:
+        return summed
     v, _ = _matmul(b, node, x, y, lhs, rhs, _reduced_later(b, out))
     return Value(v.d, v.groups, out.shape)
 

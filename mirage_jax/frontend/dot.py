@@ -211,7 +211,7 @@ def vector_product(lhs: Side, rhs: Side) -> VectorProduct | None:
         order = sorted(range(len(big.shape)), key=lambda d: held[d])
         to_vec = dict(zip(big.batch, vec.batch)) | dict(zip(big.contract, vec.contract))
         summed = tuple(j for j, d in enumerate(order) if d in big.contract)
-        out = [(big.out_dim[d],) if d in big.out_dim else () for d in order]
+        out: list[tuple[int, ...]] = [(big.out_dim[d],) if d in big.out_dim else () for d in order]
         out[summed[0]] = tuple(vec.out_dim[d] for d in vec.free)  # size 1: placeholders
         return VectorProduct(
             big_is_lhs,

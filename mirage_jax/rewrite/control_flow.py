@@ -30,6 +30,7 @@ import jax.extend.core as jcore
 
 from mirage_jax.frontend.flat import CONTROL_FLOW, FlatProgram, Node, sub_programs
 from mirage_jax.frontend.partition import partition
+from mirage_jax.frontend.region import Partition
 from mirage_jax.rewrite.explain import RegionReport, describe_sources
 
 
@@ -79,14 +80,40 @@ def _label(where: str, node: Node, i: int, of: int) -> str:
     return f"{where}: {what}{at}"
 
 
-def budget_shares(program: FlatProgram, regions: int, budget_s: float) -> dict[int, float]:
-    """The function's optimization budget shared by region count between the program's own
-    `regions` and each control-flow node's bodies (by node index; key -1: the program's own),
-    so that a function with loops spends what optimize(budget_s=) says, not that per loop."""
-    counts = {-1: regions}
-    for node in program.nodes:
+# Partitions by id of the ClosedJaxpr, with the jaxpr kept alive so that its id stays its own:
+# the budget counts the regions of every body before any is rewritten, and each rewrite
+# then reuses the partition counted (one memo per function being optimized).
+Partitions = dict[int, tuple[jcore.ClosedJaxpr, Partition]]
+
+
+def partition_of(closed: jcore.ClosedJaxpr, memo: Partitions) -> Partition:
+    """`closed` partitioned, once per `memo`."""
+    hit = memo.get(id(closed))
+    if hit is None:
+        hit = memo[id(closed)] = (closed, partition(closed))
+    return hit[1]
+
+
+def region_count(part: Partition, memo: Partitions) -> int:
+    """The regions of `part` and of every body nested in it, at any depth."""
+    return len(part.regions) + sum(_body_regions(node, memo) for node in part.program.nodes)
+
+
+def _body_regions(node: Node, memo: Partitions) -> int:
+    if node.name not in CONTROL_FLOW:
+        return 0
+    return sum(region_count(partition_of(b, memo), memo) for b in sub_programs(node))
+
+
+def budget_shares(part: Partition, budget_s: float, memo: Partitions) -> dict[int, float]:
+    """The function's optimization budget shared by region count (nested bodies included)
+    between `part`'s own regions and each control-flow node's bodies (by node index; key -1:
+    the program's own), so that a function with loops spends what optimize(budget_s=) says,
+    not that per loop."""
+    counts = {-1: len(part.regions)}
+    for node in part.program.nodes:
         if node.name in CONTROL_FLOW:
-            counts[node.index] = sum(len(partition(b).regions) for b in sub_programs(node))
+            counts[node.index] = _body_regions(node, memo)
     total = sum(counts.values())
     return {k: budget_s * n / total if total else budget_s for k, n in counts.items()}
 
@@ -97,11 +124,13 @@ def rewrite_control_flow(
     settings: Any,
     where: str,
     shares: dict[int, float],
+    memo: Partitions,
 ) -> dict[int, Rewritten]:
     """Every control-flow node of `program` with its bodies rewritten, by node index.
     `rewrite` is the function rewrite (decorator._rewrite), called on each body with
-    `settings` and the node's budget of `shares` (budget_shares), split among its bodies; a
-    body whose rewrite fails keeps its own, with a warning (it runs as jax.jit would)."""
+    `settings`, the node's budget of `shares` (budget_shares) split among its bodies, and
+    `memo`; a body whose rewrite fails keeps its own, with a warning (it runs as jax.jit
+    would)."""
     done: dict[int, Rewritten] = {}
     for node in program.nodes:
         if node.name not in CONTROL_FLOW or not shares.get(node.index):
@@ -111,7 +140,7 @@ def rewrite_control_flow(
         labels, specs, new_bodies, reports = [], [], [], []
         for i, closed in enumerate(bodies):
             label = _label(where, node, i, len(bodies))
-            spec, body = _rewrite_one(closed, rewrite, settings_each, label)
+            spec, body = _rewrite_one(closed, rewrite, settings_each, label, memo)
             kept = body is not closed
             new_bodies.append(body)
             if spec is not None:
@@ -129,7 +158,11 @@ def rewrite_control_flow(
 
 
 def _rewrite_one(
-    closed: jcore.ClosedJaxpr, rewrite: Callable[..., Any], settings: Any, label: str
+    closed: jcore.ClosedJaxpr,
+    rewrite: Callable[..., Any],
+    settings: Any,
+    label: str,
+    memo: Partitions,
 ) -> tuple[Any, jcore.ClosedJaxpr]:
     """(the body's specialization or None where it failed, the body to run: the rewritten
     one where it was kept, else `closed` itself)."""
@@ -137,7 +170,7 @@ def _rewrite_one(
     out_shapes = [_shape(a) for a in closed.out_avals]
     plain = jcore.jaxpr_as_fun(closed)
     try:
-        spec = rewrite(closed, out_shapes, BodySignature(avals), plain, settings, label)
+        spec = rewrite(closed, out_shapes, BodySignature(avals), plain, settings, label, memo)
         if spec.run is plain or not spec.whole_program_kept:
             return spec, closed
         return spec, jax.make_jaxpr(spec.run)(*avals)

@@ -31,11 +31,15 @@ from typing import Any, overload
 import jax
 
 from mirage_jax.frontend.flat import CustomCall, FlatProgram, Node, Var, read_value, run_nodes
-from mirage_jax.frontend.partition import partition
 from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite import budget, untraced, whole_program
 from mirage_jax.rewrite.background import Background, describe_signature
-from mirage_jax.rewrite.control_flow import budget_shares, rewrite_control_flow
+from mirage_jax.rewrite.control_flow import (
+    Partitions,
+    budget_shares,
+    partition_of,
+    rewrite_control_flow,
+)
 from mirage_jax.rewrite.explain import RegionReport, left_out
 from mirage_jax.rewrite.explain import explain as _explain
 from mirage_jax.rewrite.progress import FunctionProgress
@@ -465,13 +469,16 @@ def _rewrite(
     plain: Callable[..., list[Any]],
     settings: Settings,
     name: str = "function",
+    memo: Partitions | None = None,
 ) -> _Specialization:
     """The specialization of a traced function: its regions' kernels in the rewritten
-    program, or `plain` (the function itself) where none is kept."""
+    program, or `plain` (the function itself) where none is kept. `memo`: the partitions
+    already made while optimizing the function this one is a body of (control_flow.py)."""
     out_tree = jax.tree_util.tree_structure(out_shapes)
-    part = partition(closed)
-    shares = budget_shares(part.program, len(part.regions), settings.budget_s)
-    flows = rewrite_control_flow(part.program, _rewrite, settings, name, shares)
+    memo = {} if memo is None else memo
+    part = partition_of(closed, memo)
+    shares = budget_shares(part, settings.budget_s, memo)
+    flows = rewrite_control_flow(part.program, _rewrite, settings, name, shares, memo)
     bodies = {i: flow.rebound() for i, flow in flows.items() if flow.kept}
     own = dataclasses.replace(settings, budget_s=shares[-1] or settings.budget_s)
     progress = FunctionProgress(name, len(part.regions), own.budget_s, settings.verbose)

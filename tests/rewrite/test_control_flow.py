@@ -15,8 +15,8 @@ from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixt
 from optimize_test_support import kernels_always_win, normwise  # noqa: F401
 
 import mirage_jax as mj
-from mirage_jax.frontend import flatten
-from mirage_jax.rewrite import decorator, whole_program
+from mirage_jax.frontend import partition
+from mirage_jax.rewrite import control_flow, decorator, whole_program
 from mirage_jax.rewrite.control_flow import budget_shares
 
 REL = 1e-5  # float32, normwise: a kernel and XLA differ by accumulation order only
@@ -130,10 +130,10 @@ def test_grad_and_vmap_through_a_rewritten_scan(kernels_always_win):
 def test_a_body_that_fails_to_rewrite_runs_as_its_own(kernels_always_win, monkeypatch):
     rewrite = decorator._rewrite
 
-    def failing_in_bodies(closed, out_shapes, sig, plain, settings, name="function"):
+    def failing_in_bodies(closed, out_shapes, sig, plain, settings, name="function", memo=None):
         if "scan body" in name:
             raise RuntimeError("injected: the body cannot be rewritten")
-        return rewrite(closed, out_shapes, sig, plain, settings, name)
+        return rewrite(closed, out_shapes, sig, plain, settings, name, memo)
 
     monkeypatch.setattr(decorator, "_rewrite", failing_in_bodies)
     x, gs, ws = stacked(5)
@@ -166,11 +166,41 @@ def test_loop_bodies_share_the_function_budget_by_region_count():
     def prefill_then_loop(x, gs, ws):
         return scanned(layer(x, gs[0], ws[0]), gs, ws)  # one region outside, one in the body
 
+    def prefill_then_nested(x, gs, ws, n):
+        return nested(layer(x, gs[0], ws[0]), gs, ws, n)  # the while body holds only a scan
+
+    def shares(f, *args):
+        part = partition(jax.make_jaxpr(f)(*args))
+        (loop,) = [n for n in part.program.nodes if n.name in ("scan", "while")]
+        return budget_shares(part, 20.0, {}), loop.index
+
     x, gs, ws = stacked(7)
-    program = flatten(jax.make_jaxpr(prefill_then_loop)(x, gs, ws))
-    (loop,) = [n for n in program.nodes if n.name == "scan"]
-    assert budget_shares(program, 1, 20.0) == {-1: 10.0, loop.index: 10.0}
-    assert budget_shares(program, 0, 20.0) == {-1: 0.0, loop.index: 20.0}
+    got, loop = shares(prefill_then_loop, x, gs, ws)
+    assert got == {-1: 10.0, loop: 10.0}
+    got, loop = shares(scanned, x, gs, ws)
+    assert got == {-1: 0.0, loop: 20.0}
+    # the while body's own program has no region; the scan inside it has one
+    got, loop = shares(prefill_then_nested, x, gs, ws, jnp.int32(2))
+    assert got == {-1: 10.0, loop: 10.0}
+
+
+def test_each_body_is_partitioned_once(kernels_always_win, monkeypatch):
+    """The budget counts the regions of every body before any is rewritten; the rewrites
+    reuse those partitions."""
+    seen = []
+    real = control_flow.partition
+
+    def counted(closed):
+        seen.append(id(closed))
+        return real(closed)
+
+    monkeypatch.setattr(control_flow, "partition", counted)
+    x, gs, ws = stacked(10)
+    f = mj.optimize(nested)
+    n = jnp.int32(2)
+    assert normwise(f(x, gs, ws, n), jax.jit(nested)(x, gs, ws, n)) < REL
+    assert f.uses_kernels(x, gs, ws, n)
+    assert len(seen) == 3 and len(set(seen)) == 3  # the function, the while body, the scan body
 
 
 def test_a_program_with_side_effects_is_not_timed_again(monkeypatch):

@@ -1,0 +1,15 @@
+"""benchmarks/control_flow.py at its quick sizes: the scanned stack is timed three ways with
+its kernels really running when forced, and the decode P @ V form is superoptimized with its
+candidates timed beside XLA."""
+
+from zoo_support import import_benchmark_module
+
+
+def test_the_control_flow_benchmark_runs_at_small_sizes(capsys):
+    bench = import_benchmark_module("control_flow")
+    assert bench.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    for dtype in ("float32", "bfloat16"):
+        (line,) = [x for x in out.splitlines() if x.strip().startswith(dtype + ":")]
+        assert "jax.jit" in line and "mj.optimize" in line and "kernels: True" in line, line
+    assert "xla (the original graph)" in out and "speedup over XLA" in out

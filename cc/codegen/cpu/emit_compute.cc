@@ -36,6 +36,79 @@ std::string elementwise_expr(const Op& op, int chained,
   return binary_expr(op.kind, op.scalar, args.at(0), args.at(1));
 }
 
+// The operands a chain of elementwise ops reads from outside itself, in the order it reads
+// them; `chained` is the value flowing into the chain's first member (-1 for none).
+struct ChainOperands {
+  std::vector<Shape> shapes;
+  std::vector<std::string> buffers;
+};
+
+ChainOperands chain_operands(const BlockGraph& bg, const KernelPlan& plan,
+                             const std::vector<int>& chain, int chained) {
+  ChainOperands operands;
+  for (int o : chain) {
+    for (int t : bg.ops()[o].inputs) {
+      if (t == chained) continue;
+      operands.shapes.push_back(bg.tensor(t).shape);
+      operands.buffers.push_back(buffer_name(plan, t));
+    }
+    chained = bg.ops()[o].outputs[0];
+  }
+  return operands;
+}
+
+// Writes `v = ...;` for each member of the chain in turn, its outside operands read at
+// `operand_exprs` (parallel to chain_operands' order).
+void emit_chain_values(CodeWriter& w, const BlockGraph& bg, const std::vector<int>& chain,
+                       int chained, const std::vector<std::string>& operand_exprs) {
+  size_t next = 0;
+  for (int o : chain) {
+    const Op& op = bg.ops()[o];
+    std::vector<std::string> mine;
+    for (int t : op.inputs) {
+      if (t != chained) mine.push_back(operand_exprs.at(next++));
+    }
+    w.line("v = " + elementwise_expr(op, chained, mine) + ";");
+    chained = op.outputs[0];
+  }
+}
+
+const char* reduce_init(const Op& op) {
+  return op.reduce == ReduceKind::kMax ? "-std::numeric_limits<float>::infinity()" : "0.0f";
+}
+
+// A reduce over a dim other than the last whose input is an elementwise chain (see
+// KernelPlan::reduce_prologue): one loop nest over the input's shape evaluates the chain and
+// folds each value into its result element. The innermost loop runs along a kept dim, so
+// the folds of consecutive iterations are independent and vectorize.
+void emit_fused_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, const Op& op,
+                       const std::vector<int>& prologue, const std::string& out) {
+  const Shape& x_shape = bg.tensor(op.inputs.at(0)).shape;
+  const Shape& out_shape = bg.tensor(op.outputs.at(0)).shape;
+  w.line("for (int64_t e = 0; e < " + str(element_count(out_shape)) + "; ++e) " + out +
+         "[e] = " + reduce_init(op) + ";");
+  ChainOperands operands = chain_operands(bg, plan, prologue, -1);
+  Shape folded = x_shape;  // the result, stretched along the reduced dim
+  folded[op.dim] = 1;
+  operands.shapes.push_back(folded);
+  {
+    IndexLoops loops(w, x_shape, operands.shapes, "e");
+    std::vector<std::string> operand_exprs;
+    for (size_t i = 0; i < operands.buffers.size(); ++i) {
+      operand_exprs.push_back(operands.buffers[i] + "[" + loops.operand_offset(i) + "]");
+    }
+    w.line("float v;");
+    emit_chain_values(w, bg, prologue, -1, operand_exprs);
+    const std::string dst = out + "[" + loops.operand_offset(operands.buffers.size()) + "]";
+    w.line(op.reduce == ReduceKind::kMax ? dst + " = mj_cpu::max_of(" + dst + ", v);"
+                                         : dst + " += v;");
+  }
+  if (op.reduce == ReduceKind::kMean) {
+    w.line("for (int64_t e = 0; e < " + str(element_count(out_shape)) + "; ++e) " + out +
+           "[e] = " + out + "[e] / " + float_literal(double(x_shape[op.dim])) + ";");
+  }
+}
+
 void emit_reduce(CodeWriter& w, const Shape& x_shape, const std::string& x, const Op& op,
                  const std::string& out) {
   int64_t outer = 1, inner = 1;
@@ -43,7 +116,7 @@ void emit_reduce(CodeWriter& w, const Shape& x_shape, const std::string& x, cons
   for (size_t d = op.dim + 1; d < x_shape.size(); ++d) inner *= x_shape[d];
   const int64_t len = x_shape[op.dim];
   const bool is_max = op.reduce == ReduceKind::kMax;
-  const std::string init = is_max ? "-std::numeric_limits<float>::infinity()" : "0.0f";
+  const std::string init = reduce_init(op);
   w.open("for (int64_t o = 0; o < " + str(outer) + "; ++o)");
   w.line("const float* src = " + x + " + o * " + str(len * inner) + ";");
   w.line("float* dst = " + out + " + o * " + str(inner) + ";");
@@ -117,7 +190,13 @@ void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size
                           plan.next_tile_offset[op.inputs[1]]);
       return;
     }
-    case OpKind::kReduce: emit_reduce(w, shape(0), buf(0), op, out); return;
+    case OpKind::kReduce:
+      if (!plan.reduce_prologue[op_index].empty()) {
+        emit_fused_reduce(w, bg, plan, op, plan.reduce_prologue[op_index], out);
+      } else {
+        emit_reduce(w, shape(0), buf(0), op, out);
+      }
+      return;
     case OpKind::kRmsNorm: emit_rms_norm(w, shape(0), buf(0), op.scalar, out); return;
     case OpKind::kConcat: emit_concat(w, shape(0), buf(0), shape(1), buf(1), op.dim, out); return;
     default:
@@ -155,40 +234,16 @@ void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
     first_chained = 1;
   }
   if (first_chained < pass.size()) {
-    // Operands from outside the chain, in the order the chain reads them.
-    std::vector<Shape> shapes;
-    std::vector<std::string> buffers;
-    int chained = first_chained == 1 ? head.outputs[0] : -1;
-    for (size_t i = first_chained; i < pass.size(); ++i) {
-      for (int t : ops[pass[i]].inputs) {
-        if (t == chained) continue;
-        shapes.push_back(bg.tensor(t).shape);
-        buffers.push_back(buffer_name(plan, t));
-      }
-      chained = ops[pass[i]].outputs[0];
-    }
-    IndexLoops loops(w, shape, shapes, "e");
+    const std::vector<int> chain(pass.begin() + first_chained, pass.end());
+    const int chained = first_chained == 1 ? head.outputs[0] : -1;
+    const ChainOperands operands = chain_operands(bg, plan, chain, chained);
+    IndexLoops loops(w, shape, operands.shapes, "e");
     std::vector<std::string> operand_exprs;
-    for (size_t i = 0; i < buffers.size(); ++i) {
-      operand_exprs.push_back(buffers[i] + "[" + loops.operand_offset(i) + "]");
+    for (size_t i = 0; i < operands.buffers.size(); ++i) {
+      operand_exprs.push_back(operands.buffers[i] + "[" + loops.operand_offset(i) + "]");
     }
-    size_t next = 0;
-    chained = -1;
-    if (first_chained == 1) {
-      chained = head.outputs[0];
-      w.line("float v = " + out + "[" + loops.result_offset() + "];");
-    } else {
-      w.line("float v;");
-    }
-    for (size_t i = first_chained; i < pass.size(); ++i) {
-      const Op& op = ops[pass[i]];
-      std::vector<std::string> mine;
-      for (int t : op.inputs) {
-        if (t != chained) mine.push_back(operand_exprs.at(next++));
-      }
-      w.line("v = " + elementwise_expr(op, chained, mine) + ";");
-      chained = op.outputs[0];
-    }
+    w.line(chained >= 0 ? "float v = " + out + "[" + loops.result_offset() + "];" : "float v;");
+    emit_chain_values(w, bg, chain, chained, operand_exprs);
     w.line(out + "[" + loops.result_offset() + "] = v;");
   }
   w.close();

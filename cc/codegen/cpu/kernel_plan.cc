@@ -1,6 +1,7 @@
 #include "cc/codegen/cpu/kernel_plan.h"
 
 #include <map>
+#include <utility>
 
 #include "cc/ir/error.h"
 #include "cc/ir/op_kind.h"
@@ -222,6 +223,27 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     if (consumer.kind != OpKind::kAccumSum) continue;
     plan.matmul_adds_into_accum[o] = true;
     plan.buffer_of[t] = plan.buffer_of[consumer.outputs.at(0)];
+  }
+
+  plan.reduce_prologue.assign(ops.size(), {});
+  for (size_t o = 0; o < ops.size(); ++o) {
+    const Op& op = ops[o];
+    if (op.kind != OpKind::kReduce) continue;
+    const int x = op.inputs.at(0);
+    const Shape& x_shape = tensors[x].shape;
+    if (op.dim + 1 >= int(x_shape.size()) || x_shape[op.dim] == 1) continue;
+    const int producer = tensors[x].producer;
+    std::vector<int>& pass = plan.pass_ending_at[producer];
+    if (pass.empty() || consumers[x].size() != 1 ||
+        tensors[x].phase != tensors[op.outputs.at(0)].phase) {
+      continue;
+    }
+    bool elementwise = true;
+    for (int member : pass) elementwise &= is_elementwise(ops[member].kind);
+    if (!elementwise) continue;
+    plan.reduce_prologue[o] = std::move(pass);
+    pass.clear();
+    plan.buffer_of[x] = -1;
   }
 
   Allocator arena;

@@ -49,6 +49,12 @@ struct KernelPlan {
   // Per tensor: for an input tile read in place that moves with the for-loop, the floats
   // from this iteration's tile to the next iteration's; else 0.
   std::vector<int64_t> next_iteration_offset;
+  // Per op: for a reduce over a dim other than the last, the elementwise pass that computes
+  // its only input, evaluated inside the reduce's loops instead of on its own: decode's
+  // P @ V as sum(p * V) over the keys otherwise writes the whole product tile to the arena
+  // and reads it back (measured 2.5x the stream time). Empty otherwise. A last-dim reduce
+  // keeps its pass: its fused loop would be one serial float sum, which GCC cannot vectorize.
+  std::vector<std::vector<int>> reduce_prologue;
   // Per op: a body matmul whose only consumer is accum_sum adds into that accumulator.
   std::vector<bool> matmul_adds_into_accum;
   std::vector<SoftmaxGroup> softmax_groups;

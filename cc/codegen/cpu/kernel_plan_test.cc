@@ -141,6 +141,30 @@ TEST(KernelPlan, OnlineSoftmaxAccumulatorsOverOneScoreShareARunningMax) {
   EXPECT_EQ(plan.softmax_group_of[op_of(bg, m)], 1);
 }
 
+TEST(KernelPlan, AReduceOverAnInnerDimEvaluatesTheChainThatFeedsIt) {
+  // Decode's P @ V: sum over the keys of p * V. The product never gets a buffer.
+  BlockGraph bg({2, 1, 1}, 4);
+  const int p = bg.new_input({2, 32, 3, 1}, DType::kF32, {0, -1, -1}, 1);
+  const int v = bg.new_input({2, 32, 3, 16}, DType::kF32, {0, -1, -1}, 1);
+  const int product = bg.binary(OpKind::kMul, p, v);
+  const int sum = bg.reduce(product, 1, ir::ReduceKind::kSum);
+  bg.new_output(bg.accum(OpKind::kAccumSum, sum), {0, -1, -1}, DType::kF32);
+  const KernelPlan plan = plan_kernel(bg);
+  EXPECT_EQ(plan.reduce_prologue[op_of(bg, sum)], (std::vector<int>{op_of(bg, product)}));
+  EXPECT_TRUE(plan.pass_ending_at[op_of(bg, product)].empty());
+  EXPECT_EQ(plan.buffer_of[product], -1);
+  EXPECT_EQ(plan.arena_offset[product], -1);
+  // Over the last dim the chain keeps its pass (a fused loop would be one serial sum).
+  BlockGraph rows({1, 1, 1}, 1);
+  const int x = rows.new_input({4, 64}, DType::kF32, {-1, -1, -1}, -1);
+  const int squared = rows.unary(OpKind::kSquare, x);
+  const int row_sum = rows.reduce(squared, 1, ir::ReduceKind::kSum);
+  rows.new_output(row_sum, {-1, -1, -1}, DType::kF32);
+  const KernelPlan row_plan = plan_kernel(rows);
+  EXPECT_TRUE(row_plan.reduce_prologue[op_of(rows, row_sum)].empty());
+  EXPECT_GE(row_plan.arena_offset[squared], 0);
+}
+
 TEST(KernelPlan, ArenaBuffersAreDisjointAndCacheLineAligned) {
   RmsNormLinear f;
   const KernelPlan plan = plan_kernel(f.bg);

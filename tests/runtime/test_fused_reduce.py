@@ -1,0 +1,144 @@
+"""A reduce over a dim other than the last evaluates the elementwise chain that feeds it inside
+its own loops (cc/codegen/cpu/kernel_plan.h, reduce_prologue): decode's P @ V as
+sum(p * V) over the keys, without writing the product tile to the arena. Each kernel runs
+against a float64 numpy reference and the interpreter, on inputs built to break it."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
+    assert_close,
+    session_kernel_cache,
+    storage_rtol,
+)
+
+import mirage_jax as mj
+
+B, S, N, H = 2, 24, 3, 16
+
+
+def _buffer_declared(source: str, tensor) -> bool:
+    return f"t{tensor.id} = arena + " in source or f"* t{tensor.id} = " in source
+
+
+def _decode_pv(kind: str, grid, forloop: int):
+    """out[b, n, h] = reduce over s of p[b, s, n, 0] * v[b, s, n, h] + c[h], split over B
+    along the grid and over S along the for-loop (the partial results summed or maxed)."""
+    kg = mj.KernelGraph()
+    p = kg.new_input((B, S, N, 1))
+    v = kg.new_input((B, S, N, H))
+    c = kg.new_input((H,))
+    bg = mj.BlockGraph(grid=grid, forloop_range=forloop)
+    imap = (0 if grid[0] > 1 else -1, -1, -1)
+    fmap = 1 if forloop > 1 else -1
+    pb = bg.new_input(p, imap=imap, fmap=fmap)
+    vb = bg.new_input(v, imap=imap, fmap=fmap)
+    cb = bg.new_input(c, imap=(-1, -1, -1), fmap=-1)
+    product = bg.add(bg.mul(pb, vb), cb)
+    reduced = bg.reduce(product, 1, kind)
+    bg.new_output(bg.accum_sum(reduced) if forloop > 1 else reduced, omap=imap)
+    (out,) = kg.customized([p, v, c], bg)
+    kg.mark_output(out)
+    return kg, product
+
+
+def _hostile_inputs(seed: int):
+    rng = np.random.default_rng(seed)
+    p = rng.standard_normal((B, S, N, 1))
+    v = rng.standard_normal((B, S, N, H))
+    v[0, :, 0, :] *= 1e30  # huge terms that must not overflow a partial sum to inf
+    v[1, 3, 1, 2] = np.inf  # an inf in one column only
+    v[1, 5, 2, 7] = np.nan  # a NaN in one column only
+    p[0, :, 2, 0] = 0.0  # a zero row of weights
+    return [jnp.asarray(x, jnp.float32) for x in (p, v, rng.standard_normal(H))]
+
+
+def _reference(kind: str, inputs):
+    p, v, c = (np.asarray(x, np.float64) for x in inputs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = p * v + c
+        return {"sum": terms.sum(1), "mean": terms.mean(1), "max": terms.max(1)}[kind]
+
+
+# A mean per for-loop tile summed over the loop is not the mean: no mean with a for-loop.
+@pytest.mark.parametrize(
+    "kind, grid, forloop",
+    [
+        ("sum", (1, 1, 1), 1),
+        ("sum", (2, 1, 1), 1),
+        ("sum", (2, 1, 1), 4),
+        ("mean", (1, 1, 1), 1),
+        ("mean", (2, 1, 1), 1),
+    ],
+)
+def test_chain_evaluated_inside_the_reduce(kind, grid, forloop):
+    kg, product = _decode_pv(kind, grid, forloop)
+    source = mj.generate_code(kg)
+    assert not _buffer_declared(source, product), "the product tile still has a buffer"
+    inputs = _hostile_inputs(seed=3)
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    got = np.asarray(got, np.float64)
+    want = _reference(kind, inputs)[:, None]
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
+    assert np.array_equal(np.isposinf(got), np.isposinf(want)), "inf in other places"
+    finite = np.isfinite(want)
+    assert_close(got[finite], want[finite], storage_rtol("float32"), f"{kind} vs numpy")
+    (interpreted,) = kg.evaluate(inputs)
+    assert np.array_equal(np.isnan(got), np.isnan(interpreted))
+
+
+def test_max_over_the_keys_keeps_minus_inf_and_nan():
+    kg, product = _decode_pv("max", (2, 1, 1), 1)
+    assert not _buffer_declared(mj.generate_code(kg), product)
+    p, v, c = (np.asarray(x, np.float64) for x in _hostile_inputs(seed=4))
+    p[0, :, 1, 0] = np.abs(p[0, :, 1, 0]) + 0.1
+    v[0, :, 1, :] = -np.inf  # every term of this column is -inf: so is its max
+    inputs = [jnp.asarray(x, jnp.float32) for x in (p, v, c)]
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    got = np.asarray(got, np.float64)
+    assert np.all(got[0, 0, 1] == -np.inf), got[0, 0, 1]
+    want = _reference("max", inputs)[:, None]
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
+    (interpreted,) = kg.evaluate(inputs)
+    assert np.array_equal(np.isnan(got), np.isnan(interpreted))
+    finite = np.isfinite(want)
+    assert np.array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    assert_close(got[finite], want[finite], storage_rtol("float32"), "max vs numpy")
+
+
+def test_a_chain_read_twice_keeps_its_buffer():
+    # The product is both reduced and stored: it must exist as a tile, and the reduce reads it.
+    kg = mj.KernelGraph()
+    x = kg.new_input((4, 8, 16))
+    bg = mj.BlockGraph(grid=(2, 1, 1))
+    xb = bg.new_input(x, imap=(0, -1, -1), fmap=-1)
+    squared = bg.square(xb)
+    bg.new_output(bg.reduce(squared, 1, "sum"), omap=(0, -1, -1))
+    bg.new_output(squared, omap=(0, -1, -1))
+    outs = kg.customized([x], bg)
+    for t in outs:
+        kg.mark_output(t)
+    assert _buffer_declared(mj.generate_code(kg), squared)
+    data = np.random.default_rng(5).standard_normal((4, 8, 16)).astype(np.float32)
+    total, stored = jax.jit(mj.compile(kg))(jnp.asarray(data))
+    want = np.asarray(data, np.float64) ** 2
+    assert_close(stored, want, storage_rtol("float32"), "stored square")
+    assert_close(total, want.sum(1, keepdims=True), storage_rtol("float32"), "sum of squares")
+
+
+def test_a_last_dim_reduce_keeps_its_pass():
+    # Folding the chain into a last-dim reduce would make one serial float sum per row.
+    kg = mj.KernelGraph()
+    x = kg.new_input((4, 64))
+    bg = mj.BlockGraph(grid=(2, 1, 1))
+    xb = bg.new_input(x, imap=(0, -1, -1), fmap=-1)
+    squared = bg.square(xb)
+    bg.new_output(bg.reduce(squared, 1, "sum"), omap=(0, -1, -1))
+    (out,) = kg.customized([x], bg)
+    kg.mark_output(out)
+    assert _buffer_declared(mj.generate_code(kg), squared)
+    data = np.random.default_rng(6).standard_normal((4, 64)).astype(np.float32)
+    (got,) = jax.jit(mj.compile(kg))(jnp.asarray(data))
+    want = (np.asarray(data, np.float64) ** 2).sum(1, keepdims=True)
+    assert_close(got, want, storage_rtol("float32"), "sum of squares")

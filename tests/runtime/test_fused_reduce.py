@@ -127,10 +127,56 @@ def test_a_chain_read_twice_keeps_its_buffer():
     assert_close(total, want.sum(1, keepdims=True), storage_rtol("float32"), "sum of squares")
 
 
-def test_a_last_dim_reduce_keeps_its_pass():
-    # Folding the chain into a last-dim reduce would make one serial float sum per row.
+def _decode_scores(kind: str, grid):
+    """out[b, s, n] = reduce over h of q[b, 0, n, h] * k[b, s, n, h] * scale[h] (a row
+    operand of lower rank), split over B along the grid."""
     kg = mj.KernelGraph()
-    x = kg.new_input((4, 64))
+    q = kg.new_input((B, 1, N, H))
+    k = kg.new_input((B, S, N, H))
+    scale = kg.new_input((H,))
+    bg = mj.BlockGraph(grid=grid)
+    imap = (0 if grid[0] > 1 else -1, -1, -1)
+    qb = bg.new_input(q, imap=imap, fmap=-1)
+    kb = bg.new_input(k, imap=imap, fmap=-1)
+    sb = bg.new_input(scale, imap=(-1, -1, -1), fmap=-1)
+    product = bg.mul(bg.mul(qb, kb), sb)
+    bg.new_output(bg.reduce(product, 3, kind), omap=imap)
+    (out,) = kg.customized([q, k, scale], bg)
+    kg.mark_output(out)
+    return kg, product
+
+
+@pytest.mark.parametrize("kind", ["sum", "mean", "max"])
+@pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 1)])
+def test_chain_computed_into_a_stack_row_for_a_last_dim_reduce(kind, grid):
+    kg, product = _decode_scores(kind, grid)
+    assert not _buffer_declared(mj.generate_code(kg), product)
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((B, 1, N, H))
+    k = rng.standard_normal((B, S, N, H))
+    k[0, 2, :, :] *= 1e30  # a huge row
+    k[1, 4, 0, 3] = np.nan
+    k[1, 6, 2, 5] = -np.inf
+    q[0, 0, 1, :] = 0.0  # a zero query head: its row of a huge key is exactly 0
+    scale = np.abs(rng.standard_normal(H)) + 0.5
+    inputs = [jnp.asarray(x, jnp.float32) for x in (q, k, scale)]
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    got = np.asarray(got, np.float64)
+    q, k, scale = (np.asarray(x, np.float64) for x in inputs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = q * k * scale
+        want = {"sum": terms.sum, "mean": terms.mean, "max": terms.max}[kind](3, keepdims=True)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
+    infinite = np.isinf(want)
+    assert np.array_equal(got[infinite], want[infinite]), "infinities differ"
+    finite = np.isfinite(want)
+    assert_close(got[finite], want[finite], storage_rtol("float32"), f"{kind} vs numpy")
+
+
+def test_a_last_dim_reduce_of_a_long_row_keeps_its_pass():
+    # A row longer than the stack row (4096 floats) is computed into its tile as before.
+    kg = mj.KernelGraph()
+    x = kg.new_input((4, 4160))
     bg = mj.BlockGraph(grid=(2, 1, 1))
     xb = bg.new_input(x, imap=(0, -1, -1), fmap=-1)
     squared = bg.square(xb)
@@ -138,7 +184,7 @@ def test_a_last_dim_reduce_keeps_its_pass():
     (out,) = kg.customized([x], bg)
     kg.mark_output(out)
     assert _buffer_declared(mj.generate_code(kg), squared)
-    data = np.random.default_rng(6).standard_normal((4, 64)).astype(np.float32)
+    data = np.random.default_rng(6).standard_normal((4, 4160)).astype(np.float32)
     (got,) = jax.jit(mj.compile(kg))(jnp.asarray(data))
     want = (np.asarray(data, np.float64) ** 2).sum(1, keepdims=True)
     assert_close(got, want, storage_rtol("float32"), "sum of squares")

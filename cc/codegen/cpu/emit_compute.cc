@@ -77,6 +77,42 @@ const char* reduce_init(const Op& op) {
   return op.reduce == ReduceKind::kMax ? "-std::numeric_limits<float>::infinity()" : "0.0f";
 }
 
+// A last-dim reduce whose input is an elementwise chain (KernelPlan::reduce_prologue): the
+// loops run over the rows; each row's chain values go to a stack row, summed or maxed there
+// with vector lanes. An operand's element (row r, j) is at r's offset in the operand
+// without its last dim, times that dim, plus j where the dim is not stretched.
+void emit_fused_row_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
+                           const Op& op, const std::vector<int>& prologue, const std::string& out) {
+  const Shape& x_shape = bg.tensor(op.inputs.at(0)).shape;
+  const int64_t len = x_shape.back();
+  ChainOperands operands = chain_operands(bg, plan, prologue, -1);
+  std::vector<Shape> rows_of;
+  for (const Shape& s : operands.shapes) {
+    rows_of.push_back(s.empty() ? s : Shape(s.begin(), s.end() - 1));
+  }
+  IndexLoops loops(w, Shape(x_shape.begin(), x_shape.end() - 1), rows_of, "e");
+  std::vector<std::string> operand_exprs;
+  for (size_t i = 0; i < operands.buffers.size(); ++i) {
+    const Shape& s = operands.shapes[i];
+    const int64_t width = s.empty() ? 1 : s.back();
+    const std::string at = "(" + loops.operand_offset(i) + ") * " + str(width);
+    operand_exprs.push_back(operands.buffers[i] + "[" + at + (width > 1 ? " + j" : "") + "]");
+  }
+  w.line("alignas(64) float row[" + str(len) + "];");
+  w.open("for (int64_t j = 0; j < " + str(len) + "; ++j)");
+  w.line("float v;");
+  emit_chain_values(w, bg, prologue, -1, operand_exprs);
+  w.line("row[j] = v;");
+  w.close();
+  const std::string dst = out + "[" + loops.result_offset() + "]";
+  if (op.reduce == ReduceKind::kMax) {
+    w.line(dst + " = mj_cpu::row_max(row, " + str(len) + ", " + reduce_init(op) + ");");
+  } else {
+    w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ")" +
+           (op.reduce == ReduceKind::kMean ? " / " + float_literal(double(len)) : "") + ";");
+  }
+}
+
 // A reduce over a dim other than the last whose input is an elementwise chain (see
 // KernelPlan::reduce_prologue): one loop nest over the input's shape evaluates the chain and
 // folds each value into its result element. The innermost loop runs along a kept dim, so
@@ -84,6 +120,10 @@ const char* reduce_init(const Op& op) {
 void emit_fused_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, const Op& op,
                        const std::vector<int>& prologue, const std::string& out) {
   const Shape& x_shape = bg.tensor(op.inputs.at(0)).shape;
+  if (op.dim + 1 == int(x_shape.size())) {
+    emit_fused_row_reduce(w, bg, plan, op, prologue, out);
+    return;
+  }
   const Shape& out_shape = bg.tensor(op.outputs.at(0)).shape;
   w.line("for (int64_t e = 0; e < " + str(element_count(out_shape)) + "; ++e) " + out +
          "[e] = " + reduce_init(op) + ";");

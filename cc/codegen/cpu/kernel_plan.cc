@@ -231,7 +231,8 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     if (op.kind != OpKind::kReduce) continue;
     const int x = op.inputs.at(0);
     const Shape& x_shape = tensors[x].shape;
-    if (op.dim + 1 >= int(x_shape.size()) || x_shape[op.dim] == 1) continue;
+    const bool last_dim = op.dim + 1 == int(x_shape.size());
+    if (x_shape[op.dim] == 1 || (last_dim && x_shape[op.dim] > kMaxStackRowFloats)) continue;
     const int producer = tensors[x].producer;
     std::vector<int>& pass = plan.pass_ending_at[producer];
     if (pass.empty() || consumers[x].size() != 1 ||

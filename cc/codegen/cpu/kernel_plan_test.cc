@@ -154,15 +154,18 @@ TEST(KernelPlan, AReduceOverAnInnerDimEvaluatesTheChainThatFeedsIt) {
   EXPECT_TRUE(plan.pass_ending_at[op_of(bg, product)].empty());
   EXPECT_EQ(plan.buffer_of[product], -1);
   EXPECT_EQ(plan.arena_offset[product], -1);
-  // Over the last dim the chain keeps its pass (a fused loop would be one serial sum).
-  BlockGraph rows({1, 1, 1}, 1);
-  const int x = rows.new_input({4, 64}, DType::kF32, {-1, -1, -1}, -1);
-  const int squared = rows.unary(OpKind::kSquare, x);
-  const int row_sum = rows.reduce(squared, 1, ir::ReduceKind::kSum);
-  rows.new_output(row_sum, {-1, -1, -1}, DType::kF32);
-  const KernelPlan row_plan = plan_kernel(rows);
-  EXPECT_TRUE(row_plan.reduce_prologue[op_of(rows, row_sum)].empty());
-  EXPECT_GE(row_plan.arena_offset[squared], 0);
+  // Over the last dim too, up to rows of kMaxStackRowFloats; a longer row keeps its pass.
+  for (int64_t len : {int64_t{64}, kMaxStackRowFloats + 1}) {
+    BlockGraph rows({1, 1, 1}, 1);
+    const int x = rows.new_input({4, len}, DType::kF32, {-1, -1, -1}, -1);
+    const int squared = rows.unary(OpKind::kSquare, x);
+    const int row_sum = rows.reduce(squared, 1, ir::ReduceKind::kSum);
+    rows.new_output(row_sum, {-1, -1, -1}, DType::kF32);
+    const KernelPlan row_plan = plan_kernel(rows);
+    const bool fused = len <= kMaxStackRowFloats;
+    EXPECT_EQ(row_plan.reduce_prologue[op_of(rows, row_sum)].empty(), !fused) << len;
+    EXPECT_EQ(row_plan.arena_offset[squared] >= 0, !fused) << len;
+  }
 }
 
 TEST(KernelPlan, ArenaBuffersAreDisjointAndCacheLineAligned) {

@@ -5,6 +5,7 @@ and run."""
 import threading
 import time
 
+import numpy as np
 import pytest
 
 import mirage_jax as mj
@@ -86,6 +87,23 @@ def decode_pv(batch: int = 2, keys: int = 32, heads: int = 4, head_dim: int = 16
     return g
 
 
+def decode_softmax(
+    batch: int = 2, keys: int = 16, heads: int = 3, head_dim: int = 8
+) -> mj.KernelGraph:
+    """softmax over the keys of where(mask, sum(q * K over h) / sqrt(h), min), as the frontend
+    converts a decode step's masked attention scores: K as cached, [B, S, N, H]. Nine ops,
+    beyond the decorator's attention limits: the search lifts it (superopt/lift.py)."""
+    g = mj.KernelGraph()
+    k = g.new_input((batch, keys, heads, head_dim))
+    q = g.new_input((batch, 1, heads, head_dim))
+    mask = g.new_input((batch, keys, heads, 1))
+    scores = g.mul_scalar(g.reduce(g.mul(q, k), 3, "sum"), head_dim**-0.5)
+    scores = g.select(scores, mask, float(np.finfo(np.float32).min))
+    e = g.exp(g.sub(scores, g.reduce(scores, 1, "max")))
+    g.mark_output(g.div(e, g.reduce(e, 1, "sum")))
+    return g
+
+
 # (program, reference at shapes small enough for a search of a few seconds, search config)
 SEARCHES = {
     "rmsnorm_linear": (
@@ -113,6 +131,12 @@ SEARCHES = {
     "decode_pv": (
         decode_pv,
         mj.SearchConfig(max_kernel_ops=1, max_block_ops=4, threads=2),
+    ),
+    "decode_softmax": (
+        decode_softmax,
+        mj.SearchConfig(
+            preset="attention", max_kernel_ops=1, max_block_ops=5, time_budget_s=2, threads=2
+        ),
     ),
     # the paper's split-KV kernel plus a combine kernel
     "gqa_split_kv": (

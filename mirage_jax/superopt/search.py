@@ -18,9 +18,11 @@ from collections.abc import Callable, Iterator
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.superopt import calibration_cache, deepening, parts, user_structure
+from mirage_jax.superopt import lift as _lift
 from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.progress import ProgressReporter, SearchProgress
+from mirage_jax.superopt.verify import verify_equivalent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,20 +182,16 @@ def search(
         result = run_graph(
             graph, dataclasses.replace(config, time_budget_s=config.time_budget_s * share)
         )
-        if not splittable or stop_requested or any(parts.fuses(c) for c in result.candidates):
+        core_target = target if target is not None else config._to_core().target
+        if splittable and not stop_requested and not any(map(parts.fuses, result.candidates)):
+            found = parts.search_parts(
+                graph, asked, config.time_budget_s - result.stats.seconds, core_target, run_graph
+            )
+            if found is not None:
+                result = _with_parts(result, found, config.max_verified, graph.hash())
+        if stop_requested or any(map(parts.fuses, result.candidates)):
             return result
-        found = parts.search_parts(
-            graph,
-            asked,
-            config.time_budget_s - result.stats.seconds,
-            target if target is not None else config._to_core().target,
-            run_graph,
-        )
-        return (
-            result
-            if found is None
-            else _with_parts(result, found, config.max_verified, graph.hash())
-        )
+        return _with_lifted(result, graph, config, core_target)
     finally:
         if reporter is not None:
             reporter.close()
@@ -256,6 +254,29 @@ def _merged(results: list[SearchResult], max_verified: int | None, original: str
         costs=[cost for cost, _ in ranked],
         stats=SearchStats(**total),
         reason=reason,
+    )
+
+
+def _with_lifted(
+    result: SearchResult, graph: KernelGraph, config: SearchConfig, target: _core.Target
+) -> SearchResult:
+    """`result`, which fuses nothing, with `graph` lifted whole into one kernel (lift.py)
+    among its candidates, each verified against `graph` and costed on `target`."""
+    found = []
+    for candidate in _lift.lifted(graph, max(1, int(target.cores))):
+        if verify_equivalent(graph, candidate, seed=config.seed).equivalent:
+            found.append((_core.estimate_cost(candidate._core, target)[0], candidate))
+    if not found:
+        return result
+    lifted = SearchResult([g for _, g in found], [c for c, _ in found], _NO_STATS, "")
+    ranked = _merged([result, lifted], config.max_verified, graph.hash())
+    return dataclasses.replace(
+        result,
+        candidates=ranked.candidates,
+        costs=ranked.costs,
+        parts=(result.parts + "; " if result.parts else "")
+        + f"the search fused nothing, so the program was lifted whole into one kernel "
+        f"({len(found)} verified)",
     )
 
 

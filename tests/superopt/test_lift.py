@@ -1,0 +1,102 @@
+"""A program the search fuses nothing of is lifted whole into one kernel, op for op
+(mirage_jax/superopt/lift.py): decode attention's scores, mask and softmax over the keys."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
+    assert_close,
+    session_kernel_cache,
+    storage_rtol,
+)
+from search_test_support import decode_softmax
+
+import mirage_jax as mj
+from mirage_jax.superopt import lift
+from mirage_jax.superopt.config import ATTENTION
+
+B, S, N, H = 2, 16, 3, 8  # decode_softmax's defaults
+FILL = float(np.finfo(np.float32).min)
+
+
+def reference(k, q, mask):
+    k, q, mask = (np.asarray(x, np.float64) for x in (k, q, mask))
+    scores = np.where(mask != 0, (q * k).sum(3, keepdims=True) * H**-0.5, FILL)
+    e = np.exp(scores - scores.max(1, keepdims=True))
+    return e / e.sum(1, keepdims=True)
+
+
+def hostile_inputs():
+    rng = np.random.default_rng(0)
+    k = rng.standard_normal((B, S, N, H))
+    k[0, 3] *= 1e4  # logits far beyond exp's range: only the max's subtraction saves them
+    q = rng.standard_normal((B, 1, N, H))
+    mask = (rng.random((B, S, N, 1)) > 0.3).astype(np.float64)
+    mask[1, :, 2] = 0.0  # a fully masked row: uniform weights, as jax.nn.softmax gives
+    mask[0, 5:, 0] = 0.0  # padding after the fifth key
+    return [jnp.asarray(x, jnp.float32) for x in (k, q, mask)]
+
+
+def _grid(graph: mj.KernelGraph) -> tuple[int, int, int]:
+    return next(o for o in graph.ops if o.kind == "customized").block_graph.grid
+
+
+def test_decode_softmax_lifts_verifies_and_runs():
+    graph = decode_softmax()
+    candidates = lift.lifted(graph, cores=2)
+    # Split along the batch, then the heads too; never the keys or the head dim (worked).
+    assert [_grid(g) for g in candidates] == [(2, 1, 1), (2, 3, 1)]
+    inputs = hostile_inputs()
+    want = reference(*inputs)
+    for lifted in candidates:
+        assert mj.verify_equivalent(graph, lifted)
+        (got,) = jax.jit(mj.compile(lifted))(*inputs)
+        assert np.all(np.isfinite(np.asarray(got)))
+        assert_close(got, want, storage_rtol("float32"), f"lifted {_grid(lifted)} vs numpy")
+        uniform = np.full((S, 1), 1 / S)
+        assert_close(got[1, :, 2], uniform, storage_rtol("float32"), "a fully masked row")
+
+
+def test_a_second_grid_axis_only_when_the_first_gives_too_few_blocks():
+    graph = decode_softmax()
+    # B = 2 blocks are two per core on one core; on four, the heads split as far as they go.
+    assert [_grid(g) for g in lift.lifted(graph, cores=1)] == [(2, 1, 1)]
+    assert [_grid(g) for g in lift.lifted(graph, cores=4)] == [(2, 1, 1), (2, 3, 1)]
+
+
+def test_splitting_a_worked_dim_is_rejected_by_the_verifier():
+    # The softmax's keys split over blocks: each block normalizes its own half. The same
+    # construction with a wrong dim must fail verification, as search.py checks every lift.
+    graph = decode_softmax()
+    wrong = lift._lift(graph, dims=[1], grid=(2,))
+    assert not mj.verify_equivalent(graph, wrong)
+
+
+def test_programs_that_are_not_lifted():
+    g = mj.KernelGraph()
+    x, w = g.new_input((4, 8)), g.new_input((8, 16))
+    g.mark_output(g.exp(g.matmul(x, w)))
+    assert lift.lifted(g, cores=2) == []  # a matmul: the search's to fuse
+    g = mj.KernelGraph()
+    x = g.new_input((4, 8))
+    g.mark_output(g.reduce(g.reduce(g.exp(x), 0, "sum"), 1, "sum"))
+    assert lift.lifted(g, cores=2) == []  # every dim is reduced
+    g = mj.KernelGraph()
+    x, c = g.new_input((4, 8)), g.new_input((8,))
+    g.mark_output(g.add(x, c))
+    assert lift.lifted(g, cores=2) == []  # ranks differ
+
+
+def test_search_returns_the_lift_when_it_fuses_nothing():
+    graph = decode_softmax()
+    # ATTENTION's 5 block ops cannot hold the 9 ops, so the search itself fuses nothing.
+    config = dataclasses.replace(ATTENTION, time_budget_s=1.0)
+    result = mj.search(graph, config, progress=False)
+    fused = [c for c in result.candidates if any(o.kind == "customized" for o in c.ops)]
+    assert fused, result.reason
+    assert "lifted whole into one kernel" in result.parts
+    inputs = hostile_inputs()
+    (got,) = jax.jit(mj.compile(fused[0]))(*inputs)
+    assert_close(got, reference(*inputs), storage_rtol("float32"), "searched lift vs numpy")

@@ -17,8 +17,12 @@ result is what the search itself fuses well, with for-loops a lift does not have
 
 from __future__ import annotations
 
-from mirage_jax.ir.graph import BlockGraph, KernelGraph, Tensor
-from mirage_jax.ir.handles import Op
+from typing import TypeVar
+
+from mirage_jax.ir.graph import BlockGraph, KernelGraph
+from mirage_jax.ir.handles import Op, Tensor
+
+_T = TypeVar("_T")
 
 _BINARY = frozenset({"add", "sub", "mul", "div"})
 # Grids of at most this many blocks: enough to spread over the cores, few enough that each
@@ -26,16 +30,23 @@ _BINARY = frozenset({"add", "sub", "mul", "div"})
 MAX_BLOCKS = 64
 
 
+def _attr(value: _T | None, op: Op) -> _T:
+    """An attribute `op`'s kind always carries (its dim, scalar or reduce kind)."""
+    if value is None:
+        raise ValueError(f"lift: {op.kind} without its attribute")
+    return value
+
+
 def _worked_dims(op: Op, rank: int) -> set[int] | None:
     """The dims `op` combines elements along (its result's element there depends on others
     of the dim), or None for an op that is not lifted."""
     if op.kind == "reduce":
-        return {op.dim}
+        return {_attr(op.dim, op)}
     if op.kind == "rms_norm":
         return {rank - 1}
-    if op.kind in ("matmul", "concat", "customized"):
-        return None
-    return set()
+    if op.kind in _BINARY or op.kind == "select" or len(op.inputs) == 1:
+        return set()  # elementwise
+    return None  # matmul, concat, customized
 
 
 def _split_dims(graph: KernelGraph) -> list[int] | None:
@@ -106,11 +117,11 @@ def _lift(graph: KernelGraph, dims: list[int], grid: tuple[int, ...]) -> KernelG
         if op.kind in _BINARY:
             out = bg._binary(op.kind, *args)
         elif op.kind == "select":
-            out = bg.select(args[0], args[1], op.scalar)
+            out = bg.select(args[0], args[1], _attr(op.scalar, op))
         elif op.kind == "reduce":
-            out = bg.reduce(args[0], op.dim, op.reduce_kind)
+            out = bg.reduce(args[0], _attr(op.dim, op), _attr(op.reduce_kind, op))
         elif op.kind == "rms_norm":
-            out = bg.rms_norm(args[0], op.scalar)
+            out = bg.rms_norm(args[0], _attr(op.scalar, op))
         else:
             out = bg._unary(op.kind, args[0], op.scalar or 0.0)
         value[op.outputs[0].id] = out
@@ -127,4 +138,12 @@ def lifted(graph: KernelGraph, cores: int) -> list[KernelGraph]:
     dims = _split_dims(graph)
     if not dims or not graph.outputs:
         return []
-    return [_lift(graph, dims, grid) for grid in _grids(graph, dims, cores)]
+    found = []
+    for grid in _grids(graph, dims, cores):
+        try:
+            found.append(_lift(graph, dims, grid))
+        except ValueError:
+            # A block graph the IR's rules refuse: no lift on this grid, and the search's own
+            # result stands (a lift is an extra, never a reason for the search to fail).
+            continue
+    return found

@@ -89,6 +89,14 @@ def test_programs_that_are_not_lifted():
     assert lift.lifted(g, cores=2) == []  # ranks differ
 
 
+def test_a_lift_the_ir_refuses_is_left_out(monkeypatch):
+    def refused(*_):
+        raise ValueError("refused by the IR's rules")
+
+    monkeypatch.setattr(lift, "_lift", refused)
+    assert lift.lifted(decode_softmax(), cores=2) == []
+
+
 def test_search_returns_the_lift_when_it_fuses_nothing():
     graph = decode_softmax()
     # ATTENTION's 5 block ops cannot hold the 9 ops, so the search itself fuses nothing.

@@ -29,6 +29,21 @@ def core_digest() -> str:
     return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()
 
 
+# The Python modules whose code decides what a search returns, besides the C++ core: a new
+# kind of candidate (a cut into parts, a lift) must not be answered from an entry an older
+# search stored.
+SEARCH_MODULES = ("search", "parts", "split", "lift", "deepening", "config")
+
+
+@functools.cache
+def search_code_digest() -> str:
+    """The sha256 of the SEARCH_MODULES' sources."""
+    digest = hashlib.sha256()
+    for name in SEARCH_MODULES:
+        digest.update((Path(__file__).parent / f"{name}.py").read_bytes())
+    return digest.hexdigest()
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 

@@ -189,8 +189,9 @@ def search(
             )
             if found is not None:
                 result = _with_parts(result, found, config.max_verified, graph.hash())
-        if stop_requested or any(map(parts.fuses, result.candidates)):
-            return result
+        given = (config.grids, config.imaps, config.omaps, config.fmaps)
+        if stop_requested or any(map(parts.fuses, result.candidates)) or any(given):
+            return result  # a lift picks its own grid: not one where the caller fixed them
         return _with_lifted(result, graph, config, core_target)
     finally:
         if reporter is not None:

@@ -59,6 +59,7 @@ def search_key(graph, config, backend: str) -> str:
         "target_numbers": calibration_cache.cpu_target()[1] if config.target == "cpu" else None,
         "versions": cache.versions(),
         "core": _core_digest(),
+        "search_code": machine.search_code_digest(),
     }
     text = json.dumps(parts, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -133,6 +134,9 @@ def load_problem(entry: Path) -> str | None:
 
 cache.register_kind(KIND, DIRECTORY, load_problem)
 cache.register_fingerprint("core", _core_digest)
+# Verdicts follow the search's candidates: a region kept as XLA for want of one is decided
+# again by a search that can find more.
+cache.register_fingerprint("search_code", lambda: machine.search_code_digest())
 
 
 def _store(searches: Path, key: str, result, budget_s: float) -> None:
@@ -143,6 +147,7 @@ def _store(searches: Path, key: str, result, budget_s: float) -> None:
             "key": key,
             "sha256": cache.sha256_of(staging / _RESULT),
             "core": _core_digest(),
+            "search_code": machine.search_code_digest(),
             **cache.versions(),
         }
         (staging / _META).write_text(json.dumps(meta, indent=1))

@@ -108,3 +108,13 @@ def test_search_returns_the_lift_when_it_fuses_nothing():
     inputs = hostile_inputs()
     (got,) = jax.jit(mj.compile(fused[0]))(*inputs)
     assert_close(got, reference(*inputs), storage_rtol("float32"), "searched lift vs numpy")
+
+
+def test_no_lift_where_the_caller_fixed_the_structure():
+    # A lift chooses its own grid; a caller who gave grids or maps gets only those.
+    config = dataclasses.replace(ATTENTION, time_budget_s=1.0, grids=((2,),))
+    result = mj.search(decode_softmax(), config, progress=False)
+    assert "lifted" not in result.parts
+    for c in result.candidates:
+        for op in c.ops:
+            assert op.kind != "customized" or op.block_graph.grid == (2, 1, 1)

@@ -14,7 +14,8 @@ import pytest
 from search_test_support import CONFIG, Searches, graphs, skip_if_the_core_changed
 
 import mirage_jax as mj
-from mirage_jax.superopt import search_cache
+from mirage_jax.cache import store as cache_store
+from mirage_jax.superopt import machine, search_cache
 
 
 @pytest.fixture
@@ -49,6 +50,17 @@ def test_key_covers_graph_config_backend_and_target_but_not_threads_or_budget():
     assert search_cache.search_key(ref, CONFIG, "cuda") != key
 
 
+def test_key_covers_the_search_code(monkeypatch):
+    # A change to the Python side of the search (a new kind of candidate) is not answered
+    # from an older entry, nor is a region's verdict that followed it.
+    ref, _ = graphs()
+    key = search_cache.search_key(ref, CONFIG, "cpu")
+    fingerprints = cache_store.fingerprints()
+    monkeypatch.setattr(machine, "search_code_digest", lambda: "another search")
+    assert search_cache.search_key(ref, CONFIG, "cpu") != key
+    assert cache_store.fingerprints() != fingerprints
+
+
 def test_a_stored_result_loads_back_equal_without_searching(root):
     ref, _ = graphs()
     search = Searches()
@@ -62,7 +74,7 @@ def test_a_stored_result_loads_back_equal_without_searching(root):
     (entry,) = [p for p in (root / "searches").iterdir() if p.name != ".locks"]
     meta = json.loads((entry / "meta.json").read_text())
     assert meta["kind"] == "search" and meta["key"] == entry.name
-    assert {"sha256", "mirage_jax", "jaxlib", "core"} <= set(meta)
+    assert {"sha256", "mirage_jax", "jaxlib", "core", "search_code"} <= set(meta)
 
 
 def test_a_search_cut_short_answers_smaller_budgets_and_a_larger_one_searches_again(root):

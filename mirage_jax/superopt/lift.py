@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from mirage_jax import _core
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
 from mirage_jax.ir.handles import Op, Tensor
 
 _T = TypeVar("_T")
 
-_BINARY = frozenset({"add", "sub", "mul", "div"})
+# The C++ core's op table: each kind's class ("unary", "reduce", ...) and the attribute it
+# carries ("scalar", "eps", "dim_reduce", ...). A lift reads it instead of naming kinds, so
+# an op added to the IR is lifted by its class or not at all.
+_SCHEMA = {op["name"]: (op["class"], op["attribute"]) for op in _core.op_schema()}
 # Grids of at most this many blocks: enough to spread over the cores, few enough that each
 # block's tiles are long runs.
 MAX_BLOCKS = 64
@@ -40,13 +44,23 @@ def _attr(value: _T | None, op: Op) -> _T:
 def _worked_dims(op: Op, rank: int) -> set[int] | None:
     """The dims `op` combines elements along (its result's element there depends on others
     of the dim), or None for an op that is not lifted."""
-    if op.kind == "reduce":
+    op_class = _SCHEMA.get(op.kind, ("", ""))[0]
+    if op_class in ("unary", "binary"):
+        return set()  # elementwise, select included
+    if op_class == "reduce":
         return {_attr(op.dim, op)}
-    if op.kind == "rms_norm":
+    if op_class == "rms_norm":
         return {rank - 1}
-    if op.kind in _BINARY or op.kind == "select" or len(op.inputs) == 1:
-        return set()  # elementwise
-    return None  # matmul, concat, customized
+    return None  # matmul, concat, customized: the search's to fuse
+
+
+def _rebuilt(bg: BlockGraph, op: Op, args: list[Tensor]) -> Tensor:
+    """`op` again in `bg`, on `args`, through the graph's public method of its kind."""
+    op_class, attribute = _SCHEMA[op.kind]
+    if op_class == "reduce":
+        return bg.reduce(args[0], _attr(op.dim, op), _attr(op.reduce_kind, op))
+    scalar = (_attr(op.scalar, op),) if attribute in ("scalar", "eps") else ()
+    return getattr(bg, op.kind)(*args, *scalar)
 
 
 def _split_dims(graph: KernelGraph) -> list[int] | None:
@@ -59,7 +73,7 @@ def _split_dims(graph: KernelGraph) -> list[int] | None:
         return None
     worked: set[int] = set()
     for op in graph.ops:
-        if op.kind in ("input", "output"):
+        if _SCHEMA.get(op.kind, ("",))[0] == "boundary":
             continue
         dims = _worked_dims(op, rank)
         if dims is None:
@@ -111,19 +125,9 @@ def _lift(graph: KernelGraph, dims: list[int], grid: tuple[int, ...]) -> KernelG
         for t, k in zip(graph.inputs, inputs, strict=True)
     }
     for op in graph.ops:
-        if op.kind in ("input", "output"):
+        if _SCHEMA[op.kind][0] == "boundary":
             continue
-        args = [value[t.id] for t in op.inputs]
-        if op.kind in _BINARY:
-            out = bg._binary(op.kind, *args)
-        elif op.kind == "select":
-            out = bg.select(args[0], args[1], _attr(op.scalar, op))
-        elif op.kind == "reduce":
-            out = bg.reduce(args[0], _attr(op.dim, op), _attr(op.reduce_kind, op))
-        elif op.kind == "rms_norm":
-            out = bg.rms_norm(args[0], _attr(op.scalar, op))
-        else:
-            out = bg._unary(op.kind, args[0], op.scalar or 0.0)
+        out = _rebuilt(bg, op, [value[t.id] for t in op.inputs])
         value[op.outputs[0].id] = out
     for t in graph.outputs:
         bg.new_output(value[t.id], omap=axes_of(t), dtype=t.dtype)

@@ -66,6 +66,28 @@ def test_a_second_grid_axis_only_when_the_first_gives_too_few_blocks():
     assert [_grid(g) for g in lift.lifted(graph, cores=4)] == [(2, 1, 1), (2, 3, 1)]
 
 
+def test_every_lifted_op_class_rebuilds_as_it_was():
+    # rms_norm (eps), a scalar unary, plain unaries, a binary with broadcasting, a mean and
+    # a max: each rebuilt from the core's op table with its attribute. A wrong eps, scalar
+    # or reduce kind would fail the verifier or the interpreter comparison.
+    g = mj.KernelGraph()
+    x = g.new_input((4, 8, 16))
+    w = g.new_input((1, 1, 16))
+    y = g.mul(g.rms_norm(x, 1e-3), w)
+    z = g.relu(g.add_scalar(g.gelu(y), 0.5))  # one exp deep: the verifier needs that
+    g.mark_output(g.reduce(z, 1, "mean"))
+    g.mark_output(g.reduce(g.neg(z), 2, "max"))
+    (lifted,) = lift.lifted(g, cores=1)
+    assert _grid(lifted) == (4, 1, 1)  # dims 1 and 2 are reduced or normalized over
+    assert mj.verify_equivalent(g, lifted)
+    rng = np.random.default_rng(3)
+    inputs = [jnp.asarray(rng.standard_normal(t.shape), jnp.float32) for t in g.inputs]
+    inputs[0] = inputs[0].at[1].set(0.0)  # an all-zero row: rms_norm's eps alone divides
+    got = jax.jit(mj.compile(lifted))(*inputs)
+    for i, (a, b) in enumerate(zip(got, g.evaluate(inputs), strict=True)):
+        assert_close(a, b, storage_rtol("float32"), f"output {i} vs the interpreter")
+
+
 def test_splitting_a_worked_dim_is_rejected_by_the_verifier():
     # The softmax's keys split over blocks: each block normalizes its own half. The same
     # construction with a wrong dim must fail verification, as search.py checks every lift.

@@ -5,11 +5,11 @@ and run."""
 import threading
 import time
 
-import numpy as np
 import pytest
 
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs
+from mirage_jax.ir.decode_graphs import decode_pv, decode_softmax
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.runtime import toolchain
 from mirage_jax.superopt import search as search_module
@@ -74,33 +74,6 @@ def attention(q: int, d: int, kv: int, heads: int = 0, scale: float = 1.0) -> mj
         s = g.mul_scalar(s, scale)
     e = g.exp(g.sub(s, g.reduce(s, -1, "max")))
     g.mark_output(g.matmul(g.div(e, g.reduce(e, -1, "sum")), V))
-    return g
-
-
-def decode_pv(batch: int = 2, keys: int = 32, heads: int = 4, head_dim: int = 16) -> mj.KernelGraph:
-    """A decode step's P @ V against a cache held as [B, S, N, H], as the frontend lowers it
-    (mirage_jax/frontend/dot.py, vector_product): sum over S of P[B, S, N, 1] * V."""
-    g = mj.KernelGraph()
-    p = g.new_input((batch, keys, heads, 1))
-    v = g.new_input((batch, keys, heads, head_dim))
-    g.mark_output(g.reduce(g.mul(p, v), 1, "sum"))
-    return g
-
-
-def decode_softmax(
-    batch: int = 2, keys: int = 16, heads: int = 3, head_dim: int = 8
-) -> mj.KernelGraph:
-    """softmax over the keys of where(mask, sum(q * K over h) / sqrt(h), min), as the frontend
-    converts a decode step's masked attention scores: K as cached, [B, S, N, H]. Nine ops,
-    beyond the decorator's attention limits: the search lifts it (superopt/lift.py)."""
-    g = mj.KernelGraph()
-    k = g.new_input((batch, keys, heads, head_dim))
-    q = g.new_input((batch, 1, heads, head_dim))
-    mask = g.new_input((batch, keys, heads, 1))
-    scores = g.mul_scalar(g.reduce(g.mul(q, k), 3, "sum"), head_dim**-0.5)
-    scores = g.select(scores, mask, float(np.finfo(np.float32).min))
-    e = g.exp(g.sub(scores, g.reduce(scores, 1, "max")))
-    g.mark_output(g.div(e, g.reduce(e, 1, "sum")))
     return g
 
 

@@ -11,9 +11,9 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
     session_kernel_cache,
     storage_rtol,
 )
-from search_test_support import decode_softmax
 
 import mirage_jax as mj
+from mirage_jax.ir.decode_graphs import decode_softmax
 from mirage_jax.superopt import lift
 from mirage_jax.superopt.config import ATTENTION
 

@@ -1,0 +1,39 @@
+"""A decode step's attention as the frontend converts it against a KV cache held as
+[B, S, N, H] (Flax's and GPT-2's layout): one query per sequence, so each dot is a broadcast
+product summed over its contracting dims in the cache's stored order
+(mirage_jax/frontend/dot.py, vector_product). Written by hand for the benchmarks and the
+search tests, at any size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mirage_jax.ir.graph import KernelGraph
+
+
+def decode_pv(batch: int = 2, keys: int = 32, heads: int = 4, head_dim: int = 16) -> KernelGraph:
+    """P @ V: sum over S of P[B, S, N, 1] * V[B, S, N, H]."""
+    g = KernelGraph()
+    p = g.new_input((batch, keys, heads, 1))
+    v = g.new_input((batch, keys, heads, head_dim))
+    g.mark_output(g.reduce(g.mul(p, v), 1, "sum"))
+    return g
+
+
+def decode_softmax(
+    batch: int = 2, keys: int = 16, heads: int = 3, head_dim: int = 8
+) -> KernelGraph:
+    """softmax over the keys of where(mask, sum(q * K over H) / sqrt(H), float32 min): the
+    scores, the mask (a 0/1 input) and the softmax. Nine ops, beyond the
+    decorator's attention limits of 5 block ops: the search lifts it whole
+    (mirage_jax/superopt/lift.py)."""
+    g = KernelGraph()
+    k = g.new_input((batch, keys, heads, head_dim))
+    q = g.new_input((batch, 1, heads, head_dim))
+    mask = g.new_input((batch, keys, heads, 1))
+    scores = g.mul_scalar(g.reduce(g.mul(q, k), 3, "sum"), head_dim**-0.5)
+    scores = g.select(scores, mask, float(np.finfo(np.float32).min))
+    e = g.exp(g.sub(scores, g.reduce(scores, 1, "max")))
+    g.mark_output(g.div(e, g.reduce(e, 1, "sum")))
+    return g

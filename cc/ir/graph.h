@@ -15,7 +15,7 @@
 
 namespace mj::ir {
 
-constexpr int kMaxRank = 4;
+constexpr int kMaxRank = 5;  // a grouped-query decode product is [B, S, K, G, H]
 using Shape = std::vector<int64_t>;
 using Dim3 = std::array<int, 3>;  // grid axes x, y, z
 

@@ -30,7 +30,12 @@ from math import prod
 from jax import lax
 
 from mirage_jax.frontend.flat import Node, Var
-from mirage_jax.frontend.layout import MAX_RANK, Groups, presentation, real
+from mirage_jax.frontend.layout import FOLD_RANK, MAX_RANK, Groups, presentation, real
+
+
+# The most elements a vector product's vector may hold in its free dims: each is one more
+# pass over the other operand's tile in registers, where a matmul would reuse it from cache.
+VECTOR_FREE = 8
 
 
 @dataclass(frozen=True)
@@ -109,10 +114,10 @@ def _leading_ok(s: Side, g: tuple[int, ...]) -> bool:
 
 
 def _batch_groups(a: Side) -> list[tuple[int, ...]]:
-    """A's batch dims of size > 1 on at most MAX_RANK - 2 leading axes, one each while they
+    """A's batch dims of size > 1 on at most FOLD_RANK - 2 leading axes, one each while they
     fit, leading ones folded beyond."""
     groups: list[tuple[int, ...]] = [(d,) for d in a.batch if a.shape[d] != 1]
-    while len(groups) > MAX_RANK - 2:
+    while len(groups) > FOLD_RANK - 2:
         groups[0:2] = [groups[0] + groups[1]]
     return groups
 
@@ -157,7 +162,7 @@ def _arrange(a: Side, b: Side, a_is_lhs: bool) -> Arrangement | None:
         gb = (*_lead_from(a, ga[:-2], b, to_b_b), k, b.free)
     else:
         ga, gb = a.groups, b.groups
-    if len(ga) > MAX_RANK or len(gb) > MAX_RANK:
+    if len(ga) > FOLD_RANK or len(gb) > FOLD_RANK:
         return None
     if tuple(to_b_c[d] for d in real(ga[-1], a.shape)) != real(gb[-2], b.shape):
         return None
@@ -180,7 +185,7 @@ def _arrange(a: Side, b: Side, a_is_lhs: bool) -> Arrangement | None:
     nn = tuple(b.out_dim[d] for d in gb[-1] if d in b.free)
     out = (*lead_out, m, nn)
     flat = [d for g in out for d in g]
-    if len(flat) != len(set(flat)) or len(out) > MAX_RANK:
+    if len(flat) != len(set(flat)) or len(out) > FOLD_RANK:
         return None
     copies = sum(_copies(side, g) for side, g in ((a, ga), (b, gb)) if side.groups is None)
     return Arrangement(a_is_lhs, ga, gb, out, copies)
@@ -200,25 +205,37 @@ class VectorProduct:
 
 
 def vector_product(lhs: Side, rhs: Side) -> VectorProduct | None:
-    """The dot of two lazy operands as a broadcast product and a sum, where one has no free
-    dim of size > 1 and the other fits MAX_RANK axes, one dim each; None otherwise."""
+    """The dot of two lazy operands as a broadcast product and a sum, where one (the vector)
+    has free dims of at most VECTOR_FREE elements in all and the other fits, one dim per axis,
+    with one more axis for those free dims when they are not all of size 1; None otherwise."""
     if lhs.groups is not None or rhs.groups is not None:
         return None
     for big_is_lhs, big, vec in ((True, lhs, rhs), (False, rhs, lhs)):
-        if vec.reals(vec.free) or len(big.shape) > MAX_RANK or not big.contract:
+        wide = sorted(vec.reals(vec.free))
+        if prod(vec.shape[d] for d in wide) > VECTOR_FREE or not big.contract:
+            continue
+        if len(big.shape) + bool(wide) > MAX_RANK:
             continue
         held = big.held or tuple(range(len(big.shape)))
         order = sorted(range(len(big.shape)), key=lambda d: held[d])
         to_vec = dict(zip(big.batch, vec.batch)) | dict(zip(big.contract, vec.contract))
-        summed = tuple(j for j, d in enumerate(order) if d in big.contract)
+        big_groups: list[tuple[int, ...]] = [(d,) for d in order]
+        vec_groups = [(to_vec[d],) if d in to_vec else () for d in order]
         out: list[tuple[int, ...]] = [(big.out_dim[d],) if d in big.out_dim else () for d in order]
-        out[summed[0]] = tuple(vec.out_dim[d] for d in vec.free)  # size 1: placeholders
+        summed_at = [j for j, d in enumerate(order) if d in big.contract]
+        vec_out = tuple(vec.out_dim[d] for d in vec.free)  # size-1 ones: placeholders
+        if wide:
+            # The vector's free dims (a group's query heads) on an axis of their own, which
+            # the other operand broadcasts along, before its last (its innermost stride).
+            at = len(order) - 1
+            big_groups.insert(at, ())
+            vec_groups.insert(at, tuple(wide))
+            out.insert(at, vec_out)
+            summed_at = [j + (j >= at) for j in summed_at]
+        else:
+            out[summed_at[0]] = vec_out
         return VectorProduct(
-            big_is_lhs,
-            tuple((d,) for d in order),
-            tuple((to_vec[d],) if d in to_vec else () for d in order),
-            summed,
-            tuple(out),
+            big_is_lhs, tuple(big_groups), tuple(vec_groups), tuple(summed_at), tuple(out)
         )
     return None
 

@@ -26,7 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
 
-MAX_RANK = 4  # of a kernel-graph tensor
+MAX_RANK = 5  # of a kernel-graph tensor (cc/ir/graph.h)
+# The layouts the frontend chooses fold neighbouring axes beyond this many; only a vector
+# product's extra axis (mirage_jax/frontend/dot.py) reaches MAX_RANK.
+FOLD_RANK = 4
 
 Group = tuple[int, ...]
 Groups = tuple[Group, ...]
@@ -189,14 +192,15 @@ def present(target: Groups, shape: Sequence[int], so: Sequence[int]) -> Groups |
     operand laid out as `target` in an elementwise op with result shape `so`. Each axis of
     `target` becomes, for this operand, the same group when the operand has any of its dims
     of size > 1 (the others it lacks are then materialized), else a size-1 axis; its dims
-    that `target` does not hold become new leading axes. None beyond MAX_RANK axes."""
+    that `target` does not hold become new leading axes. None beyond FOLD_RANK axes (or
+    beyond the target's, a vector product's)."""
     out: list[Group] = []
     for g in target:
         out.append(g if real(g, shape) else tuple(d for d in g if so[d] == 1))
     missing = tuple(d for d in range(len(shape)) if shape[d] != 1 and d not in held(target))
     if missing:
         out = [missing, *out]
-    if len(out) > MAX_RANK:
+    if len(out) > max(FOLD_RANK, len(target)):
         return None
     return tuple(out)
 
@@ -210,7 +214,7 @@ def canonical(shape: Sequence[int], policy: str, reduced: Sequence[int] = ()) ->
     exchanged (an activation computed as `[D, rows]`, so that it can be a matmul's B against
     a weight held as `[out, in]`, as a tied embedding's `x @ embedding.T`, with no copy of the
     weight). Size-1 dims ride along as placeholders.
-    Beyond MAX_RANK axes, neighbouring axes of one kind fold, leading ones first; None when
+    Beyond FOLD_RANK axes, neighbouring axes of one kind fold, leading ones first; None when
     that is not enough."""
     n = len(shape)
     if n == 0:
@@ -226,7 +230,7 @@ def canonical(shape: Sequence[int], policy: str, reduced: Sequence[int] = ()) ->
             runs[-1][1].append(d)
         else:
             runs.append((kind, [d]))
-    while len(runs) > MAX_RANK:
+    while len(runs) > FOLD_RANK:
         pair = next((i for i in range(len(runs) - 1) if runs[i][0] == runs[i + 1][0]), None)
         if pair is None:
             return None

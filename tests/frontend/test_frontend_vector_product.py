@@ -1,7 +1,9 @@
 """A decode step's P @ V against a KV cache held as [B, S, N, H] (mirage_jax/frontend/dot.py,
 vector_product): one query's attention weights are a vector, so the dot becomes a broadcast
 product summed over the keys, reading the cache in the order it is stored (as a matmul it
-would be copied into [B, N, S, H] at every call). The region's KernelGraph, run by the float64
+would be copied into [B, N, S, H] at every call). Grouped-query attention's query holds a group
+of heads per KV head ([B, T, K, G, H]): the group gets one more axis, which the cache
+broadcasts along, so its product is rank 5. The region's KernelGraph, run by the float64
 interpreter, computes what jax computes. A prefill's P @ V (several queries) stays a matmul, and
 so does a decode's against a cache a matmul reads without a copy ([B, N, H, S])."""
 
@@ -14,6 +16,8 @@ from mirage_jax.frontend import partition, region_to_graph
 from mirage_jax.frontend.flat import run_nodes
 
 B, N, S, H = 2, 3, 16, 8
+K, G = 2, 4  # KV heads, query heads per KV head
+SG, HG = 64, 16  # a cache long enough that copying it costs more than laying out the rest
 
 
 def pv(p, v):
@@ -71,4 +75,68 @@ def test_prefill_pv_stays_a_matmul():
     v = rng.standard_normal((B, S, N, H)).astype(np.float32)
     region, rg, values = _region_graph(pv, p, v)
     assert "matmul" in [op.kind for op in rg.graph.ops]
+    _check(region, rg, values)
+
+
+def gqa_scores(q, k):
+    return jnp.einsum("btkgh,bskh->bkgts", q, k) * HG**-0.5
+
+
+def gqa_pv(p, v):
+    return jnp.einsum("bkgts,bskh->btkgh", p, v)
+
+
+def gqa_attention(q, k, v, mask):
+    """Scores, an additive mask over the keys, softmax and P @ V, as a Llama-style decode
+    step writes them: two regions (scores + softmax, P @ V), neither copying the cache."""
+    s = gqa_scores(q, k) + mask[:, None, None, None, :]
+    return gqa_pv(jax.nn.softmax(s, axis=-1), v)
+
+
+def _gqa_inputs(rng, t=1):
+    q = rng.standard_normal((B, t, K, G, HG)).astype(np.float32)
+    k = (4 * rng.standard_normal((B, SG, K, HG))).astype(np.float32)  # large logits
+    v = rng.standard_normal((B, SG, K, HG)).astype(np.float32)
+    mask = np.zeros((B, SG), np.float32)
+    mask[0, SG // 2 :] = -1e9  # a padded row: half its keys masked
+    return q, k, v, mask
+
+
+@pytest.mark.parametrize("f,operands", [(gqa_scores, "qk"), (gqa_pv, "pv")])
+def test_grouped_query_decode_reads_the_cache_as_stored(f, operands):
+    q, k, v, _ = _gqa_inputs(np.random.default_rng(3))
+    p = np.asarray(jax.nn.softmax(gqa_scores(q, k), axis=-1))
+    args = (q, k) if operands == "qk" else (p, v)
+    region, rg, values = _region_graph(f, *args)
+    kinds = [op.kind for op in rg.graph.ops]
+    assert "matmul" not in kinds and "mul" in kinds and "reduce" in kinds, kinds
+    product = next(op for op in rg.graph.ops if op.kind == "mul")
+    assert len(product.outputs[0].shape) == 5, rg.graph  # [B, S, K, G, H]
+    # at most the small operand and the result are laid out; the cache is read where it lies
+    assert rg.copies <= args[0].size + np.prod(region.outputs[0].shape), rg.layout_ops()
+    _check(region, rg, values)
+
+
+def test_grouped_query_decode_attention_regions():
+    q, k, v, mask = _gqa_inputs(np.random.default_rng(4))
+    jaxpr = jax.make_jaxpr(gqa_attention)(q, k, v, mask)
+    part = partition(jaxpr)
+    env = dict(part.program.consts)
+    env.update(zip(part.program.invars, (q, k, v, mask)))
+    run_nodes(part.program.nodes, env)
+    assert part.regions
+    for region in part.regions:
+        rg = region_to_graph(region)
+        assert "matmul" not in [op.kind for op in rg.graph.ops], rg.graph
+        assert rg.copies < k.size, rg.layout_ops()
+        _check(region, rg, [env[x] for x in region.inputs])
+
+
+def test_a_wide_query_group_stays_a_matmul():
+    """Query groups of more than VECTOR_FREE heads (or several queries of a prefill) are a
+    matmul's rows: a product would re-read the cache tile once per row."""
+    rng = np.random.default_rng(5)
+    q, k, _, _ = _gqa_inputs(rng, t=8)
+    region, rg, values = _region_graph(gqa_scores, q, k)
+    assert "matmul" in [op.kind for op in rg.graph.ops], rg.graph
     _check(region, rg, values)

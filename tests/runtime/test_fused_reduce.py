@@ -127,13 +127,13 @@ def test_a_chain_read_twice_keeps_its_buffer():
     assert_close(total, want.sum(1, keepdims=True), storage_rtol("float32"), "sum of squares")
 
 
-def _decode_scores(kind: str, grid):
+def _decode_scores(kind: str, grid, h: int = H):
     """out[b, s, n] = reduce over h of q[b, 0, n, h] * k[b, s, n, h] * scale[h] (a row
     operand of lower rank), split over B along the grid."""
     kg = mj.KernelGraph()
-    q = kg.new_input((B, 1, N, H))
-    k = kg.new_input((B, S, N, H))
-    scale = kg.new_input((H,))
+    q = kg.new_input((B, 1, N, h))
+    k = kg.new_input((B, S, N, h))
+    scale = kg.new_input((h,))
     bg = mj.BlockGraph(grid=grid)
     imap = (0 if grid[0] > 1 else -1, -1, -1)
     qb = bg.new_input(q, imap=imap, fmap=-1)
@@ -146,19 +146,24 @@ def _decode_scores(kind: str, grid):
     return kg, product
 
 
+# Rows of 16 (one vector) and of 37 (two vectors and a tail); 72 or 144 rows per block, so
+# the short rows' batched lane sums (mj_cpu::RowSums) also end on a partial batch.
 @pytest.mark.parametrize("kind", ["sum", "mean", "max"])
 @pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 1)])
-def test_chain_computed_into_a_stack_row_for_a_last_dim_reduce(kind, grid):
-    kg, product = _decode_scores(kind, grid)
-    assert not _buffer_declared(mj.generate_code(kg), product)
+@pytest.mark.parametrize("h", [H, 37])
+def test_chain_computed_into_a_stack_row_for_a_last_dim_reduce(kind, grid, h):
+    kg, product = _decode_scores(kind, grid, h)
+    source = mj.generate_code(kg)
+    assert not _buffer_declared(source, product)
+    assert ("sums.add(row" in source) == (kind != "max"), "short rows' sums not batched"
     rng = np.random.default_rng(7)
-    q = rng.standard_normal((B, 1, N, H))
-    k = rng.standard_normal((B, S, N, H))
+    q = rng.standard_normal((B, 1, N, h))
+    k = rng.standard_normal((B, S, N, h))
     k[0, 2, :, :] *= 1e30  # a huge row
     k[1, 4, 0, 3] = np.nan
     k[1, 6, 2, 5] = -np.inf
     q[0, 0, 1, :] = 0.0  # a zero query head: its row of a huge key is exactly 0
-    scale = np.abs(rng.standard_normal(H)) + 0.5
+    scale = np.abs(rng.standard_normal(h)) + 0.5
     inputs = [jnp.asarray(x, jnp.float32) for x in (q, k, scale)]
     (got,) = jax.jit(mj.compile(kg))(*inputs)
     got = np.asarray(got, np.float64)

@@ -23,6 +23,10 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 
+// Rows up to this long end their sums kVecFloats rows at a time (mj_cpu::RowSums); a longer
+// row's own lane sum is a small part of its time.
+constexpr int64_t kShortRow = 256;
+
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
 // The value of one elementwise op inside a pass: `chained` is the tensor whose value is the
@@ -79,38 +83,48 @@ const char* reduce_init(const Op& op) {
 
 // A last-dim reduce whose input is an elementwise chain (KernelPlan::reduce_prologue): the
 // loops run over the rows; each row's chain values go to a stack row, summed or maxed there
-// with vector lanes. An operand's element (row r, j) is at r's offset in the operand
-// without its last dim, times that dim, plus j where the dim is not stretched.
+// with vector lanes (short rows' sums finish kVecFloats rows at a time: mj_cpu::RowSums).
+// An operand's element (row r, j) is at r's offset in the operand without its last dim,
+// times that dim, plus j where the dim is not stretched.
 void emit_fused_row_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,
                            const Op& op, const std::vector<int>& prologue, const std::string& out) {
   const Shape& x_shape = bg.tensor(op.inputs.at(0)).shape;
   const int64_t len = x_shape.back();
+  const bool batched = op.reduce != ReduceKind::kMax && len <= kShortRow;
+  const std::string divisor = float_literal(op.reduce == ReduceKind::kMean ? double(len) : 1.0);
   ChainOperands operands = chain_operands(bg, plan, prologue, -1);
   std::vector<Shape> rows_of;
   for (const Shape& s : operands.shapes) {
     rows_of.push_back(s.empty() ? s : Shape(s.begin(), s.end() - 1));
   }
-  IndexLoops loops(w, Shape(x_shape.begin(), x_shape.end() - 1), rows_of, "e");
-  std::vector<std::string> operand_exprs;
-  for (size_t i = 0; i < operands.buffers.size(); ++i) {
-    const Shape& s = operands.shapes[i];
-    const int64_t width = s.empty() ? 1 : s.back();
-    const std::string at = "(" + loops.operand_offset(i) + ") * " + str(width);
-    operand_exprs.push_back(operands.buffers[i] + "[" + at + (width > 1 ? " + j" : "") + "]");
+  w.open("");
+  if (batched) w.line("mj_cpu::RowSums sums;");
+  {
+    IndexLoops loops(w, Shape(x_shape.begin(), x_shape.end() - 1), rows_of, "e");
+    std::vector<std::string> operand_exprs;
+    for (size_t i = 0; i < operands.buffers.size(); ++i) {
+      const Shape& s = operands.shapes[i];
+      const int64_t width = s.empty() ? 1 : s.back();
+      const std::string at = "(" + loops.operand_offset(i) + ") * " + str(width);
+      operand_exprs.push_back(operands.buffers[i] + "[" + at + (width > 1 ? " + j" : "") + "]");
+    }
+    w.line("alignas(64) float row[" + str(len) + "];");
+    w.open("for (int64_t j = 0; j < " + str(len) + "; ++j)");
+    w.line("float v;");
+    emit_chain_values(w, bg, prologue, -1, operand_exprs);
+    w.line("row[j] = v;");
+    w.close();
+    const std::string dst = out + "[" + loops.result_offset() + "]";
+    if (batched) {
+      w.line("sums.add(row, " + str(len) + ", &" + dst + ", " + divisor + ");");
+    } else if (op.reduce == ReduceKind::kMax) {
+      w.line(dst + " = mj_cpu::row_max(row, " + str(len) + ", " + reduce_init(op) + ");");
+    } else {
+      w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ") / " + divisor + ";");
+    }
   }
-  w.line("alignas(64) float row[" + str(len) + "];");
-  w.open("for (int64_t j = 0; j < " + str(len) + "; ++j)");
-  w.line("float v;");
-  emit_chain_values(w, bg, prologue, -1, operand_exprs);
-  w.line("row[j] = v;");
+  if (batched) w.line("sums.flush(" + divisor + ");");
   w.close();
-  const std::string dst = out + "[" + loops.result_offset() + "]";
-  if (op.reduce == ReduceKind::kMax) {
-    w.line(dst + " = mj_cpu::row_max(row, " + str(len) + ", " + reduce_init(op) + ");");
-  } else {
-    w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ")" +
-           (op.reduce == ReduceKind::kMean ? " / " + float_literal(double(len)) : "") + ";");
-  }
 }
 
 // A reduce over a dim other than the last whose input is an elementwise chain (see

@@ -442,6 +442,42 @@ inline Vec lane_sums(Vec* v) {
   return v[0];
 }
 
+// Short rows summed kVecFloats at a time (emit_compute.cc, kShortRow): each row folds into one
+// vector of partial sums, and a full batch of kVecFloats such vectors is summed across its
+// lanes by one lane_sums tree. row_sum ends every row with kVecFloats - 1 dependent scalar
+// adds: on rows of 64 (a decode step's q . k per cached key) that chain was most of the
+// kernel's time.
+
+struct RowSums {
+  Vec parts[kVecFloats];
+  float* to[kVecFloats];
+  int n = 0;
+
+  void add(const float* __restrict x, int64_t len, float* dst, float divisor) {
+    Vec acc[2] = {};
+    int64_t j = 0;
+    for (; j + 2 * kVecFloats <= len; j += 2 * kVecFloats) {
+      acc[0] += load_vec(x + j);
+      acc[1] += load_vec(x + j + kVecFloats);
+    }
+    for (; j + kVecFloats <= len; j += kVecFloats) acc[0] += load_vec(x + j);
+    for (int i = 0; j < len; ++j, ++i) acc[1][i] += x[j];
+    parts[n] = acc[0] + acc[1];
+    to[n] = dst;
+    if (++n == kVecFloats) flush(divisor);
+  }
+
+  void flush(float divisor) {
+    if (n == kVecFloats) {
+      const Vec sums = lane_sums(parts);
+      for (int i = 0; i < kVecFloats; ++i) *to[i] = sums[i] / divisor;
+    } else {
+      for (int i = 0; i < n; ++i) *to[i] = lane_sum(parts[i]) / divisor;
+    }
+    n = 0;
+  }
+};
+
 // One chunk of KC values of k (all loop bounds known when compiled).
 template <int M, int KC, int N, int lda, int ldb, int ldc, bool kLoad, class TA, class TB>
 inline void few_columns_chunk(const TA* __restrict a, const TB* __restrict b,

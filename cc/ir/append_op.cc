@@ -43,4 +43,21 @@ int append_op(Graph& g, const Op& like, const std::vector<int>& inputs) {
                 " is not a computation op (its level's builder takes more than its inputs)");
 }
 
+void copy_kernel_op(const KernelGraph& from, const Op& op, KernelGraph& to, std::vector<int>& id) {
+  std::vector<int> inputs;
+  for (int t : op.inputs) inputs.push_back(id.at(t));
+  std::vector<int> outputs;
+  switch (op.kind) {
+    case OpKind::kInput: {
+      const Tensor& t = from.tensor(op.outputs[0]);
+      outputs = {to.new_input(t.shape, t.dtype)};
+      break;
+    }
+    case OpKind::kOutput: to.mark_output(inputs.at(0)); break;
+    case OpKind::kCustomized: outputs = to.customized(inputs, op.block_graph); break;
+    default: outputs = {append_op(to, op, inputs)}; break;
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) id.at(op.outputs[i]) = outputs[i];
+}
+
 }  // namespace mj::ir

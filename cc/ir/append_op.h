@@ -13,4 +13,9 @@ namespace mj::ir {
 // anything the builders reject.
 int append_op(Graph& g, const Op& like, const std::vector<int>& inputs);
 
+// Appends kernel-level `op` of `from` to `to` (any kind: an input becomes a new input, an
+// output marks one), its inputs renamed through `id` (from's ids -> to's), and records the
+// new ids of its outputs in `id`: how cut, splice and the output cones copy programs.
+void copy_kernel_op(const KernelGraph& from, const Op& op, KernelGraph& to, std::vector<int>& id);
+
 }  // namespace mj::ir

@@ -12,8 +12,8 @@ namespace {
 TEST(KernelRules, RankAndDims) {
   KernelGraph g;
   EXPECT_IR_ERROR(g.new_input({}, DType::kF32), "new_input", "[]", "rank 0", "1..5");
-  EXPECT_IR_ERROR(g.new_input({1, 2, 3, 4, 5, 6}, DType::kF32), "new_input",
-                  "[1, 2, 3, 4, 5, 6]", "rank 6");
+  EXPECT_IR_ERROR(g.new_input({1, 2, 3, 4, 5, 6}, DType::kF32), "new_input", "[1, 2, 3, 4, 5, 6]",
+                  "rank 6");
   EXPECT_IR_ERROR(g.new_input({8, 0}, DType::kF32), "new_input", "[8, 0]", "dim 1", ">= 1");
   EXPECT_TRUE(g.ops().empty());  // a failed builder leaves the graph unchanged
 }

@@ -7,29 +7,6 @@
 #include "cc/ir/error.h"
 
 namespace mj::ir {
-namespace {
-
-// Appends `op` of `from` to `to`, its inputs renamed through `id` (from's ids -> to's), and
-// records the new ids of its outputs there.
-void copy_op(const KernelGraph& from, const Op& op, KernelGraph& to, std::vector<int>& id) {
-  std::vector<int> inputs;
-  for (int t : op.inputs) inputs.push_back(id.at(t));
-  std::vector<int> outputs;
-  switch (op.kind) {
-    case OpKind::kInput: {
-      const Tensor& t = from.tensor(op.outputs[0]);
-      outputs = {to.new_input(t.shape, t.dtype)};
-      break;
-    }
-    case OpKind::kOutput: to.mark_output(inputs.at(0)); break;
-    case OpKind::kCustomized: outputs = to.customized(inputs, op.block_graph); break;
-    default: outputs = {append_op(to, op, inputs)}; break;
-  }
-  for (size_t i = 0; i < outputs.size(); ++i) id.at(op.outputs[i]) = outputs[i];
-}
-
-}  // namespace
-
 std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& g) {
   const std::vector<Op>& ops = g.ops();
   auto made_by_input = [&](int t) { return ops[g.tensor(t).producer].kind == OpKind::kInput; };
@@ -74,12 +51,12 @@ std::optional<GraphSplit> split_before_first_computed_matmul(const KernelGraph& 
   if (tail_outputs == 0) return std::nullopt;
   std::vector<int> id(g.tensors().size(), -1);
   for (size_t o = 0; o < cut; ++o) {
-    if (ops[o].kind != OpKind::kOutput) copy_op(g, ops[o], split.prefix, id);
+    if (ops[o].kind != OpKind::kOutput) copy_kernel_op(g, ops[o], split.prefix, id);
   }
   std::fill(id.begin(), id.end(), -1);
   for (int t : split.boundary) id[t] = split.tail.new_input(g.tensor(t).shape, g.tensor(t).dtype);
   for (size_t o = cut; o < ops.size(); ++o) {
-    if (!passes_through(ops[o])) copy_op(g, ops[o], split.tail, id);
+    if (!passes_through(ops[o])) copy_kernel_op(g, ops[o], split.tail, id);
   }
   return split;
 }
@@ -104,7 +81,7 @@ void append_tail(const GraphSplit& split, const KernelGraph& tail_candidate,
     if (op.kind == OpKind::kOutput) {
       tail_outputs.push_back(id.at(op.inputs.at(0)));
     } else if (op.kind != OpKind::kInput) {
-      copy_op(tail_candidate, op, out, id);
+      copy_kernel_op(tail_candidate, op, out, id);
     }
   }
   const size_t want = split.output_order.size() - split.passed.size();
@@ -163,7 +140,7 @@ KernelGraph splice_parts(const GraphSplit& split, const KernelGraph& prefix_cand
     if (op.kind == OpKind::kOutput) {
       made.push_back(id.at(op.inputs.at(0)));
     } else {
-      copy_op(prefix_candidate, op, out, id);
+      copy_kernel_op(prefix_candidate, op, out, id);
     }
   }
   // The original's inputs are the first tensors of both the prefix and `out`, in order.

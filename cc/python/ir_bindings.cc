@@ -11,6 +11,7 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include "cc/ir/cones.h"
 #include "cc/ir/graph.h"
 #include "cc/ir/hash.h"
 #include "cc/ir/print.h"
@@ -211,6 +212,12 @@ void bind_subgraph(nb::module_& m) {
   m.def("splice", &ir::splice, "split"_a, "tail_candidate"_a);
   m.def("prefix_program", &ir::prefix_program, "split"_a);
   m.def("splice_parts", &ir::splice_parts, "split"_a, "prefix_candidate"_a, "tail_candidate"_a);
+  nb::class_<ir::OutputCone>(m, "OutputCone")
+      .def_prop_ro("program", [](const ir::OutputCone& c) { return c.program; })
+      .def_ro("inputs", &ir::OutputCone::inputs)
+      .def_ro("outputs", &ir::OutputCone::outputs);
+  m.def("output_cones", &ir::output_cones, "graph"_a);
+  m.def("join_cones", &ir::join_cones, "graph"_a, "cones"_a, "candidates"_a);
 }
 
 }  // namespace

@@ -32,7 +32,6 @@ from jax import lax
 from mirage_jax.frontend.flat import Node, Var
 from mirage_jax.frontend.layout import FOLD_RANK, MAX_RANK, Groups, presentation, real
 
-
 # The most elements a vector product's vector may hold in its free dims: each is one more
 # pass over the other operand's tile in registers, where a matmul would reuse it from cache.
 VECTOR_FREE = 8
@@ -220,7 +219,7 @@ def vector_product(lhs: Side, rhs: Side) -> VectorProduct | None:
         order = sorted(range(len(big.shape)), key=lambda d: held[d])
         to_vec = dict(zip(big.batch, vec.batch)) | dict(zip(big.contract, vec.contract))
         big_groups: list[tuple[int, ...]] = [(d,) for d in order]
-        vec_groups = [(to_vec[d],) if d in to_vec else () for d in order]
+        vec_groups: list[tuple[int, ...]] = [(to_vec[d],) if d in to_vec else () for d in order]
         out: list[tuple[int, ...]] = [(big.out_dim[d],) if d in big.out_dim else () for d in order]
         summed_at = [j for j, d in enumerate(order) if d in big.contract]
         vec_out = tuple(vec.out_dim[d] for d in vec.free)  # size-1 ones: placeholders

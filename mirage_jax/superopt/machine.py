@@ -32,7 +32,7 @@ def core_digest() -> str:
 # The Python modules whose code decides what a search returns, besides the C++ core: a new
 # kind of candidate (a cut into parts, a lift) must not be answered from an entry an older
 # search stored.
-SEARCH_MODULES = ("search", "parts", "split", "lift", "deepening", "config")
+SEARCH_MODULES = ("search", "parts", "split", "cones", "lift", "deepening", "config")
 
 
 @functools.cache

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
-from mirage_jax.superopt import calibration_cache, deepening, parts, user_structure
+from mirage_jax.superopt import calibration_cache, cones, deepening, parts, user_structure
 from mirage_jax.superopt import lift as _lift
 from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
@@ -168,6 +168,24 @@ def search(
         )
         return result
 
+    def run_search(g: KernelGraph, cfg: SearchConfig) -> SearchResult:
+        """A whole search of `g` (its own parts and lift included), reporting to `hook`."""
+        nonlocal earlier
+        before = earlier
+
+        def forward(report: SearchProgress) -> bool:
+            nonlocal stop_requested
+            if hook is not None and not stop_requested:
+                stop_requested = hook(before.followed_by(report)) is False
+            return not stop_requested
+
+        result = search(g, cfg, progress=forward)
+        stats = result.stats
+        earlier = before.followed_by(
+            SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, stats.seconds)
+        )
+        return result
+
     def run_graph(g: KernelGraph, cfg: SearchConfig) -> SearchResult:
         if cfg.deepen:
             runs = deepening.climb(cfg, lambda rung: run_rung(g, rung))
@@ -177,16 +195,34 @@ def search(
     try:
         # A program that can be cut keeps part of the budget for its parts, searched when
         # the whole fuses nothing (parts.py).
+        # Outputs that share no matmul (cones.py) are searched apart in the same way.
+        output_cones = cones.output_cones(graph)
         splittable = _split.split_before_first_computed_matmul(graph) is not None
-        share = WHOLE_SHARE if splittable else 1.0
+        share = WHOLE_SHARE if splittable or output_cones else 1.0
         result = run_graph(
             graph, dataclasses.replace(config, time_budget_s=config.time_budget_s * share)
         )
         core_target = target if target is not None else config._to_core().target
-        if splittable and not stop_requested and not any(map(parts.fuses, result.candidates)):
-            found = parts.search_parts(
-                graph, asked, config.time_budget_s - result.stats.seconds, core_target, run_graph
+        left_s = config.time_budget_s - result.stats.seconds
+        unfused = not stop_requested and not any(map(parts.fuses, result.candidates))
+        if unfused and output_cones:
+            # A cone may need its own parts or lift (a norm and a matmul with a second
+            # output): each is searched as a whole program.
+            joined = cones.search_cones(graph, output_cones, asked, left_s, core_target, run_search)
+            result = _with_pieces(
+                result,
+                joined.candidates,
+                joined.costs,
+                [f"cone {i}" for i in range(len(joined.results))],
+                joined.results,
+                f"nothing fused the whole program, so each group of its outputs was searched "
+                f"({joined.note})",
+                f"{len(joined.candidates)} joined graphs verified",
+                config.max_verified,
+                graph.hash(),
             )
+        elif unfused and splittable:
+            found = parts.search_parts(graph, asked, left_s, core_target, run_graph)
             if found is not None:
                 result = _with_parts(result, found, config.max_verified, graph.hash())
         given = (config.grids, config.imaps, config.omaps, config.fmaps)
@@ -284,21 +320,45 @@ def _with_lifted(
 def _with_parts(
     whole: SearchResult, found: parts.Parts, max_verified: int | None, original: str
 ) -> SearchResult:
-    """The whole's result with the parts' splices among its candidates, ranked together, at
-    most max_verified of them besides the original; the stats summed over the three
-    searches."""
-    spliced = SearchResult(found.candidates, found.costs, _NO_STATS, "")
-    ranked = _merged([whole, spliced], max_verified, original)
-    stats = _merged([whole, *found.results], None, original).stats
+    """The whole's result with the parts' splices among its candidates (_with_pieces)."""
+    return _with_pieces(
+        whole,
+        found.candidates,
+        found.costs,
+        ["prefix", "tail"],
+        found.results,
+        f"nothing fused the whole program, so its parts were searched ({found.note})",
+        f"{len(found.candidates)} spliced graphs verified",
+        max_verified,
+        original,
+    )
+
+
+def _with_pieces(
+    whole: SearchResult,
+    candidates: list[KernelGraph],
+    costs: list[float],
+    names: list[str],
+    results: list[SearchResult],
+    how: str,
+    made: str,
+    max_verified: int | None,
+    original: str,
+) -> SearchResult:
+    """The whole's result with the graphs made of its pieces' candidates (parts.py,
+    cones.py) among its candidates, ranked together, at most max_verified of them besides
+    the original; the stats summed over every search."""
+    pieces = SearchResult(candidates, costs, _NO_STATS, "")
+    ranked = _merged([whole, pieces], max_verified, original)
+    stats = _merged([whole, *results], None, original).stats
     described = "; ".join(
         f"{name}: {len(r.candidates)} candidates ({r.stats})"
-        for name, r in zip(("prefix", "tail"), found.results, strict=True)
+        for name, r in zip(names, results, strict=True)
     )
     return SearchResult(
         candidates=ranked.candidates,
         costs=ranked.costs,
         stats=stats,
         reason=whole.reason,
-        parts=f"nothing fused the whole program, so its parts were searched ({found.note}); "
-        f"{described}; {len(found.candidates)} spliced graphs verified",
+        parts=f"{how}; {described}; {made}",
     )

@@ -73,7 +73,8 @@ def _assert_close_to(got, want, scale, what: str) -> None:
     bound = storage_rtol("float32") * scale[finite]
     worst = int(np.argmax(err - bound))
     assert err[worst] <= bound[worst], (
-        f"{what}: {got[finite][worst]}, expected {want[finite][worst]} (scale {scale[finite][worst]})"
+        f"{what}: {got[finite][worst]}, expected {want[finite][worst]} "
+        f"(scale {scale[finite][worst]})"
     )
 
 

@@ -1,0 +1,101 @@
+"""A program whose outputs share no matmul is searched one group of outputs at a time, and
+candidates for the groups are joined (mirage_jax/superopt/cones.py): a decode step's q, k and
+v projections of one RMS-normed activation, with rotary factors on q and k. The search of the
+whole fuses nothing; the joins fuse every projection, verify against the whole, and run."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an autouse fixture)
+    assert_close,
+    session_kernel_cache,
+    storage_rtol,
+)
+
+import mirage_jax as mj
+from mirage_jax import _core
+from mirage_jax.superopt import cones
+
+T, D, DQ, DK = 4, 64, 64, 16
+EPS = 1e-6
+
+
+def projections() -> mj.KernelGraph:
+    """x [T, D] normed (x * rsqrt(mean(x^2) + eps) * scale), times wq, wk, wv; outputs q,
+    k, v, q * rq and k * rk (the rotary factors, elementwise)."""
+    kg = mj.KernelGraph()
+    x = kg.new_input((T, D))
+    scale = kg.new_input((1, D))
+    wq, wk, wv = kg.new_input((D, DQ)), kg.new_input((D, DK)), kg.new_input((D, DK))
+    rq, rk = kg.new_input((T, DQ)), kg.new_input((T, DK))
+    ms = kg.add_scalar(kg.reduce(kg.square(x), 1, "mean"), EPS)
+    n = kg.mul(kg.mul(x, kg.rsqrt(ms)), scale)
+    q, k, v = kg.matmul(n, wq), kg.matmul(n, wk), kg.matmul(n, wv)
+    for t in (q, k, v, kg.mul(q, rq), kg.mul(k, rk)):
+        kg.mark_output(t)
+    return kg
+
+
+def reference(x, scale, wq, wk, wv, rq, rk):
+    x, scale, wq, wk, wv, rq, rk = (
+        np.asarray(a, np.float64) for a in (x, scale, wq, wk, wv, rq, rk)
+    )
+    n = x / np.sqrt((x * x).mean(1, keepdims=True) + EPS) * scale
+    q, k, v = n @ wq, n @ wk, n @ wv
+    return q, k, v, q * rq, k * rk
+
+
+def hostile_inputs():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((T, D))
+    x[1] *= 1e3  # a row whose squares would overflow float16, not float32: the norm rescales it
+    x[2] = 0.0  # an all-zero row: rsqrt(eps), times zeros
+    args = [x, rng.standard_normal((1, D)) + 1.0]
+    args += [rng.standard_normal(s) / np.sqrt(D) for s in ((D, DQ), (D, DK), (D, DK))]
+    args += [rng.standard_normal((T, DQ)), rng.standard_normal((T, DK))]
+    return [jnp.asarray(a, jnp.float32) for a in args]
+
+
+def test_outputs_are_grouped_by_their_matmuls():
+    groups = [tuple(c.outputs) for c in cones.output_cones(projections())]
+    assert groups == [(0, 3), (1, 4), (2,)]
+
+
+def test_search_joins_fused_cones_that_verify_and_run():
+    graph = projections()
+    config = dataclasses.replace(mj.SearchConfig().for_graph(graph), time_budget_s=6.0)
+    result = mj.search(graph, config, progress=False)
+    assert "each group of its outputs was searched" in result.parts, result.parts
+    joined = [g for g in result.candidates if any(op.kind == "customized" for op in g.ops)]
+    assert joined, result.parts
+    inputs = hostile_inputs()
+    want = reference(*inputs)
+    best = joined[0]
+    assert mj.verify_equivalent(graph, best)
+    got = jax.jit(mj.compile(best))(*inputs)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert np.all(np.isfinite(np.asarray(g))), i
+        assert_close(g, w, storage_rtol("float32"), f"output {i} vs numpy")
+
+
+def test_a_wrong_cone_candidate_is_rejected_by_the_verifier():
+    graph = projections()
+    found = cones.output_cones(graph)
+    wrong = mj.KernelGraph._wrap(found[1].program)
+    # k's cone with its factor applied before the matmul's result is stored: k * rk twice
+    x, scale, wk, rk = wrong.inputs
+    bad = mj.KernelGraph()
+    ins = [bad.new_input(t.shape) for t in (x, scale, wk, rk)]
+    ms = bad.add_scalar(bad.reduce(bad.square(ins[0]), 1, "mean"), EPS)
+    n = bad.mul(bad.mul(ins[0], bad.rsqrt(ms)), ins[1])
+    k = bad.mul(bad.matmul(n, ins[2]), ins[3])
+    bad.mark_output(k)
+    bad.mark_output(bad.mul(k, ins[3]))
+    right = [c.program for c in found]
+    assert mj.verify_equivalent(
+        graph, mj.KernelGraph._wrap(_core.join_cones(graph._core, found, right))
+    )
+    joined = _core.join_cones(graph._core, found, [right[0], bad._core, right[2]])
+    assert not mj.verify_equivalent(graph, mj.KernelGraph._wrap(joined))

@@ -1,6 +1,7 @@
 """Layouts: which logical (jaxpr) dims each axis of a kernel tensor holds.
 
-A kernel-graph tensor has rank 1..4, and the IR has no reshape and no transpose, while a
+A kernel-graph tensor has rank 1..5 (the layouts chosen here fold to 4 axes; a grouped-query
+vector product's extra axis makes the 5th), and the IR has no reshape and no transpose, while a
 jaxpr value may have any rank and its dims any order. So a logical value is held by a kernel
 tensor whose axis j holds a *group* of logical dims, `groups[j]`, outer to inner: row-major,
 the group is a reshape of those dims (no copy), and kernel axis j has the product of their

@@ -9,7 +9,12 @@ import pytest
 
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs
-from mirage_jax.ir.decode_graphs import decode_pv, decode_softmax
+from mirage_jax.ir.decode_graphs import (
+    decode_gqa_pv,
+    decode_gqa_softmax,
+    decode_pv,
+    decode_softmax,
+)
 from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.runtime import toolchain
 from mirage_jax.superopt import search as search_module
@@ -107,6 +112,17 @@ SEARCHES = {
     ),
     "decode_softmax": (
         decode_softmax,
+        mj.SearchConfig(
+            preset="attention", max_kernel_ops=1, max_block_ops=5, time_budget_s=2, threads=2
+        ),
+    ),
+    # grouped-query decode attention: rank-5 products against the cache as stored
+    "decode_gqa_pv": (
+        decode_gqa_pv,
+        mj.SearchConfig(max_kernel_ops=1, max_block_ops=4, time_budget_s=2, threads=2),
+    ),
+    "decode_gqa_softmax": (
+        decode_gqa_softmax,
         mj.SearchConfig(
             preset="attention", max_kernel_ops=1, max_block_ops=5, time_budget_s=2, threads=2
         ),

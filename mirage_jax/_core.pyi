@@ -131,7 +131,7 @@ class OutputCone:
 
 def output_cones(graph: KernelGraph) -> list[OutputCone]: ...
 def join_cones(
-    graph: KernelGraph, cones: list[OutputCone], candidates: list[KernelGraph]
+    graph: KernelGraph, cones: Sequence[OutputCone], candidates: Sequence[KernelGraph]
 ) -> KernelGraph: ...
 def evaluate_f64(
     graph: KernelGraph,

@@ -56,7 +56,7 @@ def test_non_tensor_argument_is_a_type_error(kg, bad):
         ((2, 0), mj.IRError, "new_input"),
         ((2, -3), mj.IRError, "new_input"),
         ((), mj.IRError, "new_input"),
-        ((1, 1, 1, 1, 1), mj.IRError, "new_input"),
+        ((1, 1, 1, 1, 1, 1), mj.IRError, "new_input"),
     ],
 )
 def test_bad_shapes(kg, shape, error, fragment):

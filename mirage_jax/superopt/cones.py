@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.superopt.config import SearchConfig
-from mirage_jax.superopt.parts import fuses
-from mirage_jax.superopt.verify import verify_equivalent
+from mirage_jax.superopt.parts import verified_and_ranked
 
 if TYPE_CHECKING:  # search.py imports this module
     from mirage_jax.superopt.search import SearchResult
@@ -70,23 +69,17 @@ def search_cones(
     for i, options in enumerate(choices):
         for j in range(1, len(options)):
             picks.append([j if k == i else 0 for k in range(len(cones))])
-    original = graph.hash()
-    found: dict[str, tuple[float, KernelGraph]] = {}
-    for pick in picks:
-        chosen = [choices[i][j]._core for i, j in enumerate(pick)]
-        joined = KernelGraph._wrap(_core.join_cones(graph._core, cones, chosen))
-        key = joined.hash()
-        if key == original or key in found or not fuses(joined):
-            continue
-        # Each cone's candidate was verified against its cone; the join is checked against
-        # the whole all the same, so no returned graph rests on the grouping's logic.
-        if verify_equivalent(graph, joined, seed=config.seed).equivalent:
-            found[key] = (_core.estimate_cost(joined._core, target)[0], joined)
-    ranked = sorted(found.values(), key=lambda cost_graph: cost_graph[0])
+    joined = (
+        KernelGraph._wrap(
+            _core.join_cones(graph._core, cones, [choices[i][j]._core for i, j in enumerate(pick)])
+        )
+        for pick in picks
+    )
+    candidates, costs = verified_and_ranked(graph, joined, config.seed, target)
     groups = ", ".join("(" + " ".join(map(str, c.outputs)) + ")" for c in cones)
     return Cones(
-        candidates=[g for _, g in ranked],
-        costs=[c for c, _ in ranked],
+        candidates=candidates,
+        costs=costs,
         results=results,
         note=f"outputs grouped by the matmuls they share: {groups}",
     )

@@ -16,7 +16,7 @@ candidate of its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from mirage_jax import _core
@@ -70,25 +70,37 @@ def search_parts(
     prefix_result = run(prefix, _with_budget(part_config, prefix, prefix_budget))
     tail_budget = max(budget_s - prefix_result.stats.seconds, prefix_budget)
     tail_result = run(split.tail, _with_budget(part_config, split.tail, tail_budget))
-    original = graph.hash()
-    found: dict[str, tuple[float, KernelGraph]] = {}
-    for head in prefix_result.candidates[:PART_CANDIDATES] or [prefix]:
-        for tail in tail_result.candidates[:PART_CANDIDATES] or [split.tail]:
-            whole = _split.splice_parts(split, head, tail)
-            key = whole.hash()
-            if key == original or key in found or not fuses(whole):
-                continue
-            # The parts were each verified against their own programs; the splice is checked
-            # against the whole all the same, so no returned graph rests on the cut's logic.
-            if verify_equivalent(graph, whole, seed=config.seed).equivalent:
-                found[key] = (_core.estimate_cost(whole._core, target)[0], whole)
-    ranked = sorted(found.values(), key=lambda cost_graph: cost_graph[0])
+    spliced = (
+        _split.splice_parts(split, head, tail)
+        for head in prefix_result.candidates[:PART_CANDIDATES] or [prefix]
+        for tail in tail_result.candidates[:PART_CANDIDATES] or [split.tail]
+    )
+    candidates, costs = verified_and_ranked(graph, spliced, config.seed, target)
     return Parts(
-        candidates=[g for _, g in ranked],
-        costs=[c for c, _ in ranked],
+        candidates=candidates,
+        costs=costs,
         results=[prefix_result, tail_result],
         note=f"cut before t{split.cut_tensor}, the first matmul of computed values",
     )
+
+
+def verified_and_ranked(
+    graph: KernelGraph, wholes: Iterable[KernelGraph], seed: int, target: _core.Target
+) -> tuple[list[KernelGraph], list[float]]:
+    """The graphs among `wholes` (programs of `graph` made of its pieces' candidates) that
+    fuse something, once each, verified against `graph`, best first by the cost model on
+    `target`, with their costs. Each piece was verified against its own program; the whole
+    is checked all the same, so no returned graph rests on how the program was cut."""
+    original = graph.hash()
+    found: dict[str, tuple[float, KernelGraph]] = {}
+    for whole in wholes:
+        key = whole.hash()
+        if key == original or key in found or not fuses(whole):
+            continue
+        if verify_equivalent(graph, whole, seed=seed).equivalent:
+            found[key] = (_core.estimate_cost(whole._core, target)[0], whole)
+    ranked = sorted(found.values(), key=lambda cost_graph: cost_graph[0])
+    return [g for _, g in ranked], [c for c, _ in ranked]
 
 
 def _with_budget(config: SearchConfig, part: KernelGraph, budget_s: float) -> SearchConfig:

@@ -209,8 +209,18 @@ def search(
         )
         core_target = target if target is not None else config._to_core().target
         left_s = config.time_budget_s - result.stats.seconds
-        unfused = not stop_requested and not any(map(parts.fuses, result.candidates))
-        if unfused and output_cones:
+        fused_whole = any(map(parts.fuses, result.candidates))
+        # The pieces get the budget the whole left even when it fused: a whole fused at a
+        # poor grid (a decode's norm and gate/up matmuls in 64 loopless tiles 44 columns
+        # wide, 1.45 ms against XLA's 1.10) loses to a cut one (the norm apart, the matmuls
+        # walked along k: 0.78 ms), and only the cost model and the timings can tell which.
+        pieces = not stop_requested and left_s > 0
+        why = (
+            "the whole program fused, and its pieces were searched with the budget it left"
+            if fused_whole
+            else "nothing fused the whole program"
+        )
+        if pieces and output_cones:
             # A cone may need its own parts or lift (a norm and a matmul with a second
             # output): each is searched as a whole program.
             joined = cones.search_cones(graph, output_cones, asked, left_s, core_target, run_search)
@@ -220,16 +230,15 @@ def search(
                 joined.costs,
                 [f"cone {i}" for i in range(len(joined.results))],
                 joined.results,
-                f"nothing fused the whole program, so each group of its outputs was searched "
-                f"({joined.note})",
+                f"{why}, so each group of its outputs was searched ({joined.note})",
                 f"{len(joined.candidates)} joined graphs verified",
                 config.max_verified,
                 graph.hash(),
             )
-        elif unfused and splittable:
+        elif pieces and splittable:
             found = parts.search_parts(graph, asked, left_s, core_target, run_graph)
             if found is not None:
-                result = _with_parts(result, found, config.max_verified, graph.hash())
+                result = _with_parts(result, found, why, config.max_verified, graph.hash())
         given = (config.grids, config.imaps, config.omaps, config.fmaps)
         if stop_requested or any(map(parts.fuses, result.candidates)) or any(given):
             return result  # a lift picks its own grid: not one where the caller fixed them
@@ -323,7 +332,7 @@ def _with_lifted(
 
 
 def _with_parts(
-    whole: SearchResult, found: parts.Parts, max_verified: int | None, original: str
+    whole: SearchResult, found: parts.Parts, why: str, max_verified: int | None, original: str
 ) -> SearchResult:
     """The whole's result with the parts' splices among its candidates (_with_pieces)."""
     return _with_pieces(
@@ -332,7 +341,7 @@ def _with_parts(
         found.costs,
         ["prefix", "tail"],
         found.results,
-        f"nothing fused the whole program, so its parts were searched ({found.note})",
+        f"{why}, so its parts were searched ({found.note})",
         f"{len(found.candidates)} spliced graphs verified",
         max_verified,
         original,

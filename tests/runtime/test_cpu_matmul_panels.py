@@ -1,6 +1,7 @@
 """The generated CPU matmul's orders (cc/codegen/cpu/prelude.cc): up to 8 rows stream B
-once; more rows pack 128 x 16 strips of B and run 6-row register panels over them; fewer
-columns than a vector, or one, read each row of A once into per-column dot products. Shapes
+once, the columns past the last whole vector in a partial one; more rows pack 128 x 16
+strips of B and run 6-row register panels over them; fewer columns than half a vector (or
+than a vector, past 8 rows) read each row of A once into per-column dot products. Shapes
 with every remainder (rows not a multiple of 6, columns not of 16, k tiles past 128 and not
 a multiple of it), in one block and in several that share A (a group product), compiled and
 run, against a float64 reference. A bfloat16 operand is read in place and widened as it is
@@ -41,6 +42,10 @@ def _matmul(
         (13, 300, 37, 1, 300),  # packed: 2 panels of 6 + 1 row, 2 strips + 5 columns, k 128+128+44
         (64, 256, 96, 2, 128),  # packed, two blocks sharing A
         (9, 130, 33, 1, 130),
+        # tiles read whole (no loop), their rows prefetched ahead within the tile
+        (1, 1024, 64, 4, 1024),  # a vector of columns: row panels, not columns
+        (1, 1024, 176, 4, 1024),  # 44 columns: 2 vectors and a partial one of 12
+        (3, 640, 88, 2, 64),  # 44 columns walked along k: the partial vector prefetched
         # fewer columns than a vector: each row of A read once into per-column dot products
         (4, 300, 4, 1, 300),
         (70, 200, 5, 1, 200),  # a weight times a few activations as columns (E @ x^T)

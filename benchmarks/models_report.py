@@ -30,6 +30,11 @@ def _errors(r, prefix: str) -> str:
     return _error(r[f"{prefix}max_rel_err"], r[f"{prefix}nonfinite"], r.get(f"{prefix}differs", 0))
 
 
+def _ceiling(r) -> str:
+    """The highest speedup the case allows (absent from results written before it was)."""
+    return f"{r['ceiling']:.2f}×" if "ceiling" in r else "–"
+
+
 def markdown(result: dict) -> str:
     m = result["machine"]
     budget = (
@@ -45,15 +50,17 @@ def markdown(result: dict) -> str:
         f"warm-up.",
         "",
         "| case | regions: found / convert / kernel / end to end | matmuls in converting "
-        "regions | XLA ms | mirage_jax ms | speedup | first call s: jax.jit | cold "
+        "regions | XLA ms | mirage_jax ms | speedup | roofline ceiling | first call s: "
+        "jax.jit | cold "
         "| warm (new process) | warm − jax.jit | error | padded error | kernels kept: error "
         "| padded error |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["cases"]:
         lines.append(
             f"| {r['name']} | {_regions(r)} | {r['matmuls_converting']}/{r['matmuls']} "
             f"| {r['xla_ms']:.3f} | {r['mirage_ms']:.3f} | {r['speedup']:.2f}× "
+            f"| {_ceiling(r)} "
             f"| {r['jit_first_call_s']:.1f} | {r['cold_s']:.1f} | {r['warm_s']:.1f} "
             f"| {r['warm_over_jit_s']:+.1f} | "
             + " | ".join(
@@ -80,7 +87,10 @@ def markdown(result: dict) -> str:
         "",
         "Regions: found by the partitioner / converted to a μGraph / a kernel beat "
         "XLA on the region / kernels run in the end (the rewritten program also "
-        "beat jax.jit of the whole function). First calls: jax.jit's trace and "
+        "beat jax.jit of the whole function). Roofline ceiling: jax.jit's time over "
+        "the least any program could take (inputs read and outputs written once at the "
+        "bandwidth of a large read measured in this run, or its flops at a large matmul's "
+        "rate): no speedup above it is possible. First calls: jax.jit's trace and "
         "compile in this process; mirage_jax's with an empty cache (cold); in a new "
         "process on the cold call's cache (warm), next to jax.jit's first call in "
         "that process (warm − jax.jit). Errors: normwise per output against "

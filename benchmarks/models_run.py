@@ -5,6 +5,10 @@ Equinox), prefill/encode and KV-cache decode steps.
 For every case, on device-resident arrays:
   - wall time of jax.jit(f) and mj.optimize(f), alternating call by call in one process,
     medians of --runs after warm-up, and their ratio;
+  - the roofline ceiling: jax.jit's time over the least time any program could take (its
+    inputs read and outputs written once at the bandwidth of a large read measured here,
+    or its flops at a large matmul's rate, benchmarks/roofline.py), the highest speedup the
+    case allows;
   - regions found, converted to μGraphs, kept as kernels (a kernel beat XLA on its region),
     kept end to end (the rewritten program also beat jax.jit of the whole function), and
     the fraction of matmuls inside converting regions (benchmarks/models/coverage.py);
@@ -52,6 +56,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import models
 import models_report
 import report
+import roofline
 from models import coverage
 from models.check import TOLERANCE, compare
 from ranking import Ranking, ranking, summarize
@@ -97,9 +102,14 @@ def region_summary(reports) -> dict:
     )
 
 
-def bench_case(name: str, args, cache_dir: str) -> dict:
+def bench_case(name: str, args, cache_dir: str, machine: roofline.Roofline) -> dict:
     case = models.case(name, args.size, args.dtype)
     inputs, padded = case.args(), case.args(padded=True)
+    # The least time any program can take: every input read and every output written once
+    # at the measured bandwidth, or every flop at the measured matmul rate (roofline.py).
+    work_bytes = roofline.compulsory_bytes(inputs, jax.eval_shape(case.fn, *inputs))
+    work_flops = roofline.count_flops(case.fn, inputs)
+    bound_s = machine.time_bound(work_bytes, work_flops)
     config = search_config(args.budget)
     xla = jax.jit(case.fn)
     jit_first_s = timed_call(xla, inputs)
@@ -157,6 +167,10 @@ def bench_case(name: str, args, cache_dir: str) -> dict:
         xla_ms=xla_s * 1e3,
         mirage_ms=mj_s * 1e3,
         speedup=xla_s / mj_s,
+        work_bytes=work_bytes,
+        work_flops=work_flops,
+        bound_ms=bound_s * 1e3,
+        ceiling=xla_s / bound_s,
         jit_first_call_s=jit_first_s,
         cold_s=cold_s,
         warm_same_process_s=warm_same_process_s,
@@ -302,13 +316,19 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()[0]
     rows = []
     calibration_s, calibration = calibrate()
+    machine = roofline.measure()
+    print(
+        f"roofline: {machine.bandwidth / 1e9:.1f} GB/s read, {machine.flops / 1e9:.0f} GFLOP/s "
+        f"matmul",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="mj_zoo_") as root:
         caches = {}
         for i, name in enumerate(names, 1):
             caches[name] = os.path.join(root, name)
             print(f"[{i}/{len(names)}] {name} ({args.size}, {args.dtype})", flush=True)
             start = time.perf_counter()
-            row = bench_case(name, args, caches[name])
+            row = bench_case(name, args, caches[name], machine)
             rows.append(row)
             print(
                 f"    xla {row['xla_ms']:.3f} ms, mirage_jax {row['mirage_ms']:.3f} ms "
@@ -350,6 +370,7 @@ def main(argv=None) -> int:
         geomean_speedup=report.geomean([r["speedup"] for r in rows]),
         calibration=calibration,
         calibration_s=calibration_s,
+        roofline=dict(bandwidth=machine.bandwidth, flops=machine.flops),
         ranking=summarize([r for row in rows for r in rankings_of(row)]).to_json(),
     )
     table = models_report.markdown(result)

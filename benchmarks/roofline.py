@@ -67,8 +67,10 @@ def measure(device=None, quick: bool = False, runs: int = 10) -> Roofline:
 
 
 def compulsory_bytes(args, outputs) -> int:
-    """Bytes of every input and output array: each must cross memory at least once."""
-    return int(sum(x.nbytes for x in jax.tree_util.tree_leaves((args, outputs))))
+    """Bytes of every input and output array (or shape, as jax.eval_shape gives them): each
+    must cross memory at least once."""
+    leaves = jax.tree_util.tree_leaves((args, outputs))
+    return int(sum(math.prod(np.shape(x)) * np.dtype(x.dtype).itemsize for x in leaves))
 
 
 def count_flops(fn, args) -> int:

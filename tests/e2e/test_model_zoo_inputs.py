@@ -179,3 +179,18 @@ def test_report_shouts_about_nan():
     assert "| **differs ×1** (1.0e-07) | 0.0e+00 |" in report.markdown(result)
     row["kernels_kept_uses_kernels"] = False
     assert "(no kernel)" in report.markdown(result)
+
+
+def test_ceiling_is_the_time_of_the_compulsory_work():
+    roofline = import_benchmark_module("roofline")
+    machine = roofline.Roofline(bandwidth=1e10, flops=1e11, read_bytes=0, matmul_n=0)
+    x, w = jnp.ones((4, 256), jnp.float32), jnp.ones((256, 512), jnp.float32)
+    work_bytes = roofline.compulsory_bytes([x, w], jax.eval_shape(jnp.matmul, x, w))
+    assert work_bytes == 4 * (4 * 256 + 256 * 512 + 4 * 512)
+    flops = roofline.count_flops(jnp.matmul, [x, w])
+    assert flops == 2 * 4 * 256 * 512
+    # memory-bound: the bytes at 10 GB/s, not the flops at 100 GFLOP/s
+    assert machine.time_bound(work_bytes, flops) == work_bytes / 1e10
+    report = import_benchmark_module("models_report")
+    assert report._ceiling({"ceiling": 1.304}) == "1.30×"
+    assert report._ceiling({}) == "–"  # results written before the column

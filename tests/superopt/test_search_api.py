@@ -49,6 +49,21 @@ def result(ref):
     return mj.search(ref, mj.SearchConfig(**SMALL), progress=False)
 
 
+def uncut():
+    """silu(X @ W): its one matmul reads only inputs, so there is no cut and no parts (a
+    program that has them searches them too, and its stats sum the searches: search.py)."""
+    kg = mj.KernelGraph()
+    x, w = kg.new_input((8, 512)), kg.new_input((512, 512))
+    kg.mark_output(kg.silu(kg.matmul(x, w)))
+    return kg
+
+
+@pytest.fixture(scope="module")
+def single():
+    """One search of the C++ core, its stats its own."""
+    return mj.search(uncut(), mj.SearchConfig(**SMALL), progress=False)
+
+
 def block_graphs(graph):
     return [op.block_graph for op in graph.ops if op.kind == "customized"]
 
@@ -150,7 +165,9 @@ def test_every_candidate_is_equivalent_to_the_reference(ref, result, rng):
     assert ref.hash() in hashes, "the reference itself is always a candidate"
 
 
-def test_stats_are_populated_and_print_readably(result):
+def test_stats_are_populated_and_print_readably(single):
+    assert single.parts == ""
+    result = single
     stats = result.stats
     assert stats.states_explored > 0 and stats.states_pruned > 0
     # Accepted by the search; the reference is added afterwards unless the search found it.
@@ -175,7 +192,8 @@ def test_config_fields_reach_the_search(ref, result):
     assert cpu_cost[ref.hash()] != gpu_cost[ref.hash()]
 
 
-def test_max_verified_verifies_only_the_cost_models_best(ref, result):
+def test_max_verified_verifies_only_the_cost_models_best(single):
+    ref, result = uncut(), single
     best = mj.search(ref, mj.SearchConfig(**SMALL, max_verified=2), progress=False)
     assert best.stats.candidates_verified == best.stats.candidates_accepted == 2
     # every candidate the full search found, less the two verified and the reference

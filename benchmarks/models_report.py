@@ -31,8 +31,8 @@ def _errors(r, prefix: str) -> str:
 
 
 def _ceiling(r) -> str:
-    """The highest speedup the case allows (absent from results written before it was)."""
-    return f"{r['ceiling']:.2f}×" if "ceiling" in r else "–"
+    """The highest speedup the case allows ("–": a loop, or results written before it was)."""
+    return f"{r['ceiling']:.2f}×" if r.get("ceiling") is not None else "–"
 
 
 def markdown(result: dict) -> str:

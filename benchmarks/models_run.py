@@ -107,9 +107,11 @@ def bench_case(name: str, args, cache_dir: str, machine: roofline.Roofline) -> d
     inputs, padded = case.args(), case.args(padded=True)
     # The least time any program can take: every input read and every output written once
     # at the measured bandwidth, or every flop at the measured matmul rate (roofline.py).
+    # A loop (a sampling loop's steps) repeats its work, which neither count sees: no bound.
     work_bytes = roofline.compulsory_bytes(inputs, jax.eval_shape(case.fn, *inputs))
     work_flops = roofline.count_flops(case.fn, inputs)
-    bound_s = machine.time_bound(work_bytes, work_flops)
+    looped = roofline.has_loop(case.fn, inputs)
+    bound_s = None if looped else machine.time_bound(work_bytes, work_flops)
     config = search_config(args.budget)
     xla = jax.jit(case.fn)
     jit_first_s = timed_call(xla, inputs)
@@ -169,8 +171,8 @@ def bench_case(name: str, args, cache_dir: str, machine: roofline.Roofline) -> d
         speedup=xla_s / mj_s,
         work_bytes=work_bytes,
         work_flops=work_flops,
-        bound_ms=bound_s * 1e3,
-        ceiling=xla_s / bound_s,
+        bound_ms=None if bound_s is None else bound_s * 1e3,
+        ceiling=None if bound_s is None else xla_s / bound_s,
         jit_first_call_s=jit_first_s,
         cold_s=cold_s,
         warm_same_process_s=warm_same_process_s,

@@ -78,6 +78,18 @@ def count_flops(fn, args) -> int:
     return int(_jaxpr_flops(jax.make_jaxpr(fn)(*args).jaxpr))
 
 
+def has_loop(fn, args) -> bool:
+    """Whether fn(*args) runs a loop (while, scan), whose body the counts above see once."""
+    return _has_loop(jax.make_jaxpr(fn)(*args).jaxpr)
+
+
+def _has_loop(jaxpr) -> bool:
+    return any(
+        eqn.primitive.name in ("while", "scan") or any(map(_has_loop, _sub_jaxprs(eqn.params)))
+        for eqn in jaxpr.eqns
+    )
+
+
 def _size(aval) -> int:
     return int(math.prod(getattr(aval, "shape", ())))
 

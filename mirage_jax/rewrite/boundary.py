@@ -27,12 +27,8 @@ def check(
     run: Callable[..., list[Any]],
     region: Region,
     cache_dir: str | os.PathLike[str] | None,
-    cold_caches: bool = False,
 ) -> tuple[bool, str]:
-    """(whether the kernel `run`, copies included, beats the region as plain JAX, the note).
-    `cold_caches`: timed as the kernel was (superoptimize's cold_caches): a region whose
-    weights a decode step streams from memory won cold 1.56x and lost warm, its 6 MB of
-    weights cached, 0.57x."""
+    """(whether the kernel `run`, copies included, beats the region as plain JAX, the note)."""
     avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in region.inputs]
     try:
         with jax.ensure_compile_time_eval():
@@ -47,6 +43,5 @@ def check(
         cache_dir,
         label=LABEL,
         on_loss="the region runs as plain JAX",
-        cold_caches=cold_caches,
     )
     return chosen is not None, note

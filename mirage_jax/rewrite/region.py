@@ -234,8 +234,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     if copies:  # XLA lays these out around the kernel; the timing above does not see them
         text += "\nlayout copies at the region's boundary:\n" + "\n".join("  " + c for c in copies)
         if not keep_kernels():
-            cold = settings.cold_caches and settings.backend == "cpu"
-            wins, note = boundary.check(run, pending.region, settings.cache_dir, cold)
+            wins, note = boundary.check(run, pending.region, settings.cache_dir)
             text += "\n" + note
             if not wins:
                 reason = (

@@ -191,6 +191,14 @@ def test_ceiling_is_the_time_of_the_compulsory_work():
     assert flops == 2 * 4 * 256 * 512
     # memory-bound: the bytes at 10 GB/s, not the flops at 100 GFLOP/s
     assert machine.time_bound(work_bytes, flops) == work_bytes / 1e10
+    assert not roofline.has_loop(jnp.matmul, [x, w])
+
+    def steps(x, w):  # a sampling loop repeats its work: no bound from counts taken once
+        return jax.lax.fori_loop(0, 4, lambda i, y: jnp.tanh(y @ w), x @ w)
+
+    square = jnp.ones((512, 512), jnp.float32)
+    assert roofline.has_loop(steps, [jnp.ones((4, 512), jnp.float32), square])
     report = import_benchmark_module("models_report")
     assert report._ceiling({"ceiling": 1.304}) == "1.30×"
+    assert report._ceiling({"ceiling": None}) == "–"
     assert report._ceiling({}) == "–"  # results written before the column

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.frontend import partition
-from mirage_jax.rewrite import boundary, whole_program
+from mirage_jax.rewrite import boundary
 
 
 def _region():
@@ -49,34 +49,3 @@ def test_a_kernel_faster_with_its_copies_is_kept(tmp_path):
     wins, note = boundary.check(nearly_free, region, tmp_path)
     assert wins, note
     assert "a clear win" in note, note
-
-
-def test_cold_caches_time_on_a_rotation_with_a_verdict_of_their_own(tmp_path, monkeypatch):
-    # A decode step's region streams its weights from memory: its kernel was timed cold
-    # (superoptimize's cold_caches), and its copies are too, or a warm check undoes the win.
-    monkeypatch.setenv("MIRAGE_JAX_VERDICTS", "1")
-    region = _region()
-    values = [jnp.ones(v.shape, v.dtype) for v in region.inputs]
-    out = region.evaluate(*values)[0]
-
-    def nearly_free(*values):
-        return [out + 0.0 * values[0][0, 0]]
-
-    rotations = []
-    real = whole_program._cold_inputs.rotation
-
-    def counted(inputs):
-        sets = real(inputs)
-        rotations.append(len(sets))
-        return sets
-
-    monkeypatch.setattr(whole_program._cold_inputs, "rotation", counted)
-    wins, note = boundary.check(nearly_free, region, tmp_path, cold_caches=True)
-    assert wins and "caches cold" in note, note
-    assert rotations and rotations[0] > 1  # the sets together outgrow the last-level cache
-    # a warm check is another measurement: not answered by the cold verdict
-    _, warm = boundary.check(nearly_free, region, tmp_path)
-    assert "verdict loaded" not in warm and "caches cold" not in warm, warm
-    assert len(rotations) == 1
-    _, cold_again = boundary.check(nearly_free, region, tmp_path, cold_caches=True)
-    assert "verdict loaded from the cache" in cold_again, cold_again

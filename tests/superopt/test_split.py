@@ -143,7 +143,7 @@ def test_a_program_that_fuses_whole_still_searches_its_parts_with_the_budget_lef
     assert split_before_first_computed_matmul(ref) is not None  # it could be cut
     config = mj.SearchConfig(max_kernel_ops=1, max_block_ops=5, threads=2, time_budget_s=30)
     result = mj.search(ref, config, progress=False)
-    assert result.parts.startswith("the whole program fused, and its pieces were searched")
+    assert result.parts.startswith("the whole program fused, and its pieces were searched too")
     kernel_level = {"input", "output", "customized"}
 
     def fused_whole(c):

@@ -318,7 +318,7 @@ def main(argv=None) -> int:
     load_before = os.getloadavg()[0]
     rows = []
     calibration_s, calibration = calibrate()
-    machine = roofline.measure()
+    machine = roofline.measure(quick=args.quick)
     print(
         f"roofline: {machine.bandwidth / 1e9:.1f} GB/s read, {machine.flops / 1e9:.0f} GFLOP/s "
         f"matmul",

@@ -210,21 +210,15 @@ def search(
         core_target = target if target is not None else config._to_core().target
         left_s = config.time_budget_s - result.stats.seconds
         fused_whole = any(map(parts.fuses, result.candidates))
-        # The pieces get the budget the whole left even when it fused: a whole fused at a
-        # poor grid (a decode's norm and gate/up matmuls in 64 loopless tiles 44 columns
-        # wide, 1.45 ms against XLA's 1.10) loses to a cut one (the norm apart, the matmuls
-        # walked along k: 0.78 ms), and only the cost model and the timings can tell which.
+        # The pieces are searched even when the whole fused: a whole fused at a poor grid (a
+        # decode's norm and gate/up matmuls in 64 loopless tiles 44 columns wide, 1.45 ms
+        # against XLA's 1.10) loses to a cut one (the norm apart, the matmuls walked along k:
+        # 0.78 ms), and only the timings can tell which. They get no more time than the whole
+        # took, or a small program's large budget (a test's 20 s) would all go to its parts.
         if fused_whole:
-            # A whole that fused and ran out of graphs early gives its pieces no more time
-            # than it took: a test's 20 s budget, not the decorator's 1 s, would otherwise
-            # go to the parts of every small program.
             left_s = min(left_s, result.stats.seconds)
         pieces = not stop_requested and left_s > 0
-        why = (
-            "the whole program fused, and its pieces were searched too"
-            if fused_whole
-            else "nothing fused the whole program"
-        )
+        why = "the whole program fused too" if fused_whole else "nothing fused the whole program"
         if pieces and output_cones:
             # A cone may need its own parts or lift (a norm and a matmul with a second
             # output): each is searched as a whole program.
@@ -235,7 +229,7 @@ def search(
                 joined.costs,
                 [f"cone {i}" for i in range(len(joined.results))],
                 joined.results,
-                f"{why}, so each group of its outputs was searched ({joined.note})",
+                f"each group of its outputs was searched ({why}; {joined.note})",
                 f"{len(joined.candidates)} joined graphs verified",
                 config.max_verified,
                 graph.hash(),
@@ -346,7 +340,7 @@ def _with_parts(
         found.costs,
         ["prefix", "tail"],
         found.results,
-        f"{why}, so its parts were searched ({found.note})",
+        f"its parts were searched ({why}; {found.note})",
         f"{len(found.candidates)} spliced graphs verified",
         max_verified,
         original,

@@ -43,7 +43,7 @@ def _matmul(
         (64, 256, 96, 2, 128),  # packed, two blocks sharing A
         (9, 130, 33, 1, 130),
         # tiles read whole (no loop), their rows prefetched ahead within the tile
-        (1, 1024, 64, 4, 1024),  # a vector of columns: row panels, not columns
+        (1, 1024, 64, 4, 1024),  # a vector of columns at 1 row (the row panels take it)
         (1, 1024, 176, 4, 1024),  # 44 columns: 2 vectors and a partial one of 12
         (3, 640, 88, 2, 64),  # 44 columns walked along k: the partial vector prefetched
         # fewer columns than a vector: each row of A read once into per-column dot products

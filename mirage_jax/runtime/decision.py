@@ -120,11 +120,14 @@ def decide(
     more: Callable[[float], Mapping[str, float]],
     extra_budget_s: float = EXTRA_BUDGET_S,
     min_speedup: float = MIN_SPEEDUP,
+    more_from: float | None = None,
 ) -> Decision:
     """The decision on `times` (a profile.Times holding both), taking more rounds with
     more(seconds) -> Times of the two while the interval straddles `min_speedup` and the
-    point ratio is at least worth_more_rounds(min_speedup), up to extra_budget_s.
-    Exact times (no samples) are decided as they are."""
+    point ratio is at least `more_from` (default worth_more_rounds(min_speedup)), up to
+    extra_budget_s. Exact times (no samples) are decided as they are."""
+    if more_from is None:
+        more_from = worth_more_rounds(min_speedup)
     x, c = samples_of(times, xla), samples_of(times, candidate)
     decision = clear_win(x, c, min_speedup=min_speedup)
     exact = getattr(times, "samples", None) is None
@@ -133,7 +136,7 @@ def decide(
         not exact
         and not decision.kept
         and decision.high > min_speedup
-        and decision.ratio >= worth_more_rounds(min_speedup)
+        and decision.ratio >= more_from
         and spent < extra_budget_s
     ):
         step = min(ROUND_BUDGET_S, extra_budget_s - spent)

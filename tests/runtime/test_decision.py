@@ -153,6 +153,38 @@ def test_decide_stops_sampling_once_the_win_is_clear():
     assert d.kept and len(asked) == 1 and d.rounds == 45
 
 
+def test_the_whole_program_takes_more_rounds_for_a_ratio_near_one():
+    # Its kernels each won their regions clearly: a first timing of about 1.0x with an
+    # interval that reaches the bar is taken again (a region's would not be), and the win
+    # the machine's noisy stretch hid is kept; a clear loss gets no more rounds.
+    from mirage_jax.rewrite import whole_program
+
+    bar = whole_program.MIN_SPEEDUP
+    first = times(*near(0.99, 12, 3))
+    d = decision.clear_win(first.samples["xla"], first.samples["k"], min_speedup=bar)
+    assert d.ratio < decision.worth_more_rounds(bar) and d.high > bar and not d.kept
+    asked = []
+
+    def more(budget_s):
+        asked.append(budget_s)
+        return times(*near(1.4, 20, len(asked)))
+
+    def no_more(budget_s):
+        raise AssertionError("no more rounds should be taken")
+
+    assert not decision.decide(first, "xla", "k", no_more, min_speedup=bar).kept
+    kept = decision.decide(
+        first, "xla", "k", more, min_speedup=bar, more_from=whole_program.MORE_ROUNDS_FROM
+    )
+    assert kept.kept and len(asked) >= 1 and kept.rounds == 12 + 20 * len(asked)
+    # straddling the bar too, but pointing at a loss as large as the win asked for
+    loss = times(*near(0.99, 12, 16))
+    lost = decision.decide(
+        loss, "xla", "k", no_more, min_speedup=bar, more_from=whole_program.MORE_ROUNDS_FROM
+    )
+    assert not lost.kept and lost.high > bar and lost.ratio < whole_program.MORE_ROUNDS_FROM
+
+
 def test_profile_returns_paired_samples_in_a_seeded_random_order(monkeypatch):
     calls = []
     functions = {n: (lambda n=n: calls.append(n)) for n in "abcd"}

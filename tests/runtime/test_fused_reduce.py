@@ -215,3 +215,74 @@ def test_a_last_dim_reduce_of_a_long_row_keeps_its_pass():
     (got,) = jax.jit(mj.compile(kg))(jnp.asarray(data))
     want = (np.asarray(data, np.float64) ** 2).sum(1, keepdims=True)
     assert_close(got, want, storage_rtol("float32"), "sum of squares")
+
+
+G = 2  # query heads per KV head
+
+
+def _decode_pv_outer(grid, forloop: int, dtype: str = "float32"):
+    """out[b, 0, n, g, h] = sum over s of p[b, s, n, g, 0] @ v[b, s, n, 0, h]: decode's P @ V
+    as the search writes it, a matmul over a k of 1 per key summed over the keys."""
+    kg = mj.KernelGraph()
+    p = kg.new_input((B, S, N, G, 1), dtype)
+    v = kg.new_input((B, S, N, 1, H), dtype)
+    bg = mj.BlockGraph(grid=grid, forloop_range=forloop)
+    imap = (0 if grid[0] > 1 else -1, -1, -1)
+    fmap = 1 if forloop > 1 else -1
+    product = bg.matmul(
+        bg.new_input(p, imap=imap, fmap=fmap), bg.new_input(v, imap=imap, fmap=fmap)
+    )
+    reduced = bg.reduce(product, 1, "sum")
+    bg.new_output(bg.accum_sum(reduced) if forloop > 1 else reduced, omap=imap)
+    (out,) = kg.customized([p, v], bg)
+    kg.mark_output(out)
+    return kg, product
+
+
+def _hostile_pv(seed: int, dtype):
+    rng = np.random.default_rng(seed)
+    p = rng.standard_normal((B, S, N, G, 1))
+    v = rng.standard_normal((B, S, N, 1, H))
+    v[0, :, 0, :, :] *= 1e30  # huge terms that must not overflow a partial sum to inf
+    v[1, 3, 1, 0, 2] = np.inf
+    v[1, 5, 2, 0, 7] = np.nan
+    p[0, :, 2, 1, 0] = 0.0  # a zero row of probabilities (a fully masked head)
+    return [jnp.asarray(x, dtype) for x in (p, v)]
+
+
+@pytest.mark.parametrize("grid, forloop", [((1, 1, 1), 1), ((2, 1, 1), 1), ((2, 1, 1), 4)])
+def test_an_outer_product_is_evaluated_inside_the_reduce(grid, forloop):
+    kg, product = _decode_pv_outer(grid, forloop)
+    source = mj.generate_code(kg)
+    assert not _buffer_declared(source, product), "the outer product still has a buffer"
+    assert "alignas(64) float row[" in source, "the sums over the keys are not kept in a row"
+    inputs = _hostile_pv(seed=8, dtype=jnp.float32)
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    got = np.asarray(got, np.float64)
+    p, v = (np.asarray(x, np.float64) for x in inputs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = p @ v
+    want, scale = _reduced("sum", terms, 1)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
+    assert np.array_equal(np.isposinf(got), np.isposinf(want)), "inf in other places"
+    _assert_close_to(got, want, scale, "P @ V vs numpy")
+    (interpreted,) = kg.evaluate(inputs)
+    assert np.array_equal(np.isnan(got), np.isnan(interpreted))
+
+
+def test_a_bfloat16_outer_product_read_in_place_keeps_its_buffer():
+    # A bfloat16 tile that only matmuls read is read where it lies, as raw bfloat16 that the
+    # matmul widens on load: an elementwise read of it would take its bits for floats.
+    kg, product = _decode_pv_outer((2, 1, 1), 1, "bfloat16")
+    source = mj.generate_code(kg)
+    assert _buffer_declared(source, product) and "mj_cpu::Bf16" in source
+    inputs = _hostile_pv(seed=9, dtype=jnp.bfloat16)
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    got = np.asarray(got.astype(jnp.float32), np.float64)
+    p, v = (np.asarray(x.astype(jnp.float32), np.float64) for x in inputs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        want, scale = _reduced("sum", p @ v, 1)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
+    finite = np.isfinite(want)
+    err = np.abs(got[finite] - want[finite])
+    assert np.all(err <= storage_rtol("bfloat16") * (scale[finite] + np.abs(want[finite])))

@@ -1,5 +1,7 @@
 #include "cc/codegen/cpu/index_loops.h"
 
+#include <algorithm>
+
 #include "cc/codegen/cpu/kernel_plan.h"
 
 namespace mj::codegen::cpu {
@@ -18,12 +20,12 @@ std::string linear_expr(const std::vector<std::pair<std::string, int64_t>>& term
 }
 
 IndexLoops::IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Shape>& operands,
-                       const std::string& var)
+                       const std::string& var, const std::vector<int>& left)
     : w_(w) {
   const int64_t total = element_count(result);
-  bool all_equal = true;
+  bool all_equal = left.empty();
   for (const Shape& s : operands) all_equal &= element_count(s) == total;
-  if (result.empty() || total == 1) {
+  if (left.empty() && (result.empty() || total == 1)) {
     result_offset_ = "0";
     operand_offsets_.assign(operands.size(), "0");
     return;
@@ -47,11 +49,11 @@ IndexLoops::IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Sha
   };
   const int rank = int(result.size());
   std::vector<Dim> dims;
+  left_strides_.assign(left.size(), {});
   int64_t result_stride = total;
   for (int d = 0; d < rank; ++d) {
     result_stride /= result[d];
-    if (result[d] == 1) continue;
-    Dim dim{result[d], {result_stride}};
+    Dim dim{result[d], {result[d] == 1 ? 0 : result_stride}};
     for (const Shape& s : operands) {
       const int lead = rank - int(s.size());
       int64_t stride = 0;
@@ -61,6 +63,12 @@ IndexLoops::IndexLoops(CodeWriter& w, const Shape& result, const std::vector<Sha
       }
       dim.strides.push_back(stride);
     }
+    const auto at = std::find(left.begin(), left.end(), d);
+    if (at != left.end()) {
+      left_strides_[at - left.begin()] = dim.strides;
+      continue;
+    }
+    if (result[d] == 1) continue;
     if (!dims.empty()) {
       Dim& outer = dims.back();
       bool contiguous = true;

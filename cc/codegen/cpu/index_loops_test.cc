@@ -54,5 +54,29 @@ TEST(IndexLoops, SizeOneDimsAreSkippedBeforeMerging) {
   EXPECT_NE(e.text.find("e1 < 15"), std::string::npos) << e.text;
 }
 
+TEST(IndexLoops, LeavesTheDimsAskedForToTheCaller) {
+  // Decode's P @ V over [keys 6, heads 4, dim 8], the keys and the dim left to the caller:
+  // one loop over the heads, and each tensor's strides along the two left dims.
+  common::CodeWriter w;
+  std::vector<int64_t> keys, dims;
+  std::string result, p, v;
+  {
+    IndexLoops loops(w, {6, 4, 8}, {{6, 4, 1}, {6, 4, 8}}, "e", {0, 2});
+    result = loops.result_offset();
+    p = loops.operand_offset(0);
+    v = loops.operand_offset(1);
+    keys = loops.left_strides(0);
+    dims = loops.left_strides(1);
+  }
+  const std::string text = w.str();
+  EXPECT_NE(text.find("e0 < 4"), std::string::npos) << text;
+  EXPECT_EQ(text.find("e1"), std::string::npos) << text;
+  EXPECT_EQ(result, "e0 * 8");
+  EXPECT_EQ(p, "e0");
+  EXPECT_EQ(v, "e0 * 8");
+  EXPECT_EQ(keys, (std::vector<int64_t>{32, 4, 32}));
+  EXPECT_EQ(dims, (std::vector<int64_t>{1, 0, 1}));
+}
+
 }  // namespace
 }  // namespace mj::codegen::cpu

@@ -114,6 +114,23 @@ class Allocator {
   int64_t next_ = 0;
 };
 
+// A matmul over a k of 1 ([.., m, 1] @ [.., 1, n]) is the broadcast product of its
+// operands, one element of each per result element, so a reduce can fold it like an
+// elementwise chain (KernelPlan::reduce_prologue) when both operands are dense float tiles
+// (not a strided or bfloat16 tile read in place for matmuls only). The search writes decode's
+// P @ V that way: each key's probabilities times its value row, summed over the keys;
+// computed as a product tile it was written whole to the arena and read back.
+bool is_dense_outer_product(const BlockGraph& bg, const KernelPlan& plan, const Op& op) {
+  if (op.kind != OpKind::kMatmul || bg.tensor(op.inputs.at(0)).shape.back() != 1) return false;
+  for (int t : op.inputs) {
+    const Op& producer = bg.ops()[bg.tensor(t).producer];
+    const bool raw_bf16 = plan.read_in_place[t] && producer.kind == OpKind::kInput &&
+                          bg.kernel_input_dtype(producer.io_index) != DType::kF32;
+    if (raw_bf16 || plan.row_stride[t] != bg.tensor(t).shape.back()) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 int64_t element_count(const Shape& s) {
@@ -240,7 +257,10 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
       continue;
     }
     bool elementwise = true;
-    for (int member : pass) elementwise &= is_elementwise(ops[member].kind);
+    for (size_t i = 0; i < pass.size(); ++i) {
+      elementwise &= is_elementwise(ops[pass[i]].kind) ||
+                     (i == 0 && is_dense_outer_product(bg, plan, ops[pass[i]]));
+    }
     if (!elementwise) continue;
     plan.reduce_prologue[o] = std::move(pass);
     pass.clear();

@@ -54,12 +54,13 @@ struct KernelPlan {
   std::vector<int64_t> next_iteration_offset;
   // Per reduce op: the elementwise pass that computes its only input (headed, perhaps, by
   // an outer product: a matmul over a k of 1), evaluated inside the reduce's loops instead
-  // of on its own (empty when there is none, or it has other readers). Decode's P @ V as sum(p * V)
-  // over the keys otherwise writes the whole product tile to the arena and reads it back: 1.25x the
-  // time of the fused loop, cold. Over an inner dim the chain's values fold straight into the
-  // result; over the last dim each row is computed into a stack row first and summed there with
-  // vector lanes (folding a row's values one by one would be a serial float sum, which GCC does not
-  // vectorize), for rows of at most kMaxStackRowFloats.
+  // of on its own (empty when there is none, or it has other readers). Decode's P @ V as
+  // sum(p * V) over the keys otherwise writes the whole product tile to the arena and reads
+  // it back: 1.25x the time of the fused loop, cold. Over an inner dim the chain's values
+  // fold into a stack row of results along the innermost kept dim, stored once; over the
+  // last dim each row is computed into a stack row first and summed there with vector lanes
+  // (folding a row's values one by one would be a serial float sum, which GCC does not
+  // vectorize). Either row holds at most kMaxStackRowFloats.
   std::vector<std::vector<int>> reduce_prologue;
   // Per op: a body matmul whose only consumer is accum_sum adds into that accumulator.
   std::vector<bool> matmul_adds_into_accum;

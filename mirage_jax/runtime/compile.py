@@ -122,7 +122,7 @@ def prebuild(graphs: list[KernelGraph], backend: str = "cpu") -> dict[str, Gener
         with contextlib.suppress(Exception):
             kernel_cache.library_for(source, target, options, symbol=symbol)
 
-    workers = max(1, min(len(sources), _usable_cores()))
+    workers = max(1, min(len(sources), build_slots()))
     if workers > 1:
         with ThreadPoolExecutor(max_workers=workers) as pool:
             list(pool.map(in_callers_context(library), sources.items()))
@@ -137,7 +137,8 @@ def in_callers_context(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda item: context.copy().run(fn, item)
 
 
-def _usable_cores() -> int:
+def build_slots() -> int:
+    """How many kernel libraries prebuild compiles at once: one compiler per usable core."""
     return max(1, len(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else 1
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from mirage_jax.ir.graph import KernelGraph
 from mirage_jax.runtime import cuda_roofline
+from mirage_jax.superopt.contenders import COST_TIE
 from mirage_jax.superopt.verify import VerifyResult
 
 XLA = "xla"  # the timings key of the original graph run by XLA
@@ -30,9 +31,14 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
     if run.result is not None:
         found = len(run.result.candidates)
         others = sum(c.hash() != run.kg.hash() for c in run.result.candidates)
+        tied = (
+            f", with {run.tied} more it could not tell from the best (within {COST_TIE:.0%})"
+            if run.tied
+            else ""
+        )
         lines.append(
             f"candidates: {found} verified by the search; the cost model's best "
-            f"{min(run.top_k, others)} besides the original were timed, and the original"
+            f"{min(run.top_k, others)} besides the original{tied} were timed, and the original"
         )
     if chosen is run.kg:
         lines.append(

@@ -28,6 +28,7 @@ from mirage_jax.runtime import cold_inputs as _cold_inputs
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import decision as _decision
 from mirage_jax.runtime import profile as _profile
+from mirage_jax.superopt import contenders as _contenders
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import report, search_cache, verdict_cache
 from mirage_jax.superopt import search as _search
@@ -211,6 +212,7 @@ class _Run:
         self.search_note = ""
         self.result: SearchResult | None = None
         self.costs: dict[str, float] = {}  # the cost model's estimate of each timed candidate
+        self.tied = 0  # candidates timed past top_k: the model could not tell them apart
         self.timings: dict[str, float] = {}
         self.rounds = 0
         self.verification: VerifyResult | None = None  # of the chosen candidate
@@ -310,8 +312,12 @@ class _Run:
             # best others: a model that ranks the original first (it did for every bfloat16
             # region of GPT-2's decode step, whose kernels ran it 3.6x faster) would
             # otherwise leave a top_k=1 region with nothing to time.
-            ranked = zip(self.result.candidates, self.result.costs)
-            contenders = [(c, cost) for c, cost in ranked if c.hash() != original][: self.top_k]
+            contenders, self.tied = _contenders.choose(
+                list(zip(self.result.candidates, self.result.costs)),
+                original,
+                self.top_k,
+                _compile.build_slots(),
+            )
         self.costs = {c.hash(): cost for c, cost in contenders if cost is not None}
 
         rng = np.random.default_rng(_SEED)

@@ -58,6 +58,13 @@ def fast_timing(monkeypatch):
     monkeypatch.setattr(_profile, "BUDGET_S", 0.1)
 
 
+@pytest.fixture(autouse=True)
+def one_build_slot(monkeypatch):
+    """No candidate the model ties with the best joins those timed (contenders.py), so each
+    test times exactly the top_k it asks for; the test of ties gives itself two slots."""
+    monkeypatch.setattr(_compile, "build_slots", lambda: 1)
+
+
 @pytest.fixture(scope="module")
 def ranked():
     """The search's candidates, best first by the cost model."""
@@ -138,14 +145,38 @@ def test_the_top_k_slots_go_to_candidates_when_the_model_ranks_the_original_firs
     # the original is timed under XLA anyway: ranked first, it must not take the only slot
     original = reference()
     others = [c for c in ranked if c.hash() != original.hash()]
-    result = mj.SearchResult(
-        [original, *others], [0.0] + [1.0] * len(others), mj.SearchStats(0, 0, 0, 0, 0, 0, 0, 0), ""
-    )
+    costs = [0.0] + [1.0 + i for i in range(len(others))]  # no ties (see the next test)
+    result = mj.SearchResult([original, *others], costs, mj.SearchStats(0, 0, 0, 0, 0, 0, 0, 0), "")
     monkeypatch.setattr(search_cache, "cached_search", lambda *a, **k: (result, True))
     asked = fixed_times(monkeypatch, {"xla": 1e-3, others[0].hash(): 2e-3})
     f = superoptimize(top_k=1)
     assert asked == [sorted(["xla", others[0].hash()])]
-    assert "the cost model's best 1 besides the original were timed" in f.report()
+    assert "the cost model's best 1 besides the original were timed, and" in f.report()
+
+
+def test_a_candidate_the_model_cannot_tell_from_the_best_is_timed_too(ranked, monkeypatch):
+    # top_k = 1, and the runner-up costs within COST_TIE of the best: both are one kernel,
+    # which build side by side, so both are timed, and the faster one (the runner-up) runs
+    from mirage_jax.superopt import contenders
+
+    original = reference()
+    others = [c for c in ranked if c.hash() != original.hash()][:3]
+    assert all(contenders.kernel_count(c) == 1 for c in others)
+    costs = [1.0, 1.0 + contenders.COST_TIE / 2, 1.5]
+    result = mj.SearchResult(others, costs, mj.SearchStats(0, 0, 0, 0, 0, 0, 0, 0), "")
+    monkeypatch.setattr(search_cache, "cached_search", lambda *a, **k: (result, True))
+    times = {"xla": 3e-3, others[0].hash(): 2e-3, others[1].hash(): 1e-3}
+    asked = fixed_times(monkeypatch, times)
+    monkeypatch.setattr(_compile, "build_slots", lambda: 2)
+    f = superoptimize(top_k=1)
+    assert asked[0] == sorted(["xla", others[0].hash(), others[1].hash()])
+    assert f.graph.hash() == others[1].hash()
+    assert "best 1 besides the original, with 1 more it could not tell from the best" in f.report()
+    # one build slot: the runner-up would build after the best, so it is not timed
+    monkeypatch.setattr(_compile, "build_slots", lambda: 1)
+    asked.clear()
+    f = superoptimize(top_k=1)
+    assert asked[0] == sorted(["xla", others[0].hash()])
 
 
 def test_a_faster_candidate_is_chosen_and_the_report_tells_how_it_was_verified(ranked, monkeypatch):

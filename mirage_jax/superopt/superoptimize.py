@@ -306,7 +306,7 @@ class _Run:
         forced = key is None
         original = self.kg.hash()
         self.result = self._search()
-        contenders = []
+        contenders: list[tuple[KernelGraph, float | None]] = []
         if self.result is not None:
             # The original is timed under XLA whatever its rank, so the top_k slots go to the
             # best others: a model that ranks the original first (it did for every bfloat16

@@ -111,7 +111,9 @@ def superoptimize(
     config: the search's (default SearchConfig()). cache_dir: the cache root for search
     results and kernels (default $MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax); a warm cache
     does no search and no compilation. top_k: how many of the cost model's best candidates
-    are compiled and timed; the original is timed (by XLA) whether or not it is among them.
+    are compiled and timed, besides any whose cost ties the best's and whose kernels build
+    alongside (mirage_jax/superopt/contenders.py); the original is timed (by XLA) whether or
+    not it is among them.
     progress: show the search's progress and log each stage.
     cold_caches: time the candidates and XLA with their inputs evicted from the CPU caches
     (mirage_jax/runtime/cold_inputs.py), as a graph runs inside a program whose working set

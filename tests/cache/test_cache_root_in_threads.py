@@ -19,7 +19,7 @@ def libraries(root):
 def test_kernels_built_on_worker_threads_go_to_the_callers_root(tmp_path, monkeypatch):
     default, chosen = tmp_path / "default", tmp_path / "chosen"
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(default))
-    monkeypatch.setattr(_compile, "_usable_cores", lambda: 2)  # a pool even on one core
+    monkeypatch.setattr(_compile, "build_slots", lambda: 2)  # a pool even on one core
     graphs = [fused(4), fused(8)]
     with store.using_cache_root(chosen):
         generated = _compile.prebuild(graphs)

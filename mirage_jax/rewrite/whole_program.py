@@ -36,9 +36,10 @@ XLA, REWRITTEN = "xla", "rewritten"
 # between processes.
 MIN_SPEEDUP = 1.03
 # The least point ratio at which a straddling interval gets more rounds: any but a loss as
-# large as the win asked for. Every kernel in the program already won its region clearly,
-# so a ratio near 1 with a wide interval is more likely a noisy stretch of the machine than
-# a program that lost its gain: Llama's batch-8 decode step, its 11 kernels each 1.4-2.5x
+# large as the win asked for. Each kernel of the rewritten program already won its region
+# clearly (those of the variant with marginal kernels, by less), so a ratio near 1 with a
+# wide interval is more likely a noisy stretch of the machine than a program that lost its
+# gain: Llama's batch-8 decode step, its 11 kernels each 1.4-2.5x
 # on their regions, once measured 0.99x, interval [0.95, 1.17] over 27 rounds, and ran as
 # jax.jit; its next five cold first calls measured 1.36-1.47x. The rounds cost at most
 # decision.EXTRA_BUDGET_S, once per signature (the verdict is cached).

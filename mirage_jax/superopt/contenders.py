@@ -4,11 +4,11 @@ The cost model's best top_k, the original aside (it is timed under XLA whatever 
 Decode's regions are memory-bound, and their candidates often cost the same to the model
 within a percent (every way to stream the same weights once), while their kernels differ
 by far more: the tied logits matmul of GPT-2's batch-8 step had eight candidates between
-0.892 and 0.902 ms in the model that ran 1.28 to 11.0 ms. With top_k = 1 (most regions of
-a decorated function) the model's tie-break alone picked the kernel. So candidates the model
-cannot tell from the first (within COST_TIE) also join, as long as all their kernels build
-side by side at once (one compiler per core): the extra build costs no wall time, and
-timing one more candidate a fraction of a second.
+0.892 and 0.902 ms in the model, and the seven of them timed ran 1.28 to 11.0 ms. With
+top_k = 1 (most regions of a decorated function) the model's tie-break alone picked the
+kernel. So candidates the model cannot tell from the first (within COST_TIE) also join, as
+long as all their kernels build side by side at once (one compiler per core): the extra
+build costs no wall time, and timing one more candidate a fraction of a second.
 """
 
 from __future__ import annotations

@@ -39,10 +39,10 @@ MIN_SPEEDUP = 1.03
 # large as the win asked for. Each kernel of the rewritten program already won its region
 # clearly (those of the variant with marginal kernels, by less), so a ratio near 1 with a
 # wide interval is more likely a noisy stretch of the machine than a program that lost its
-# gain: Llama's batch-8 decode step, its 11 kernels each 1.4-2.5x
-# on their regions, once measured 0.99x, interval [0.95, 1.17] over 27 rounds, and ran as
-# jax.jit; its next five cold first calls measured 1.36-1.47x. The rounds cost at most
-# decision.EXTRA_BUDGET_S, once per signature (the verdict is cached).
+# gain: Llama's batch-8 decode step, its 11 kernels each 1.4-2.5x on their regions, once
+# measured 0.99x, interval [0.95, 1.17] over 27 rounds, and ran as jax.jit; its next five
+# cold first calls measured 1.36-1.47x. The rounds cost at most decision.EXTRA_BUDGET_S,
+# once per signature (the verdict is cached).
 MORE_ROUNDS_FROM = 1 / MIN_SPEEDUP
 # Object addresses a printed jaxpr may hold (a function in a parameter): not the program.
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

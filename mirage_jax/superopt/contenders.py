@@ -8,7 +8,8 @@ by far more: the tied logits matmul of GPT-2's batch-8 step had eight candidates
 top_k = 1 (most regions of a decorated function) the model's tie-break alone picked the
 kernel. So candidates the model cannot tell from the first (within COST_TIE) also join, as
 long as all their kernels build side by side at once (one compiler per core): the extra
-build costs no wall time, and timing one more candidate a fraction of a second.
+build adds little wall time (it runs beside the best's), and timing one more candidate a
+fraction of a second.
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ def choose(
     ranked: Sequence[tuple[KernelGraph, float | None]],
     original: str,
     top_k: int,
-    parallel_builds: int,
+    build_slots: int,
 ) -> tuple[list[tuple[KernelGraph, float | None]], int]:
     """(the contenders, best first; how many of them joined as ties past top_k).
 
     ranked: the search's candidates with their costs, best first; original: the hash of the
-    graph searched; parallel_builds: how many kernel libraries compile at once."""
+    graph searched; build_slots: how many kernel libraries compile at once."""
     others = [(g, cost) for g, cost in ranked if g.hash() != original]
     chosen = others[:top_k]
     if not chosen or chosen[0][1] is None:
@@ -46,7 +47,7 @@ def choose(
     for graph, cost in others[top_k:]:
         if cost is None or cost > bar:
             break
-        if kernels + kernel_count(graph) > parallel_builds:
+        if kernels + kernel_count(graph) > build_slots:
             continue
         chosen.append((graph, cost))
         kernels += kernel_count(graph)

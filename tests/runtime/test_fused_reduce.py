@@ -286,3 +286,36 @@ def test_a_bfloat16_outer_product_read_in_place_keeps_its_buffer():
     finite = np.isfinite(want)
     err = np.abs(got[finite] - want[finite])
     assert np.all(err <= storage_rtol("bfloat16") * (scale[finite] + np.abs(want[finite])))
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        (B, S, 1, 1),  # no kept dim longer than 1 after the reduced one: nothing to hold
+        (2, 3, 4160),  # a kept row longer than the stack row (4096 floats)
+    ],
+)
+def test_an_inner_reduce_without_a_stack_row_folds_into_its_result(shape):
+    # The reduce over dim 1 folds each value straight into its result tile, as before the
+    # stack rows; the chain is still evaluated inside the reduce's loops.
+    kg = mj.KernelGraph()
+    x = kg.new_input(shape)
+    y = kg.new_input(shape)
+    bg = mj.BlockGraph(grid=(2, 1, 1))
+    xb = bg.new_input(x, imap=(0, -1, -1), fmap=-1)
+    yb = bg.new_input(y, imap=(0, -1, -1), fmap=-1)
+    product = bg.mul(xb, yb)
+    bg.new_output(bg.reduce(product, 1, "sum"), omap=(0, -1, -1))
+    (out,) = kg.customized([x, y], bg)
+    kg.mark_output(out)
+    source = mj.generate_code(kg)
+    assert not _buffer_declared(source, product)
+    assert "float row[" not in source
+    rng = np.random.default_rng(10)
+    a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+    a[0, 1] *= 1e30  # huge terms in one result element's sum only
+    inputs = [jnp.asarray(v, jnp.float32) for v in (a, b)]
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    terms = np.asarray(inputs[0], np.float64) * np.asarray(inputs[1], np.float64)
+    want, scale = _reduced("sum", terms, 1)
+    _assert_close_to(np.asarray(got, np.float64), want, scale, "inner sum vs numpy")

@@ -181,16 +181,27 @@ std::string dtype_text(ffi::DataType dtype) {
   }
 }
 
+int64_t element_count(ffi::Span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// A buffer of another shape with the same elements is accepted: XLA passes operands and
+// results row-major, so a reshape is the same bytes, and a region hands the kernel its
+// values as the model shaped them (a reshape at the call made XLA duplicate the
+// dynamic_update_slice producing a KV cache, and copy the cache for each copy).
 ffi::Error check_buffer(std::string_view kernel, const char* what, size_t index,
                         ffi::DataType dtype, ffi::Span<const int64_t> dims, const Buffer& want) {
-  if (dtype == want.dtype && dims == ffi::Span<const int64_t>(want.dims)) {
+  if (dtype == want.dtype &&
+      element_count(dims) == element_count(ffi::Span<const int64_t>(want.dims))) {
     return ffi::Error::Success();
   }
   const std::vector<int64_t> got(dims.begin(), dims.end());
   return ffi::Error::InvalidArgument(
       std::string(kernel) + ": " + what + " " + std::to_string(index) + " must have shape " +
-      shape_text(want.dims) + " and dtype " + dtype_text(want.dtype) + ", got " + shape_text(got) +
-      " " + dtype_text(dtype));
+      shape_text(want.dims) + " (or a reshape of it) and dtype " + dtype_text(want.dtype) +
+      ", got " + shape_text(got) + " " + dtype_text(dtype));
 }
 
 ffi::Error dispatch(ffi::ThreadPool pool, ffi::RemainingArgs args, ffi::RemainingRets rets,

@@ -267,9 +267,14 @@ class Unlayout:
     shape: tuple[int, ...]
 
     @property
-    def is_free(self) -> bool:
+    def is_reshape(self) -> bool:
+        """Up to the broadcast to `shape`, a reshape: only dims of size 1 move."""
         moved = [i for i in self.perm if self.split[i] != 1]
-        return moved == sorted(moved) and self.unsqueezed == self.shape
+        return moved == sorted(moved)
+
+    @property
+    def is_free(self) -> bool:
+        return self.is_reshape and self.unsqueezed == self.shape
 
 
 def unlayout(groups: Groups, shape: Sequence[int]) -> Unlayout:

@@ -115,20 +115,40 @@ class RegionGraph:
         return out
 
     # `xp` is numpy or jax.numpy: the same layout changes on host arrays or in a jax trace.
-    def prepare_inputs(self, region_inputs: Sequence[Any], xp: Any = np) -> list[Any]:
-        """Region input values -> the graph's input values (layouts applied)."""
+    def prepare_inputs(
+        self, region_inputs: Sequence[Any], xp: Any = np, reshape: bool = True
+    ) -> list[Any]:
+        """Region input values -> the graph's input values (layouts applied). With `reshape`
+        False, an input whose layout is a reshape alone is left in its own shape (for
+        `Superoptimized.call_reshaped`)."""
         out = []
         for gi in self.inputs:
             x = region_inputs[gi.index]
             if gi.chain:
                 x = _run_chain(self.region, gi.index, gi.chain, jnp.asarray(x))
             x = xp.asarray(x)
+            if not reshape and gi.copies == 0:
+                out.append(x)
+                continue
             if tuple(x.shape) != gi.expand:
                 x = xp.broadcast_to(x, gi.expand)
             if gi.perm is not None:
                 x = xp.transpose(x, gi.perm)
             out.append(xp.reshape(x, gi.shape))
         return out
+
+    def output_shapes(self) -> list[tuple[int, ...]]:
+        """The shape to ask of each graph output: the one its region output has before any
+        broadcast, where laying it back out is a reshape, else the graph's own."""
+        shapes = [tuple(t.shape) for t in self.graph.outputs]
+        claimed: set[int] = set()
+        for o in self.outputs:
+            u = o.unlayout
+            if o.kernel is None or o.kernel in claimed or u is None or not u.is_reshape:
+                continue
+            claimed.add(o.kernel)
+            shapes[o.kernel] = u.unsqueezed
+        return shapes
 
     def finish_outputs(
         self,

@@ -248,8 +248,13 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
 def _runner(rg: RegionGraph, fast: Superoptimized) -> RegionKernel:
     """The region's input values -> its output values, through `fast`."""
 
+    out_shapes = rg.output_shapes()
+
     def run(*values):
-        outs = fast(*rg.prepare_inputs(values, xp=jnp))
+        # The kernels take the values as the model shaped them: a reshape between a kernel
+        # and XLA's ops can cost a copy (XLA duplicated a KV cache's dynamic_update_slice
+        # for a reshaped reader, and copied the cache for each).
+        outs = fast.call_reshaped(rg.prepare_inputs(values, xp=jnp, reshape=False), out_shapes)
         return rg.finish_outputs(outs, values, xp=jnp)
 
     return run

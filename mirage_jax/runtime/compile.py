@@ -89,15 +89,15 @@ def build(
         index: ffi_targets.register_target(symbol, libraries[index], target.platform)
         for index, (symbol, _) in kernels.items()
     }
-    result_types = {
-        op.index: [jax.ShapeDtypeStruct(t.shape, t.dtype) for t in op.outputs]
-        for op in kg.ops
-        if op.kind == "customized"
-    }
+    result_dtypes = {op.index: [t.dtype for t in op.outputs] for op in kg.ops}
 
-    def lower_customized(index: int, args: Any) -> Any:
+    def lower_customized(index: int, args: Any, result_shapes: Any) -> Any:
         target = targets[index]
-        call = jax.ffi.ffi_call(target.name, result_types[index], vmap_method="sequential")
+        result_types = [
+            jax.ShapeDtypeStruct(shape, dtype)
+            for shape, dtype in zip(result_shapes, result_dtypes[index])
+        ]
+        call = jax.ffi.ffi_call(target.name, result_types, vmap_method="sequential")
         return call(*args, **target.attributes)
 
     return CompiledGraph(lower_kernel_graph(kg, lower_customized), _source(kernels))
@@ -135,6 +135,11 @@ def in_callers_context(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
     the pool started, which would build into the default cache root instead."""
     context = contextvars.copy_context()
     return lambda item: context.copy().run(fn, item)
+
+
+def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """jax.jit of a compiled graph's function, its layout arguments static (lower.py)."""
+    return jax.jit(fn, static_argnames=("out_shapes", "reshaped_inputs"))
 
 
 def build_slots() -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from math import prod
 from typing import cast
 
 import jax
@@ -54,8 +55,13 @@ class _Step:
     index: int  # position in the graph's op list
 
 
-# A backend's lowering of customized op `index`: (op index, input arrays) -> output arrays.
-CustomizedLowering = Callable[[int, Sequence[jax.Array]], Sequence[jax.Array]]
+# A backend's lowering of customized op `index`: (op index, input arrays, the shape to give
+# each output) -> output arrays. An input array, and an output's shape, may be any reshape
+# of the op's own tensor (a kernel reads and writes row-major buffers).
+CustomizedLowering = Callable[
+    [int, Sequence[jax.Array], Sequence[tuple[int, ...]]], Sequence[jax.Array]
+]
+Shapes = tuple[tuple[int, ...], ...]
 
 
 def _predefined(step: _Step, args: list):
@@ -85,7 +91,12 @@ def _predefined(step: _Step, args: list):
 
 def lower_kernel_graph(graph, lower_customized: CustomizedLowering) -> Callable:
     """A function of one array per graph input (in order) returning a tuple with one array
-    per graph output."""
+    per graph output.
+
+    Called with `reshaped_inputs=True` it takes any reshape of each input, and with
+    `out_shapes` it returns each output in that shape: a region hands its values over as the
+    model shaped them, and a kernel then reads and writes them as they are, with no reshape
+    between it and XLA's ops (both are static arguments under jax.jit)."""
     steps = [
         _Step(
             op.kind,
@@ -99,35 +110,51 @@ def lower_kernel_graph(graph, lower_customized: CustomizedLowering) -> Callable:
         )
         for op in graph.ops
     ]
+    shapes = {t.id: tuple(t.shape) for op in graph.ops for t in op.outputs}
+    shapes.update({t.id: tuple(t.shape) for t in graph.inputs})
     inputs = [(t.id, t.name, t.shape, jnp.dtype(t.dtype)) for t in graph.inputs]
     outputs = [t.id for t in graph.outputs]
     label = graph.label
 
-    def run(*args):
+    def check(i: int, array: jax.Array, name: str, shape, dtype, reshaped: bool) -> None:
+        fits = array.size == prod(shape) if reshaped else array.shape == shape
+        if not fits:
+            what = f"shape {shape}" + (" or a reshape of it" if reshaped else "")
+            raise ValueError(f"{label}: input {i} ({name}) must have {what}, got {array.shape}")
+        if array.dtype != dtype:
+            raise TypeError(
+                f"{label}: input {i} ({name}) must have dtype {dtype}, got {array.dtype}"
+            )
+
+    def run(*args, out_shapes: Shapes | None = None, reshaped_inputs: bool = False):
         if len(args) != len(inputs):
             raise TypeError(f"{label} takes {len(inputs)} input arrays, got {len(args)}")
+        if out_shapes is not None and len(out_shapes) != len(outputs):
+            raise TypeError(f"{label} has {len(outputs)} outputs, got {len(out_shapes)} shapes")
+        wanted: dict[int, tuple[int, ...]] = {}
+        for tid, shape in zip(outputs, out_shapes or ()):
+            if prod(shape) != prod(shapes[tid]):
+                raise ValueError(f"{label}: output shape {shape} is not a reshape of {shapes[tid]}")
+            wanted.setdefault(tid, tuple(shape))
         values = {}
         for i, (arg, (tid, name, shape, dtype)) in enumerate(zip(args, inputs)):
             array = jnp.asarray(arg)
-            if array.shape != shape:
-                raise ValueError(
-                    f"{label}: input {i} ({name}) must have shape {shape}, got {array.shape}"
-                )
-            if array.dtype != dtype:
-                raise TypeError(
-                    f"{label}: input {i} ({name}) must have dtype {dtype}, got {array.dtype}"
-                )
+            check(i, array, name, shape, dtype, reshaped_inputs)
             values[tid] = array
         for step in steps:
             if step.kind in ("input", "output"):
                 continue
             args_of_step = [values[t] for t in step.inputs]
             if step.kind == "customized":
-                results = lower_customized(step.index, args_of_step)
+                result_shapes = [wanted.get(t, shapes[t]) for t in step.outputs]
+                results = lower_customized(step.index, args_of_step, result_shapes)
             else:
+                args_of_step = [a.reshape(shapes[t]) for a, t in zip(args_of_step, step.inputs)]
                 results = [_predefined(step, args_of_step)]
             for tid, dtype, value in zip(step.outputs, step.dtypes, results):
                 values[tid] = value.astype(dtype) if value.dtype != jnp.dtype(dtype) else value
-        return tuple(values[t] for t in outputs)
+        if out_shapes is None:
+            return tuple(values[t].reshape(shapes[t]) for t in outputs)
+        return tuple(values[t].reshape(s) for t, s in zip(outputs, out_shapes))
 
     return run

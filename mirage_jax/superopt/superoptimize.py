@@ -12,7 +12,7 @@ import contextlib
 import dataclasses
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -88,6 +88,15 @@ class Superoptimized:
 
     def __call__(self, *args: Any) -> tuple[jax.Array, ...]:
         return self._fn(*args)
+
+    def call_reshaped(
+        self, args: Sequence[Any], out_shapes: Sequence[Sequence[int]]
+    ) -> tuple[jax.Array, ...]:
+        """As a call, with each input any reshape of the graph's, and each output returned
+        in `out_shapes` (reshapes of the graph's): the kernels read and write the arrays as
+        they are, where a reshape beside them can cost XLA a copy."""
+        shapes = tuple(tuple(int(d) for d in s) for s in out_shapes)
+        return self._fn(*args, out_shapes=shapes, reshaped_inputs=True)
 
     def report(self) -> str:
         """What was searched and found, how the choice was verified, and the timings."""
@@ -273,7 +282,7 @@ class _Run:
             built = _compile.build(
                 graph, self.backend, "superoptimize", self.generated.get(graph.hash())
             )
-            fn = jax.jit(built.fn)
+            fn = _compile.jit(built.fn)
             stage = "first run"
             outputs = jax.block_until_ready(fn(*inputs))
         except Exception as e:
@@ -329,7 +338,7 @@ class _Run:
         ]
         # The original is compiled outside the try: it is the fallback, so its failure
         # (a user's customized op that does not compile) is the caller's error to see.
-        xla_fn: Callable[..., Any] = jax.jit(_compile.compile(self.kg, self.backend))
+        xla_fn: Callable[..., Any] = _compile.jit(_compile.compile(self.kg, self.backend))
         want = jax.block_until_ready(xla_fn(*inputs))
 
         self.generated = {}
@@ -517,7 +526,7 @@ class _Run:
         rejected, with one warning) when it names a graph that does not load, is not proven
         equivalent to this one, or does not compile. The float checks are not run again: the
         verdict records that they passed when it was measured."""
-        xla_fn: Callable[..., Any] = jax.jit(_compile.compile(self.kg, self.backend))
+        xla_fn: Callable[..., Any] = _compile.jit(_compile.compile(self.kg, self.backend))
         medians = {str(k): float(v) for k, v in stored.get("medians", {}).items()}
         self.loaded = stored
         if stored["chosen"] == XLA:
@@ -534,7 +543,7 @@ class _Run:
                 checks = marginal["checks"]
                 fast.marginal = Superoptimized(
                     graph,
-                    jax.jit(built.fn),
+                    _compile.jit(built.fn),
                     built.source,
                     medians,
                     float(marginal["ratio"]),
@@ -556,7 +565,7 @@ class _Run:
         speedup = float(stored["ratio"])
         return Superoptimized(
             graph,
-            jax.jit(built.fn),
+            _compile.jit(built.fn),
             built.source,
             medians,
             speedup,

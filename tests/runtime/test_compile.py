@@ -17,6 +17,7 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
 
 import mirage_jax as mj
 from mirage_jax.ir.paper_graphs import PROGRAMS
+from mirage_jax.runtime import compile as runtime_compile
 from mirage_jax.runtime import toolchain
 
 
@@ -122,6 +123,28 @@ def test_compiled_function_checks_its_arguments():
         f(inputs[0][:1], *inputs[1:])
     with pytest.raises(TypeError, match=r"input 2 \(t2\) must have dtype float32"):
         f(*inputs[:2], inputs[2].astype(jnp.float16))
+
+
+@pytest.mark.parametrize("which", [0, 1], ids=["predefined-ops", "generated-kernel"])
+def test_reshaped_inputs_and_outputs_are_the_same_values(which):
+    """How a region hands a kernel its values (mirage_jax/rewrite/region.py): any reshape of
+    each input, each output in the shape asked for, predefined ops and kernels alike."""
+    graph = small("rmsnorm_linear")[which]
+    inputs = random_inputs(graph)
+    f = mj.compile(graph)
+    jitted = runtime_compile.jit(f)
+    (want,) = jitted(*inputs)
+    reshaped = [x.reshape(1, *x.shape) for x in inputs]
+    out_shape = (want.shape[0], 1, want.shape[1])
+    (got,) = jitted(*reshaped, out_shapes=(out_shape,), reshaped_inputs=True)
+    assert got.shape == out_shape
+    np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), np.asarray(want))
+    with pytest.raises(ValueError, match=r"input 0 \(t0\) must have shape \(2, 16\) or a reshape"):
+        f(inputs[0][:1], *inputs[1:], reshaped_inputs=True)
+    with pytest.raises(ValueError, match=r"output shape \(5, 5\) is not a reshape of \(2, 12\)"):
+        f(*inputs, out_shapes=((5, 5),))
+    with pytest.raises(TypeError, match="has 1 outputs, got 2 shapes"):
+        f(*inputs, out_shapes=(out_shape, out_shape))
 
 
 @pytest.mark.parametrize("call", [mj.compile, mj.generate_code])

@@ -44,11 +44,23 @@ def test_the_handler_runs_the_kernel_the_attribute_names():
     np.testing.assert_array_equal(np.asarray(call(symbol, out, *inputs)), np.asarray(expected))
 
 
+def test_a_reshape_of_each_buffer_is_the_same_call():
+    """A region hands a kernel its values as the model shaped them (row-major, the bytes of
+    the kernel's own shapes)."""
+    f, inputs, symbol, out = registered_kernel()
+    (expected,) = f(*inputs)
+    reshaped = [x.reshape(-1) for x in inputs]
+    flat_out = jax.ShapeDtypeStruct((int(np.prod(out.shape)),), out.dtype)
+    got = call(symbol, flat_out, *reshaped)
+    np.testing.assert_array_equal(np.asarray(got).reshape(out.shape), np.asarray(expected))
+
+
 def test_buffers_of_another_shape_or_dtype_are_an_error_naming_the_kernel():
     _, inputs, symbol, out = registered_kernel()
     with pytest.raises(
         Exception,
-        match=rf"{symbol}: input 0 must have shape \[2, 16\] and dtype float32, got \[1, 16\]",
+        match=rf"{symbol}: input 0 must have shape \[2, 16\] \(or a reshape of it\) and dtype "
+        r"float32, got \[1, 16\]",
     ):
         call(symbol, out, inputs[0][:1], *inputs[1:]).block_until_ready()
     with pytest.raises(

@@ -6,7 +6,6 @@
 
 namespace mj::codegen::cuda {
 
-using common::dims_list;
 using common::ffi_dtype;
 using ir::BlockGraph;
 using ir::Op;
@@ -16,17 +15,17 @@ using ir::shape_str;
 
 namespace {
 
-using common::dims_list;
 using common::ffi_dtype;
 
-void emit_shape_check(const Emit& e, const std::string& buffer_dims, const Shape& shape,
+// A buffer of the same elements in another shape is accepted, as by the CPU kernels' handler
+// (cc/python/cpu_dispatch.cc): row-major, a reshape is the same bytes.
+void emit_shape_check(const Emit& e, const std::string& buffer, const Shape& shape,
                       const std::string& what) {
-  e.w.open("");
-  e.w.line("static const std::vector<int64_t> expected = {" + dims_list(shape) + "};");
-  e.w.open("if (!(" + buffer_dims + " == xla::ffi::Span<const int64_t>(expected)))");
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  e.w.open("if (" + buffer + "element_count() != size_t(" + std::to_string(count) + "))");
   e.w.line("return xla::ffi::Error::InvalidArgument(\"" + what + " must have shape " +
-           shape_str(shape) + "\");");
-  e.w.close();
+           shape_str(shape) + " (or a reshape of it)\");");
   e.w.close();
 }
 
@@ -93,15 +92,13 @@ void emit_handler_impl(const Emit& e, const std::string& symbol) {
   std::vector<std::string> fields;
   for (int i = 0; i < bg.num_inputs(); ++i) {
     const std::string name = "in" + str(i);
-    emit_shape_check(e, name + ".dimensions()", bg.kernel_input_shape(i),
-                     symbol + ": input " + str(i));
+    emit_shape_check(e, name + ".", bg.kernel_input_shape(i), symbol + ": input " + str(i));
     fields.push_back("static_cast<const " + std::string(element_type(bg.kernel_input_dtype(i))) +
                      "*>(" + name + ".untyped_data())");
   }
   for (int i = 0; i < bg.num_outputs(); ++i) {
     const std::string name = "out" + str(i);
-    emit_shape_check(e, name + "->dimensions()", bg.kernel_output_shape(i),
-                     symbol + ": output " + str(i));
+    emit_shape_check(e, name + "->", bg.kernel_output_shape(i), symbol + ": output " + str(i));
     fields.push_back("static_cast<" + std::string(element_type(bg.kernel_output_dtype(i))) + "*>(" +
                      name + "->untyped_data())");
   }

@@ -60,7 +60,8 @@ def _key(variants: dict[str, Callable[..., Any]], closed: Any, avals: list[Any])
     return verdict_cache.program_key("\n".join(texts), _text(closed), signature)
 
 
-def _inputs(avals: list[jax.ShapeDtypeStruct]) -> list[jax.Array]:
+def random_inputs(avals: list[jax.ShapeDtypeStruct]) -> list[jax.Array]:
+    """Standard-normal floats, zeros of every other dtype, on the default device."""
     rng = np.random.default_rng(0)
     inputs: list[jax.Array] = []
     for a in avals:
@@ -126,7 +127,7 @@ def _measure(
 ) -> tuple[str | None, str]:
     functions = {XLA: plain, **variants}
     try:
-        inputs = _inputs(avals)
+        inputs = random_inputs(avals)
         times, rounds = _profile.median_times(functions, inputs)
 
         def more(*names: str) -> Callable[[float], Any]:

@@ -80,17 +80,17 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
     return "\n".join(lines)
 
 
-def marginal_text(
+def runner_up_text(
     decision: str, graph: KernelGraph, verification: VerifyResult, checks: str
 ) -> str:
-    """What a marginal candidate (superoptimize.Superoptimized.marginal) showed alone, how it
-    was checked, and its graph: the whole program may run it."""
+    """What the runner-up (superoptimize.Superoptimized.runner_up) showed alone, how it was
+    checked, and its graph."""
     return "\n".join(
         [
-            f"a marginal win in its region's own timing ({decision})",
+            f"its region's own timing: {decision}",
             f"verification: {describe_verification(verification)}",
             checks,
-            f"marginal graph:\n{graph}",
+            f"runner-up graph:\n{graph}",
         ]
     )
 

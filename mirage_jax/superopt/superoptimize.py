@@ -61,10 +61,13 @@ class Superoptimized:
     costs: the cost model's estimate in seconds of each timed candidate, by hash, when this
     call searched and timed ({} when it followed a stored verdict); with `timings` it says
     how well the model ranked them (benchmarks/ranking.py).
-    marginal: when XLA was kept, the fastest checked candidate that still measured faster
-    than XLA, only not by a clear MIN_SPEEDUP (runtime/decision.py): a whole program may try
-    it (mirage_jax/rewrite/whole_program.py), since a region's gain timed alone is not its
-    gain inside the program. None otherwise.
+    runner_up: when XLA was kept, the fastest candidate, verified and float-checked as a
+    chosen one is, its `speedup` its time ratio over XLA's. None otherwise.
+    marginal: the runner-up when it still measured faster than XLA, only not by a clear
+    MIN_SPEEDUP (runtime/decision.py): a whole program may try it (mirage_jax/rewrite/
+    whole_program.py), since a region's gain timed alone is not its gain inside the program.
+    A runner-up that lost may still beat a region as its model lays it out, when that
+    differs from the graph's layout (mirage_jax/rewrite/boundary.py).
     """
 
     def __init__(
@@ -84,7 +87,7 @@ class Superoptimized:
         self.speedup = speedup
         self._fn = fn
         self._report = report_text
-        self.marginal: Superoptimized | None = None
+        self.runner_up: Superoptimized | None = None
 
     def __call__(self, *args: Any) -> tuple[jax.Array, ...]:
         return self._fn(*args)
@@ -97,6 +100,11 @@ class Superoptimized:
         they are, where a reshape beside them can cost XLA a copy."""
         shapes = tuple(tuple(int(d) for d in s) for s in out_shapes)
         return self._fn(*args, out_shapes=shapes, reshaped_inputs=True)
+
+    @property
+    def marginal(self) -> Superoptimized | None:
+        r = self.runner_up
+        return r if r is not None and r.speedup > 1.0 else None
 
     def report(self) -> str:
         """What was searched and found, how the choice was verified, and the timings."""
@@ -230,8 +238,8 @@ class _Run:
         self.float_check: _float_check.FloatCheck | None = None  # of the chosen candidate
         self.adversarial = ""  # how many adversarial patterns ran, and their time
         self.decision: _decision.Decision | None = None  # of the fastest checked candidate
-        # The checked candidate that won by less than a clear margin, when XLA is kept.
-        self.marginal: (
+        # The fastest checked candidate, when XLA is kept (a marginal win, or a loss).
+        self.runner_up: (
             tuple[_Runnable, _decision.Decision, VerifyResult, _float_check.FloatCheck] | None
         ) = None
         self.loaded: dict | None = None  # the stored verdict this run followed, if any
@@ -371,8 +379,9 @@ class _Run:
         if self.backend == "cuda":
             tf32 = toolchain.tf32_allowed()
         adversarial: _float_check.AdversarialSuite | None = None
-        for name in sorted(runnable, key=self.timings.__getitem__):
-            if self.timings[name] >= self.timings[XLA] and not forced:
+        for rank, name in enumerate(sorted(runnable, key=self.timings.__getitem__)):
+            slower = self.timings[name] >= self.timings[XLA] and not forced
+            if slower and rank > 0:
                 break
             graph, candidate_fn, outputs = (
                 runnable[name].graph,
@@ -399,14 +408,17 @@ class _Run:
                     (name, f"adversarial float check '{pattern}' failed: {stressed.detail}")
                 )
                 continue
+            if slower:  # checked all the same: the region as the model writes it may be slower
+                decision = self._decide(name, candidate_fn, xla_fn, inputs)
+                self.runner_up = (runnable[name], decision, verdict, check)
+                break
             if not forced:
                 self.decision = self._decide(name, candidate_fn, xla_fn, inputs)
                 if not self.decision.kept:
                     self.dropped.append(
                         (name, f"not a clear win over XLA ({self.decision.describe()})")
                     )
-                    if self.decision.ratio > 1.0:
-                        self.marginal = (runnable[name], self.decision, verdict, check)
+                    self.runner_up = (runnable[name], self.decision, verdict, check)
                     break
             chosen, fn, source = graph, candidate_fn, runnable[name].source
             self.verification, self.float_check = verdict, check
@@ -434,19 +446,19 @@ class _Run:
             report.text(self, chosen, speedup),
             {name: cost for name, cost in self.costs.items() if name in runnable},
         )
-        if chosen is self.kg and self.marginal is not None:
-            r, d, verdict, check = self.marginal
+        if chosen is self.kg and self.runner_up is not None:
+            r, d, verdict, check = self.runner_up
             checks = (
                 f"float check at full size vs XLA's output of the original on random data: "
                 f"{check}; adversarial float checks: passed ({self.adversarial})"
             )
-            fast.marginal = Superoptimized(
+            fast.runner_up = Superoptimized(
                 r.graph,
                 r.fn,
                 r.source,
                 dict(self.timings),
                 d.ratio,
-                report.marginal_text(d.describe(), r.graph, verdict, checks),
+                report.runner_up_text(d.describe(), r.graph, verdict, checks),
             )
         return fast
 
@@ -506,9 +518,9 @@ class _Run:
         if d is not None:
             doc.update(low=d.low, high=d.high, confidence=_decision.CONFIDENCE)
             doc["decision"] = d.describe()
-        if not picked and self.marginal is not None:
-            r, md, verification, float_check = self.marginal
-            doc["marginal"] = {
+        if not picked and self.runner_up is not None:
+            r, md, verification, float_check = self.runner_up
+            doc["runner_up"] = {
                 "chosen": r.graph.hash(),
                 "graph_json": r.graph.to_json(),
                 "ratio": md.ratio,
@@ -534,21 +546,22 @@ class _Run:
             fast = Superoptimized(
                 self.kg, xla_fn, "", medians, 1.0, report.loaded_text(self, self.kg, 1.0)
             )
-            marginal = stored.get("marginal")
-            if marginal:
-                loaded = self._load_chosen(key, marginal, "its marginal candidate")
+            # "marginal": a verdict stored before losing runners-up were kept too
+            runner_up = stored.get("runner_up", stored.get("marginal"))
+            if runner_up:
+                loaded = self._load_chosen(key, runner_up, "its runner-up")
                 if loaded is None:
                     return None
                 graph, built, verdict = loaded
-                checks = marginal["checks"]
-                fast.marginal = Superoptimized(
+                checks = runner_up["checks"]
+                fast.runner_up = Superoptimized(
                     graph,
                     _compile.jit(built.fn),
                     built.source,
                     medians,
-                    float(marginal["ratio"]),
-                    report.marginal_text(
-                        f"when measured: {marginal.get('decision', '?')}",
+                    float(runner_up["ratio"]),
+                    report.runner_up_text(
+                        f"when measured: {runner_up.get('decision', '?')}",
                         graph,
                         verdict,
                         f"float checks: not run again; they passed when the verdict was "

@@ -64,7 +64,7 @@ def test_quickstart_optimizes_checks_and_times(tmp_path):
         assert "no candidate beat XLA" in out or "not clearly faster with it" in out, out
     else:
         assert "kernel graph" in out, out
-    if "chosen: candidate" in out or "marginal graph:" in out:
+    if "chosen: candidate" in out or "runner-up graph:" in out:
         assert "customized(" in out and "block graph grid=" in out
         assert re.search(
             r"verification: equivalent to the original by finite-field "

@@ -75,7 +75,7 @@ def test_a_marginal_kernel_runs_when_the_whole_program_clearly_wins(monkeypatch,
     # explain shows the kernel that runs and how it was checked, as for a chosen one
     text = f.explain(x, g, w)
     assert decorator.WITH_MARGINAL in text
-    assert "marginal graph:\n  kernel graph" in text and "customized(" in text
+    assert "runner-up graph:\n  kernel graph" in text and "customized(" in text
     assert "verification: equivalent to the original by finite-field fingerprints" in text
     assert "adversarial float checks: passed" in text
 
@@ -92,7 +92,7 @@ def test_a_marginal_kernel_runs_when_the_whole_program_clearly_wins(monkeypatch,
     assert again.regions(x, g, w)[0].chosen == "kernel"
     assert again.uses_kernels(x, g, w)
     text = again.explain(x, g, w)
-    assert "marginal graph:\n  kernel graph" in text
+    assert "runner-up graph:\n  kernel graph" in text
     assert "float checks: not run again; they passed when the verdict was measured" in text
 
 
@@ -101,23 +101,23 @@ def test_a_stored_marginal_candidate_that_is_not_equivalent_is_never_run(monkeyp
     f = _optimized(verdicts_on)
     x, g, w = inputs()
     f(x, g, w)
-    # The region's verdict now names X @ W, without the norm, as its marginal candidate.
+    # The region's verdict now names X @ W, without the norm, as its runner-up.
     (path,) = [
         p
         for p in (verdicts_on / verdict_cache.DIRECTORY).glob("*/verdict.json")
-        if "marginal" in json.loads(p.read_text())
+        if "runner_up" in json.loads(p.read_text())
     ]
     doc = json.loads(path.read_text())
-    graph = KernelGraph.from_json(doc["marginal"]["graph_json"])
+    graph = KernelGraph.from_json(doc["runner_up"]["graph_json"])
     wrong = KernelGraph()
     xi, _, wi = (wrong.new_input(t.shape, t.dtype) for t in graph.inputs)
     wrong.mark_output(wrong.matmul(xi, wi))
-    doc["marginal"].update(chosen=wrong.hash(), graph_json=wrong.to_json())
+    doc["runner_up"].update(chosen=wrong.hash(), graph_json=wrong.to_json())
     path.write_text(json.dumps(doc))
     meta = path.parent / "meta.json"
     meta.write_text(json.dumps({**json.loads(meta.read_text()), "sha256": store.sha256_of(path)}))
     _optimize_region.forget()
-    with pytest.warns(RuntimeWarning, match="the verifier rejects its marginal candidate"):
+    with pytest.warns(RuntimeWarning, match="the verifier rejects its runner-up"):
         again = _optimized(verdicts_on)
         got = again(x, g, w)
     assert normwise(got, rmsnorm_linear(x, g, w)) < 1e-5  # measured again, right

@@ -325,7 +325,9 @@ def test_a_wrong_kernel_fails_the_float_check_and_the_next_best_is_used(ranked, 
             return built
         fn = built.fn
         # 0.1% off: a codegen bug
-        return dataclasses.replace(built, fn=lambda *args: tuple(y * 1.001 for y in fn(*args)))
+        return dataclasses.replace(
+            built, fn=lambda *args, **kw: tuple(y * 1.001 for y in fn(*args, **kw))
+        )
 
     monkeypatch.setattr(_compile, "build", build_with_a_bug)
     fixed_times(monkeypatch, {"xla": 3e-3, wrong: 1e-3, right: 2e-3})
@@ -345,6 +347,36 @@ def test_candidates_slower_than_xla_are_not_chosen(ranked, monkeypatch):
         warnings.simplefilter("error")
         f = superoptimize()
     assert f.graph.hash() == reference().hash() and f.speedup == 1.0
+    # the fastest is checked all the same: the runner-up a caller may time another way
+    assert f.runner_up is not None and f.marginal is None
+    assert f.runner_up.graph.hash() == ranked[0].hash()
+    assert f.runner_up.speedup == pytest.approx(0.5)
+    assert "verification: equivalent to the original" in f.runner_up.report()
+    inputs = random_inputs(reference())
+    assert normwise_error(f.runner_up(*inputs)[0], xla_outputs(inputs)[0]) < 1e-5
+
+
+def test_a_wrong_runner_up_is_dropped_with_one_warning(ranked, monkeypatch):
+    wrong = ranked[0].hash()
+    real_build = _compile.build
+
+    def build_with_a_bug(kg, backend="cpu", what="compile", generated=None):
+        built = real_build(kg, backend, what, generated)
+        if kg.hash() != wrong:
+            return built
+        fn = built.fn
+        return dataclasses.replace(
+            built, fn=lambda *args, **kw: tuple(y * 1.001 for y in fn(*args, **kw))
+        )
+
+    monkeypatch.setattr(_compile, "build", build_with_a_bug)
+    fixed_times(monkeypatch, {"xla": 1e-3, wrong: 2e-3, ranked[1].hash(): 3e-3})
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        f = superoptimize()
+    (message,) = mirage_warnings(record)
+    assert f"candidate {wrong} dropped: float check failed" in message
+    assert f.graph.hash() == reference().hash() and f.runner_up is None
 
 
 def test_a_failing_search_falls_back_to_xla_with_one_warning(monkeypatch, tmp_path):

@@ -10,9 +10,8 @@ the region as plain JAX, with the whole-program check's statistics and verdict c
 
 The other way round, XLA may run the graph's layout faster than the model's own: GPT-2's
 tied logits `h @ wte.T` ran 2.36 ms as written and 1.31 ms as the graph lays it out
-(`wte @ h.T`), where the best kernel took 1.41. A region whose graph XLA won is then timed
-as written, briefly (`slower_as_written`), and when that is slower than the runner-up
-kernel, checked as above.
+(`wte @ h.T`), where the best kernel took 1.41. So a region whose graph XLA won has its
+runner-up kernel checked as above too (mirage_jax/rewrite/region.py).
 """
 
 from __future__ import annotations
@@ -25,9 +24,6 @@ import jax
 
 from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite import whole_program
-from mirage_jax.runtime import cold_inputs
-from mirage_jax.runtime import decision as _decision
-from mirage_jax.runtime import profile as _profile
 
 LABEL = "region with its layout copies"
 
@@ -54,32 +50,3 @@ def check(
         on_loss="the region runs as plain JAX",
     )
     return chosen is not None, note
-
-
-# How long the region as written is timed to tell whether a runner-up could win.
-AS_WRITTEN_BUDGET_S = 0.2
-
-
-def slower_as_written(region: Region, kernel_s: float, cold_caches: bool) -> tuple[bool, str]:
-    """(whether the region as its model writes it, jax.jit of its jaxpr, takes clearly longer
-    than `kernel_s`, the note). Timed on random inputs, evicted from the caches between
-    calls when `cold_caches`, as superoptimize timed the kernel."""
-    avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in region.inputs]
-    try:
-        with jax.ensure_compile_time_eval():
-            inputs = whole_program.random_inputs(avals)
-            sets = cold_inputs.rotation(inputs) if cold_caches else None
-            times, _ = _profile.median_times(
-                {"as written": jax.jit(region.evaluate)},
-                inputs,
-                budget_s=AS_WRITTEN_BUDGET_S,
-                arg_sets=sets,
-            )
-    except Exception as e:
-        return False, f"the region as written: not timed ({type(e).__name__}: {e})"
-    written = times["as written"]
-    slower = written > kernel_s * _decision.MIN_SPEEDUP
-    return slower, (
-        f"the region as written: {written * 1e3:.3f} ms with jax.jit, its runner-up kernel "
-        f"{kernel_s * 1e3:.3f} ms alone"
-    )

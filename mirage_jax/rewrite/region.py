@@ -247,6 +247,12 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     return run, pending.report("kernel", reason, text, fast)
 
 
+# A runner-up slower than this fraction of XLA's speed on the graph's layout is not checked
+# against the region as written: the model's layout would have to cost XLA that much more
+# than the graph's (GPT-2's tied logits cost it 1.8x; its runner-up ran at 0.93).
+RUNNER_UP_MIN_RATIO = 0.5
+
+
 def _runner_up_as_written(pending: Pending, up: Superoptimized, report: RegionReport) -> Outcome:
     """XLA won the region as the graph lays it out, which is not how its model writes it
     (there are layout copies): the runner-up kernel, copies included, may still beat the
@@ -254,13 +260,11 @@ def _runner_up_as_written(pending: Pending, up: Superoptimized, report: RegionRe
     rg, settings = pending.rg, pending.settings
     copies = "\n".join("  " + c for c in rg.layout_ops())
     text = f"{report.report}\nlayout copies at the region's boundary:\n{copies}"
-    kernel_s = up.timings.get(up.graph.hash())
-    if kernel_s is None:  # a verdict stored without the runner-up's time
-        return None, report
-    slower, note = boundary.slower_as_written(pending.region, kernel_s, settings.cold_caches)
-    text += f"\n{note}"
-    if not slower:
-        report.report = text + ": no faster than the kernel, so not timed against it"
+    if up.speedup < RUNNER_UP_MIN_RATIO:
+        report.report = (
+            f"{text}\nits runner-up ran {up.speedup:.2f}x XLA's speed on the graph's layout: "
+            f"not checked against the region as written"
+        )
         return None, report
     run = _runner(rg, up)
     wins, note = boundary.check(run, pending.region, settings.cache_dir)

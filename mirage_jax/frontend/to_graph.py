@@ -101,6 +101,14 @@ class RegionGraph:
         (transposes and materialized broadcasts; reshapes are free)."""
         return sum(g.copies for g in self.inputs) + sum(o.copies for o in self.outputs)
 
+    @property
+    def as_written(self) -> bool:
+        """Whether XLA runs the graph as the model's own program: laid out by the "fold"
+        policy (an activation's leading dims folded into rows, a matmul's operands in the
+        model's order) with no copies at the boundary. A swapped layout (tied logits
+        `h @ wte.T` as `wte @ h.T`) is a different program to XLA even without copies."""
+        return self.policy == "fold" and self.copies == 0
+
     def layout_ops(self) -> list[str]:
         """Each copy at the boundary, described (what `explain` reports)."""
         out = []

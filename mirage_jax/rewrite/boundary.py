@@ -10,7 +10,8 @@ the region as plain JAX, with the whole-program check's statistics and verdict c
 
 The other way round, XLA may run the graph's layout faster than the model's own: GPT-2's
 tied logits `h @ wte.T` ran 2.36 ms as written and 1.31 ms as the graph lays it out
-(`wte @ h.T`), where the best kernel took 1.41. So a region whose graph XLA won has its
+(`wte @ h.T`), where the best kernel took 1.41. So a region laid out unlike its model
+(copies, or a swapped layout: `RegionGraph.as_written`) whose graph XLA won has its
 runner-up kernel checked as above too (mirage_jax/rewrite/region.py).
 """
 
@@ -26,27 +27,30 @@ from mirage_jax.frontend.region import Region
 from mirage_jax.rewrite import whole_program
 
 LABEL = "region with its layout copies"
+AS_WRITTEN = "runner-up against the region as written"
 
 
 def check(
     run: Callable[..., list[Any]],
     region: Region,
     cache_dir: str | os.PathLike[str] | None,
+    label: str = LABEL,
 ) -> tuple[bool, str]:
-    """(whether the kernel `run`, copies included, beats the region as plain JAX, the note)."""
+    """(whether the kernel `run`, copies included, beats the region as plain JAX, the note
+    that begins with `label`)."""
     avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in region.inputs]
     try:
         with jax.ensure_compile_time_eval():
             closed = jax.make_jaxpr(region.evaluate)(*avals)
     except Exception as e:  # the whole-program check still follows
-        return True, f"{LABEL}: not timed ({type(e).__name__}: {e})"
+        return True, f"{label}: not timed ({type(e).__name__}: {e})"
     chosen, note = whole_program.choose(
         {whole_program.REWRITTEN: run},
         region.evaluate,
         avals,
         closed,
         cache_dir,
-        label=LABEL,
+        label=label,
         on_loss="the region runs as plain JAX",
     )
     return chosen is not None, note

@@ -221,7 +221,7 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
             )
             report.report += f"\nmarginal candidate {fast.marginal.graph.hash()}: "
             report.report += fast.marginal.report()
-        elif fast.runner_up is not None and rg.layout_ops() and not keep_kernels():
+        elif fast.runner_up is not None and not rg.as_written and not keep_kernels():
             return _runner_up_as_written(pending, fast.runner_up, report)
         return None, report
     run = _runner(rg, fast)
@@ -255,11 +255,13 @@ RUNNER_UP_MIN_RATIO = 0.5
 
 def _runner_up_as_written(pending: Pending, up: Superoptimized, report: RegionReport) -> Outcome:
     """XLA won the region as the graph lays it out, which is not how its model writes it
-    (there are layout copies): the runner-up kernel, copies included, may still beat the
-    region as written (mirage_jax/rewrite/boundary.py)."""
+    (layout copies, or a swapped layout): the runner-up kernel, copies included, may still
+    beat the region as written (mirage_jax/rewrite/boundary.py)."""
     rg, settings = pending.rg, pending.settings
-    copies = "\n".join("  " + c for c in rg.layout_ops())
-    text = f"{report.report}\nlayout copies at the region's boundary:\n{copies}"
+    text = f"{report.report}\nlaid out by the {rg.policy!r} policy"
+    if rg.layout_ops():
+        copies = "\n".join("  " + c for c in rg.layout_ops())
+        text += f", with layout copies at the region's boundary:\n{copies}"
     if up.speedup < RUNNER_UP_MIN_RATIO:
         report.report = (
             f"{text}\nits runner-up ran {up.speedup:.2f}x XLA's speed on the graph's layout: "
@@ -267,14 +269,14 @@ def _runner_up_as_written(pending: Pending, up: Superoptimized, report: RegionRe
         )
         return None, report
     run = _runner(rg, up)
-    wins, note = boundary.check(run, pending.region, settings.cache_dir)
+    wins, note = boundary.check(run, pending.region, settings.cache_dir, boundary.AS_WRITTEN)
     text += f"\nrunner-up candidate {up.graph.hash()}: {up.report()}\n{note}"
     if not wins:
         report.report = text
         return None, report
     reason = (
         f"its runner-up lost to the graph's own layout under XLA ({up.speedup:.2f}x) "
-        f"but beats the region as written, layout copies included"
+        f"but beats the region as written (layout copies included)"
     )
     return run, pending.report("kernel", reason, text, up)
 

@@ -16,6 +16,7 @@ import pytest
 from optimize_test_support import normwise
 
 import mirage_jax as mj
+from mirage_jax.frontend import partition, region_to_graph
 from mirage_jax.rewrite import boundary, whole_program
 from mirage_jax.rewrite import region as _optimize_region
 from mirage_jax.runtime import profile as _profile
@@ -29,12 +30,20 @@ def tied_logits(x, g, b, wte):
     return h @ wte.T
 
 
-def inputs(scale=1.0):
+def inputs(scale=1.0, batch=4):
     rng = np.random.default_rng(0)
-    shapes = [(4, 1, 64), (64,), (64,), (512, 64)]
+    shapes = [(batch, 1, 64), (64,), (64,), (512, 64)]
     x, g, b, wte = (rng.standard_normal(s).astype(np.float32) for s in shapes)
-    x[1] = 0.0  # a padded row: zero variance
+    x[-1] = 0.0  # a padded row: zero variance
     return [jnp.asarray(v) for v in (scale * x, g, b, wte)]
+
+
+@pytest.mark.parametrize("batch, copies", [(4, 256 + 2048), (1, 0)])
+def test_tied_logits_are_laid_out_unlike_the_code(batch, copies):
+    (region,) = partition(jax.make_jaxpr(tied_logits)(*inputs(batch=batch))).regions
+    rg = region_to_graph(region)
+    assert rg.policy == "fold-swapped" and rg.copies == copies
+    assert not rg.as_written
 
 
 def fixed_times(graph_xla_s, as_written_s):
@@ -58,19 +67,21 @@ def optimize(tmp_path):
     _optimize_region.forget()
 
 
-def test_a_runner_up_faster_than_the_code_as_written_runs(optimize, monkeypatch):
+@pytest.mark.parametrize("batch", [4, 1])
+def test_a_runner_up_faster_than_the_code_as_written_runs(optimize, monkeypatch, batch):
     monkeypatch.setattr(_profile, "median_times", fixed_times(0.8, as_written_s=2.0))
     f = optimize()
-    args = inputs()
+    args = inputs(batch=batch)
     f(*args)
     (report,) = f.regions(*args)
     assert report.chosen == "kernel", report
     assert "its runner-up lost to the graph's own layout under XLA (0.80x)" in report.reason
+    assert "laid out by the 'fold-swapped' policy" in report.report
     assert "runner-up graph:" in report.report and "customized(" in report.report
-    assert "region with its layout copies: " in report.report and "a clear win" in report.report
+    assert f"{boundary.AS_WRITTEN}: " in report.report and "a clear win" in report.report
     assert f.uses_kernels(*args)
     for scale in (1.0, 1e4):  # huge activations: the norm's sums in float32
-        args = inputs(scale)
+        args = inputs(scale, batch)
         got, want = f(*args), jax.jit(tied_logits)(*args)
         assert np.all(np.isfinite(np.asarray(got)))
         assert normwise(got, want) < _float_check.tolerance([jnp.float32])

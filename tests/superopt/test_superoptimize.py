@@ -315,21 +315,25 @@ def test_each_candidate_is_generated_once_and_the_chosen_keeps_its_source(ranked
     assert f.source and all(symbol in f.source for symbol in generated[:1])
 
 
-def test_a_wrong_kernel_fails_the_float_check_and_the_next_best_is_used(ranked, monkeypatch):
-    wrong, right = ranked[0].hash(), ranked[1].hash()
+def build_with_a_bug(monkeypatch, wrong: str) -> None:
+    """The candidate `wrong` compiles to outputs 0.1% off: a codegen bug."""
     real_build = _compile.build
 
-    def build_with_a_bug(kg, backend="cpu", what="compile", generated=None):
+    def build(kg, backend="cpu", what="compile", generated=None):
         built = real_build(kg, backend, what, generated)
         if kg.hash() != wrong:
             return built
         fn = built.fn
-        # 0.1% off: a codegen bug
         return dataclasses.replace(
             built, fn=lambda *args, **kw: tuple(y * 1.001 for y in fn(*args, **kw))
         )
 
-    monkeypatch.setattr(_compile, "build", build_with_a_bug)
+    monkeypatch.setattr(_compile, "build", build)
+
+
+def test_a_wrong_kernel_fails_the_float_check_and_the_next_best_is_used(ranked, monkeypatch):
+    wrong, right = ranked[0].hash(), ranked[1].hash()
+    build_with_a_bug(monkeypatch, wrong)
     fixed_times(monkeypatch, {"xla": 3e-3, wrong: 1e-3, right: 2e-3})
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
@@ -358,18 +362,7 @@ def test_candidates_slower_than_xla_are_not_chosen(ranked, monkeypatch):
 
 def test_a_wrong_runner_up_is_dropped_with_one_warning(ranked, monkeypatch):
     wrong = ranked[0].hash()
-    real_build = _compile.build
-
-    def build_with_a_bug(kg, backend="cpu", what="compile", generated=None):
-        built = real_build(kg, backend, what, generated)
-        if kg.hash() != wrong:
-            return built
-        fn = built.fn
-        return dataclasses.replace(
-            built, fn=lambda *args, **kw: tuple(y * 1.001 for y in fn(*args, **kw))
-        )
-
-    monkeypatch.setattr(_compile, "build", build_with_a_bug)
+    build_with_a_bug(monkeypatch, wrong)
     fixed_times(monkeypatch, {"xla": 1e-3, wrong: 2e-3, ranked[1].hash(): 3e-3})
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")

@@ -259,9 +259,10 @@ def _runner_up_as_written(pending: Pending, up: Superoptimized, report: RegionRe
     beat the region as written (mirage_jax/rewrite/boundary.py)."""
     rg, settings = pending.rg, pending.settings
     text = f"{report.report}\nlaid out by the {rg.policy!r} policy"
-    if rg.layout_ops():
-        copies = "\n".join("  " + c for c in rg.layout_ops())
-        text += f", with layout copies at the region's boundary:\n{copies}"
+    copies = rg.layout_ops()
+    if copies:
+        text += ", with layout copies at the region's boundary:\n"
+        text += "\n".join("  " + c for c in copies)
     if up.speedup < RUNNER_UP_MIN_RATIO:
         report.report = (
             f"{text}\nits runner-up ran {up.speedup:.2f}x XLA's speed on the graph's layout: "

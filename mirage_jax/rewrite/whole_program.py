@@ -60,8 +60,7 @@ def _key(variants: dict[str, Callable[..., Any]], closed: Any, avals: list[Any])
     return verdict_cache.program_key("\n".join(texts), _text(closed), signature)
 
 
-def random_inputs(avals: list[jax.ShapeDtypeStruct]) -> list[jax.Array]:
-    """Standard-normal floats, zeros of every other dtype, on the default device."""
+def _inputs(avals: list[jax.ShapeDtypeStruct]) -> list[jax.Array]:
     rng = np.random.default_rng(0)
     inputs: list[jax.Array] = []
     for a in avals:
@@ -127,7 +126,7 @@ def _measure(
 ) -> tuple[str | None, str]:
     functions = {XLA: plain, **variants}
     try:
-        inputs = random_inputs(avals)
+        inputs = _inputs(avals)
         times, rounds = _profile.median_times(functions, inputs)
 
         def more(*names: str) -> Callable[[float], Any]:

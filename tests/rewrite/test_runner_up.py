@@ -38,6 +38,16 @@ def inputs(scale=1.0, batch=4):
     return [jnp.asarray(v) for v in (scale * x, g, b, wte)]
 
 
+def test_a_dense_layer_is_laid_out_as_written():
+    def dense(x, w):
+        return jax.nn.gelu(x @ w)
+
+    x, w = jnp.ones((4, 1, 64)), jnp.ones((64, 32))
+    (region,) = partition(jax.make_jaxpr(dense)(x, w)).regions
+    rg = region_to_graph(region)
+    assert rg.policy == "fold" and rg.copies == 0 and rg.as_written
+
+
 @pytest.mark.parametrize("batch, copies", [(4, 256 + 2048), (1, 0)])
 def test_tied_logits_are_laid_out_unlike_the_code(batch, copies):
     (region,) = partition(jax.make_jaxpr(tied_logits)(*inputs(batch=batch))).regions

@@ -1,11 +1,13 @@
 #include "cc/ir/cones.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <string>
 
 #include "cc/ir/append_op.h"
 #include "cc/ir/error.h"
+#include "cc/ir/hash.h"
 
 namespace mj::ir {
 namespace {
@@ -119,6 +121,7 @@ KernelGraph join_cones(const KernelGraph& g, const std::vector<OutputCone>& cone
   for (int t : g.input_ids())
     input_at.push_back(out.new_input(g.tensor(t).shape, g.tensor(t).dtype));
   std::vector<int> output_at(g.output_ids().size(), -1);
+  std::map<std::string, std::vector<int>> made;  // a kernel and its inputs -> its outputs
   for (size_t i = 0; i < cones.size(); ++i) {
     const OutputCone& cone = cones[i];
     const KernelGraph& c = candidates[i];
@@ -139,7 +142,23 @@ KernelGraph join_cones(const KernelGraph& g, const std::vector<OutputCone>& cone
       id[c.input_ids()[j]] = input_at.at(cone.inputs[j]);
     }
     for (const Op& op : c.ops()) {
-      if (op.kind != OpKind::kInput && op.kind != OpKind::kOutput) copy_kernel_op(c, op, out, id);
+      if (op.kind == OpKind::kInput || op.kind == OpKind::kOutput) continue;
+      if (op.kind != OpKind::kCustomized) {
+        copy_kernel_op(c, op, out, id);
+        continue;
+      }
+      // Each cone recomputes what the cones share (a decode step's q, k and v cones each
+      // norm the same x): a kernel another cone's candidate already runs on the same values
+      // is run once, its outputs read by both.
+      std::string key = block_graph_hash(*op.block_graph);
+      for (int t : op.inputs) key += " " + std::to_string(id.at(t));
+      const auto [at, fresh] = made.try_emplace(key);
+      if (fresh) {
+        copy_kernel_op(c, op, out, id);
+        for (int t : op.outputs) at->second.push_back(id.at(t));
+      } else {
+        for (size_t k = 0; k < op.outputs.size(); ++k) id.at(op.outputs[k]) = at->second.at(k);
+      }
     }
     for (size_t j = 0; j < cone.outputs.size(); ++j) {
       const int original = g.output_ids().at(cone.outputs[j]);

@@ -73,6 +73,45 @@ TEST(Cones, JoiningTheConesGivesTheOriginalsOutputsInOrder) {
   EXPECT_EQ(joined.output_ids()[3], joined.input_ids()[0]);
 }
 
+// A cone's candidate with its norm in a kernel of its own: rows of x normed in 2 blocks, then
+// the cone's matmul.
+KernelGraph normed_then(const Shape& w_shape, DType w_dtype) {
+  KernelGraph c;
+  const int x = c.new_input({4, 8}, DType::kF32);
+  const int w = c.new_input(w_shape, w_dtype);
+  auto norm = std::make_shared<BlockGraph>(Dim3{2, 1, 1}, 1);
+  norm->new_output(norm->rms_norm(norm->new_input({4, 8}, DType::kF32, {0, -1, -1}, -1), 1e-6),
+                   {0, -1, -1}, DType::kF32);
+  const int n = c.customized({x}, norm).at(0);
+  c.mark_output(c.matmul(n, w));
+  return c;
+}
+
+TEST(Cones, AKernelTwoConesRunOnTheSameValuesRunsOnce) {
+  KernelGraph g;  // q = rms_norm(x) @ wq, k = rms_norm(x) @ wk
+  const int x = g.new_input({4, 8}, DType::kF32);
+  const int wq = g.new_input({8, 16}, DType::kF32);
+  const int wk = g.new_input({8, 4}, DType::kF32);
+  const int n = g.rms_norm(x, 1e-6);
+  g.mark_output(g.matmul(n, wq));
+  g.mark_output(g.matmul(n, wk));
+  const std::vector<OutputCone> cones = output_cones(g);
+  ASSERT_EQ(cones.size(), 2u);
+  const KernelGraph joined =
+      join_cones(g, cones, {normed_then({8, 16}, DType::kF32), normed_then({8, 4}, DType::kF32)});
+  int kernels = 0, matmuls = 0;
+  for (const Op& op : joined.ops()) {
+    kernels += op.kind == OpKind::kCustomized;
+    matmuls += op.kind == OpKind::kMatmul;
+  }
+  EXPECT_EQ(kernels, 1) << to_string(joined);
+  EXPECT_EQ(matmuls, 2) << to_string(joined);
+  const auto operand = [&](size_t k) {
+    return joined.ops()[joined.tensor(joined.output_ids()[k]).producer].inputs.at(0);
+  };
+  EXPECT_EQ(operand(0), operand(1));
+}
+
 TEST(Cones, OneGroupIsNoSplit) {
   KernelGraph g;
   const int x = g.new_input({4, 8}, DType::kF32);

@@ -50,6 +50,8 @@ struct BlockSearch {
 
   void expand(const BlockState& s);
   void try_close(const BlockState& s);
+  void close_with(const BlockState& s, const std::vector<int>& outs);
+  bool is_target_output(ExprId e);
   void store_outputs(const BlockState& s, const std::vector<int>& outs,
                      const std::vector<std::vector<Dim3>>& omaps, size_t i,
                      std::vector<Dim3>& chosen);
@@ -109,15 +111,42 @@ void BlockSearch::expand(const BlockState& s) {
 
 void BlockSearch::try_close(const BlockState& s) {
   const BlockGraph& g = *s.graph;
-  std::vector<int> outs;
+  std::vector<int> outs, used_outputs;
   for (int t = 0; t < int(g.tensors().size()); ++t) {
     const bool is_input = t < int(inputs.size());
-    if (s.facts[t].consumers > 0) continue;
+    const bool stored = !(g.tensor(t).phase == Phase::kBody && layout.forloop_range > 1);
+    if (s.facts[t].consumers > 0) {
+      if (!is_input && stored && is_target_output(s.facts[t].expr)) used_outputs.push_back(t);
+      continue;
+    }
     if (is_input) return;  // an unused input: the graph without it is enumerated too
-    if (g.tensor(t).phase == Phase::kBody && layout.forloop_range > 1) return;
+    if (!stored) return;
     outs.push_back(t);
   }
-  if (outs.empty() || int(outs.size()) > output_cap) return;
+  if (outs.empty()) return;
+  close_with(s, outs);
+  // A target output that the block graph also computes on from: a decode step's q
+  // projection and its RoPE product cos * q. Only the dangling tensors were stored, so the
+  // second output needed a second accumulator, cos * partial summed over the loop, which is
+  // the same for finite values but NaN where cos is infinite and the partials change sign
+  // (the adversarial checks dropped every such candidate, the fastest among them 2.4x
+  // XLA). Storing the accumulator itself lets the product follow it in the epilogue.
+  if (!used_outputs.empty()) {
+    outs.insert(outs.end(), used_outputs.begin(), used_outputs.end());
+    close_with(s, outs);
+  }
+}
+
+bool BlockSearch::is_target_output(ExprId e) {
+  if (!worker.pruner.enabled()) return false;
+  for (int i = 0; i < int(shared.target.output_ids().size()); ++i) {
+    if (worker.pruner.matches_output(e, i)) return true;
+  }
+  return false;
+}
+
+void BlockSearch::close_with(const BlockState& s, const std::vector<int>& outs) {
+  if (int(outs.size()) > output_cap) return;
   std::vector<std::vector<Dim3>> omaps;
   for (int t : outs) {
     omaps.push_back(user_allowed_omaps(shared.config,

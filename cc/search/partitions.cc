@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -167,6 +168,16 @@ std::vector<std::vector<GridChoice>> grids_per_split(const std::vector<int>& eli
   return groups;
 }
 
+// The bytes all blocks of grid g read from their inputs: each input once per block that
+// does not split it.
+double bytes_read(const std::vector<BlockInputSpec>& inputs, const GridChoice& g,
+                  const ClassTable& table) {
+  BlockLayout l;
+  l.grid = g.grid;
+  l.axis_class = g.axis_class;
+  return tile_bytes(inputs, l, table) * double(blocks_of(g));
+}
+
 // Whether one block's input tiles fit on chip with no for-loop at all under grid g. Some
 // block graphs cannot loop (a concat of a loop-walked tile with one the loop does not cut,
 // as in LoRA's [X | X·A]), so their grids must make whole tiles fit.
@@ -234,6 +245,19 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
       }
     }
   }
+  // The splits that read the fewest bytes in all are enumerated first: the search is
+  // depth-first within a time budget, so the first splits get most of it. Splitting a decode
+  // step's 8 rows makes every block read all of the weight; splitting its columns, only the
+  // 32 KB activation. In class order the rows came first, and a 0.3 s search of Llama's q
+  // projection returned row splits only (0.157 ms by the cost model; 3 s found the column
+  // split at 0.129).
+  auto least_read = [&](const std::vector<GridChoice>& group) {
+    double least = std::numeric_limits<double>::infinity();
+    for (const GridChoice& g : group) least = std::min(least, bytes_read(inputs, g, table));
+    return least;
+  };
+  std::stable_sort(groups.begin(), groups.end(),
+                   [&](const auto& a, const auto& b) { return least_read(a) < least_read(b); });
   std::vector<GridChoice> all;
   for (auto& group : groups) {
     auto by_fill = [&](const GridChoice& a, const GridChoice& b) {

@@ -105,6 +105,27 @@ TEST(Partitions, OnACpuTheLastGridSlotGoesToTheMostBlocks) {
   EXPECT_EQ(totals, (std::set<int64_t>{2}));
 }
 
+TEST(Partitions, TheSplitReadingTheFewestBytesComesFirst) {
+  // A decode step's 8 rows times a [4096, 6144] weight: split by rows, every block reads all
+  // of W; split by W's columns, every block reads all of X, 128 KB. The search is depth-first
+  // within a budget, so the first layouts are the ones it surely gets to.
+  const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 4096, 6144}));
+  const KernelGraph g = testing::rmsnorm_linear_reference({8, 4096, 6144});
+  std::vector<BlockInputSpec> inputs;
+  for (size_t i = 0; i < 3; ++i) {
+    inputs.push_back({g.tensor(g.input_ids()[i]).shape, DType::kF32, c.inputs[i]});
+  }
+  SearchConfig config;
+  config.max_grid_axes = 1;
+  const int rows = c.inputs[0][0], columns = c.inputs[2][1];
+  const auto layouts = block_layouts(inputs, output_classes(c), c.table, config, false);
+  ASSERT_FALSE(layouts.empty());
+  EXPECT_EQ(layouts.front().axis_class[0], columns);
+  bool rows_later = false;
+  for (const BlockLayout& l : layouts) rows_later |= l.axis_class[0] == rows;
+  EXPECT_TRUE(rows_later) << "the row splits are enumerated too, after the column splits";
+}
+
 TEST(Partitions, OverridesReplaceTheDerivedSizes) {
   const TargetClasses c = target_classes(testing::rmsnorm_linear_reference({8, 256, 64}));
   SearchConfig config;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "cc/cost/kernel_graph_work.h"
+
 namespace mj::search {
 
 using ir::KernelGraph;
@@ -29,12 +31,32 @@ size_t ResultSet::size() const {
 
 namespace {
 
+double total_flops(const KernelGraph& g) {
+  double flops = 0;
+  for (const cost::KernelWork& w : cost::kernel_graph_work(g)) flops += w.flops;
+  return flops;
+}
+
+// Equal costs (a memory-bound kernel hides its arithmetic) go to the fewer flops: the same
+// product scaled once after the loop rather than each partial inside it, which is also the
+// order the program computes it in.
 void sort_by_cost(std::vector<RankedCandidate>& out,
                   const std::function<double(const KernelGraph&)>& cost) {
-  for (RankedCandidate& c : out) c.cost = cost(*c.graph);
-  std::sort(out.begin(), out.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
-    return std::tie(a.cost, a.hash) < std::tie(b.cost, b.hash);
+  std::vector<double> flops(out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].cost = cost(*out[i].graph);
+    flops[i] = total_flops(*out[i].graph);
+  }
+  std::vector<size_t> order(out.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::tie(out[a].cost, flops[a], out[a].hash) <
+           std::tie(out[b].cost, flops[b], out[b].hash);
   });
+  std::vector<RankedCandidate> sorted;
+  sorted.reserve(out.size());
+  for (size_t i : order) sorted.push_back(std::move(out[i]));
+  out = std::move(sorted);
 }
 
 }  // namespace

@@ -236,7 +236,9 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
     if copies:  # XLA lays these out around the kernel; the timing above does not see them
         text += "\nlayout copies at the region's boundary:\n" + "\n".join("  " + c for c in copies)
         if not keep_kernels():
-            wins, note = boundary.check(run, pending.region, settings.cache_dir)
+            wins, note = boundary.check(
+                run, pending.region, settings.cache_dir, cold=settings.cold_caches
+            )
             text += "\n" + note
             if not wins:
                 reason = (
@@ -270,7 +272,9 @@ def _runner_up_as_written(pending: Pending, up: Superoptimized, report: RegionRe
         )
         return None, report
     run = _runner(rg, up)
-    wins, note = boundary.check(run, pending.region, settings.cache_dir, boundary.AS_WRITTEN)
+    wins, note = boundary.check(
+        run, pending.region, settings.cache_dir, boundary.AS_WRITTEN, settings.cold_caches
+    )
     text += f"\nrunner-up candidate {up.graph.hash()}: {up.report()}\n{note}"
     if not wins:
         report.report = text

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.cache import store
+from mirage_jax.runtime import cold_inputs as _cold_inputs
 from mirage_jax.runtime import decision as _decision
 from mirage_jax.runtime import profile as _profile
 from mirage_jax.superopt import verdict_cache
@@ -52,8 +53,10 @@ def _text(jaxpr: Any) -> str:
     return _ADDRESS.sub("", str(jaxpr))
 
 
-def _key(variants: dict[str, Callable[..., Any]], closed: Any, avals: list[Any]) -> str:
+def _key(variants: dict[str, Callable[..., Any]], closed: Any, avals: list[Any], cold: bool) -> str:
     signature = ", ".join(f"{a.dtype}{list(a.shape)}" for a in avals)
+    if cold:  # a verdict timed with warm inputs does not answer for cold ones
+        signature += " (inputs cold)"
     texts = [_text(jax.make_jaxpr(fn)(*avals)) for fn in variants.values()]
     if len(variants) > 1:  # which program each name stands for is part of the verdict
         texts = [f"{name}:\n{text}" for name, text in zip(variants, texts)]
@@ -80,6 +83,7 @@ def choose(
     cache_dir: str | os.PathLike[str] | None = None,
     label: str = "whole program",
     on_loss: str = "it runs as jax.jit; the regions' kernels stay cached",
+    cold: bool = False,
 ) -> tuple[str | None, str]:
     """(the name of the variant to run, or None for jax.jit; what was measured or loaded).
 
@@ -89,11 +93,14 @@ def choose(
     is clearly faster than the earlier (an interval wholly above 1), so a kernel whose gain
     cannot be told from noise is not kept on the strength of one lucky timing. `closed`: the
     plain function's jaxpr; `label`: what the note calls the programs' scope (a region timed
-    with its layout copies uses the same choice, mirage_jax/rewrite/boundary.py)."""
+    with its layout copies uses the same choice, mirage_jax/rewrite/boundary.py); `cold`:
+    calls rotate over copies of the inputs that the caches cannot hold together
+    (mirage_jax/runtime/cold_inputs.py), as a region's inputs arrive in a program that
+    streams more than the caches."""
     root = store.using_cache_root(cache_dir) if cache_dir is not None else contextlib.nullcontext()
     with root, jax.ensure_compile_time_eval():
         try:
-            key = _key(variants, closed, avals)
+            key = _key(variants, closed, avals, cold)
         except Exception as e:  # the verdict is an optimization: time without storing it
             key = None
             warnings.warn(
@@ -103,7 +110,7 @@ def choose(
             )
         jitted: dict[str, Callable[..., Any]] = {n: jax.jit(fn) for n, fn in variants.items()}
         if key is None:
-            return _measure(jitted, jax.jit(plain), avals, None, label, on_loss)
+            return _measure(jitted, jax.jit(plain), avals, None, label, on_loss, cold)
         with verdict_cache.measuring(key):  # a process deciding the same waits, then follows
             stored = verdict_cache.load(key)
             if stored is not None:
@@ -113,7 +120,7 @@ def choose(
                     f"{stored.get('measured_at', '?')} on {stored.get('host', '?')}: "
                     f"{stored.get('decision', '?')}"
                 )
-            return _measure(jitted, jax.jit(plain), avals, key, label, on_loss)
+            return _measure(jitted, jax.jit(plain), avals, key, label, on_loss, cold)
 
 
 def _measure(
@@ -123,15 +130,19 @@ def _measure(
     key: str | None,
     label: str,
     on_loss: str,
+    cold: bool,
 ) -> tuple[str | None, str]:
     functions = {XLA: plain, **variants}
     try:
         inputs = _inputs(avals)
-        times, rounds = _profile.median_times(functions, inputs)
+        sets = _cold_inputs.rotation(inputs) if cold else None
+        times, rounds = _profile.median_times(functions, inputs, arg_sets=sets)
 
         def more(*names: str) -> Callable[[float], Any]:
             pair = {n: functions[n] for n in names}
-            return lambda budget_s: _profile.median_times(pair, inputs, budget_s=budget_s)[0]
+            return lambda budget_s: _profile.median_times(
+                pair, inputs, budget_s=budget_s, arg_sets=sets
+            )[0]
 
         decisions = {
             name: _decision.decide(
@@ -166,7 +177,8 @@ def _measure(
         description = "; ".join(described) + f"; runs {chosen or 'jax.jit'}"
     measured = (
         f"{label}: {medians} vs {times[XLA] * 1e3:.3f} ms with jax.jit "
-        f"(medians of the first {rounds} rounds on random inputs); {description}"
+        f"(medians of the first {rounds} rounds on random inputs"
+        f"{', evicted from the caches between calls' if cold else ''}); {description}"
     )
     if key is not None and hasattr(times, "samples"):
         first = decisions[chosen or next(iter(variants))]

@@ -319,3 +319,63 @@ def test_an_inner_reduce_without_a_stack_row_folds_into_its_result(shape):
     terms = np.asarray(inputs[0], np.float64) * np.asarray(inputs[1], np.float64)
     want, scale = _reduced("sum", terms, 1)
     _assert_close_to(np.asarray(got, np.float64), want, scale, "inner sum vs numpy")
+
+
+def _decode_dots(kind: str, grid, h: int, q_width: int):
+    """out[b, s, n] = reduce over h of q[b, 0, n, :q_width] * k[b, s, n, h]: a dot product
+    of two rows when q_width == h, a row scaled by one q value when q_width == 1."""
+    kg = mj.KernelGraph()
+    q = kg.new_input((B, 1, N, q_width))
+    k = kg.new_input((B, S, N, h))
+    bg = mj.BlockGraph(grid=grid)
+    imap = (0 if grid[0] > 1 else -1, -1, -1)
+    product = bg.mul(bg.new_input(q, imap=imap, fmap=-1), bg.new_input(k, imap=imap, fmap=-1))
+    bg.new_output(bg.reduce(product, 3, kind), omap=imap)
+    (out,) = kg.customized([q, k], bg)
+    kg.mark_output(out)
+    return kg
+
+
+# Rows of 16, 37 (two vectors and a tail) and 64 (decode's head_dim).
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+@pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 1)])
+@pytest.mark.parametrize("h", [H, 37, 64])
+def test_a_product_of_two_rows_is_summed_as_a_dot_product(kind, grid, h):
+    kg = _decode_dots(kind, grid, h, q_width=h)
+    source = mj.generate_code(kg)
+    assert "sums.add_dot(" in source and "sums.add(row" not in source, "no dot product"
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((B, 1, N, h))
+    k = rng.standard_normal((B, S, N, h))
+    k[0, 2, :, :] *= 1e30  # a huge key row
+    k[1, 4, 0, 3] = np.nan
+    k[1, 6, 2, 5] = -np.inf
+    q[0, 0, 1, :] = 0.0  # a zero query head: its dot with the huge key is exactly 0
+    inputs = [jnp.asarray(x, jnp.float32) for x in (q, k)]
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    got = np.asarray(got, np.float64)
+    q, k = (np.asarray(x, np.float64) for x in inputs)
+    with np.errstate(invalid="ignore", over="ignore"):
+        terms = q * k
+    want, magnitude = _reduced(kind, terms, 3)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
+    infinite = np.isinf(want)
+    assert np.array_equal(got[infinite], want[infinite]), "infinities differ"
+    assert np.all(got[0, :, 1] == 0.0), "a zero query's dots are not exactly 0"
+    _assert_close_to(got, want, magnitude, f"{kind} vs numpy")
+    (interpreted,) = kg.evaluate(inputs)
+    assert np.array_equal(np.isnan(got), np.isnan(interpreted))
+
+
+def test_a_row_scaled_by_one_value_is_no_dot_product():
+    kg = _decode_dots("sum", (2, 1, 1), H, q_width=1)
+    source = mj.generate_code(kg)
+    assert "sums.add_dot(" not in source and "sums.add(row" in source
+    rng = np.random.default_rng(12)
+    inputs = [
+        jnp.asarray(rng.standard_normal(s), jnp.float32) for s in ((B, 1, N, 1), (B, S, N, H))
+    ]
+    (got,) = jax.jit(mj.compile(kg))(*inputs)
+    q, k = (np.asarray(x, np.float64) for x in inputs)
+    want, magnitude = _reduced("sum", q * k, 3)
+    _assert_close_to(np.asarray(got, np.float64), want, magnitude, "scaled rows vs numpy")

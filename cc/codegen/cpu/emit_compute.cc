@@ -83,6 +83,18 @@ const char* reduce_init(const Op& op) {
   return op.reduce == ReduceKind::kMax ? "-std::numeric_limits<float>::infinity()" : "0.0f";
 }
 
+// Whether a last-dim sum's chain is one product of two rows that both run the whole
+// reduced dim (neither stretched along it): a dot product per result.
+bool is_row_dot(const BlockGraph& bg, const std::vector<int>& prologue,
+                const ChainOperands& operands, int64_t len) {
+  if (prologue.size() != 1 || bg.ops()[prologue[0]].kind != OpKind::kMul) return false;
+  if (operands.buffers.size() != 2) return false;
+  for (const Shape& s : operands.shapes) {
+    if (s.empty() || s.back() != len) return false;
+  }
+  return true;
+}
+
 // A last-dim reduce whose input is an elementwise chain (KernelPlan::reduce_prologue): the
 // loops run over the rows; each row's chain values go to a stack row, summed or maxed there
 // with vector lanes (short rows' sums finish kVecFloats rows at a time: mj_cpu::RowSums).
@@ -95,6 +107,7 @@ void emit_fused_row_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan
   const bool batched = op.reduce != ReduceKind::kMax && len <= kShortRow;
   const std::string divisor = float_literal(op.reduce == ReduceKind::kMean ? double(len) : 1.0);
   ChainOperands operands = chain_operands(bg, plan, prologue, -1);
+  const bool dot = batched && is_row_dot(bg, prologue, operands, len);
   std::vector<Shape> rows_of;
   for (const Shape& s : operands.shapes) {
     rows_of.push_back(s.empty() ? s : Shape(s.begin(), s.end() - 1));
@@ -110,19 +123,27 @@ void emit_fused_row_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan
       const std::string at = "(" + loops.operand_offset(i) + ") * " + str(width);
       operand_exprs.push_back(operands.buffers[i] + "[" + at + (width > 1 ? " + j" : "") + "]");
     }
-    w.line("alignas(64) float row[" + str(len) + "];");
-    w.open("for (int64_t j = 0; j < " + str(len) + "; ++j)");
-    w.line("float v;");
-    emit_chain_values(w, bg, prologue, -1, operand_exprs);
-    w.line("row[j] = v;");
-    w.close();
     const std::string dst = out + "[" + loops.result_offset() + "]";
-    if (batched) {
-      w.line("sums.add(row, " + str(len) + ", &" + dst + ", " + divisor + ");");
-    } else if (op.reduce == ReduceKind::kMax) {
-      w.line(dst + " = mj_cpu::row_max(row, " + str(len) + ", " + reduce_init(op) + ");");
+    if (dot) {
+      auto row_of = [&](size_t i) {
+        return operands.buffers[i] + " + (" + loops.operand_offset(i) + ") * " + str(len);
+      };
+      w.line("sums.add_dot(" + row_of(0) + ", " + row_of(1) + ", " + str(len) + ", &" + dst + ", " +
+             divisor + ");");
     } else {
-      w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ") / " + divisor + ";");
+      w.line("alignas(64) float row[" + str(len) + "];");
+      w.open("for (int64_t j = 0; j < " + str(len) + "; ++j)");
+      w.line("float v;");
+      emit_chain_values(w, bg, prologue, -1, operand_exprs);
+      w.line("row[j] = v;");
+      w.close();
+      if (batched) {
+        w.line("sums.add(row, " + str(len) + ", &" + dst + ", " + divisor + ");");
+      } else if (op.reduce == ReduceKind::kMax) {
+        w.line(dst + " = mj_cpu::row_max(row, " + str(len) + ", " + reduce_init(op) + ");");
+      } else {
+        w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ") / " + divisor + ";");
+      }
     }
   }
   if (batched) w.line("sums.flush(" + divisor + ");");

@@ -77,6 +77,12 @@ KernelWork block_graph_work(const BlockGraph& g) {
     if (op.kind == OpKind::kConcat) {
       w.on_chip_copy_bytes += 2 * tensor_elements(g.tensor(op.outputs[0]).shape) * 4 * times;
     }
+    if (op.kind == OpKind::kMatmul) {
+      const Shape& c = g.tensor(op.outputs[0]).shape;
+      const double m = double(c[c.size() - 2]), n = double(c.back());
+      const double k = double(g.tensor(op.inputs[0]).shape.back());
+      w.matmul_tiles.push_back({m, k, n, times * tensor_elements(c) / (m * n)});
+    }
     const OpFlops f = op_flops(g, op);
     w.flops += f.total * times;
     w.low_precision_matmul_flops += f.low_precision_matmul * times;

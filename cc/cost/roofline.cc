@@ -19,13 +19,42 @@ double dram_seconds(const KernelWork& w, const Target& t, double bytes) {
   return bytes / (slow_stream ? t.library_small_m_bandwidth : t.dram_bandwidth);
 }
 
+// Rows of C up to which the generated CPU matmul streams B's rows as vectors along n
+// whatever n is (cc/codegen/cpu/prelude.cc, kMaxPanelRows and matmul_group).
+constexpr double kPanelRows = 8;
+
+// The flops a CPU's vector instructions do beyond 2mnk on the generated matmuls' tiles: each
+// vector FMA (or shuffle) counted as the 2·lanes flops it could have done. Vectors lie along
+// n, the last one partly empty; when n is under a vector (and there are more than
+// kPanelRows rows, or n is under half a vector), along k instead, each row ending in a tree
+// of shuffles and adds across the lanes (lane_sums: 3 ops per pair of vectors, for 4
+// columns or more; below that one scalar add per lane and column).
+double vector_padding_flops(const KernelWork& w, const Target& t) {
+  if (t.kind != TargetKind::kCpu || t.vector_width_floats <= 0) return 0;
+  const double lanes = t.vector_width_floats;
+  double extra = 0;
+  for (const KernelWork::MatmulTile& mm : w.matmul_tiles) {
+    const bool along_k = mm.n <= lanes && (mm.m > kPanelRows || 2 * mm.n < lanes);
+    double vector_ops;
+    if (along_k) {
+      const double lane_sums = mm.n >= 4 ? 3 * (lanes - 1) : lanes * mm.n;
+      vector_ops = mm.m * (mm.n * std::ceil(mm.k / lanes) + lane_sums);
+    } else {
+      vector_ops = mm.m * mm.k * std::ceil(mm.n / lanes);
+    }
+    extra += std::max(0.0, 2 * lanes * vector_ops - 2 * mm.m * mm.k * mm.n) * mm.count;
+  }
+  return extra;
+}
+
 double compute_seconds(const KernelWork& w, const Target& t) {
   if (t.kind == TargetKind::kGpu) {
     return w.low_precision_matmul_flops / t.tensor_core_flops +
            (w.flops - w.low_precision_matmul_flops) / t.peak_flops;
   }
   if (w.kind == KernelKind::kCustomized && t.generated_flops > 0) {
-    return w.flops / t.generated_flops + w.on_chip_copy_bytes / t.cache_bandwidth;
+    return (w.flops + vector_padding_flops(w, t)) / t.generated_flops +
+           w.on_chip_copy_bytes / t.cache_bandwidth;
   }
   return w.flops / (library_small_m(w, t) ? t.library_small_m_matmul_flops : t.peak_flops);
 }

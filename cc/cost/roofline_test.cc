@@ -163,6 +163,38 @@ TEST(Roofline, OnChipCopiesTakeCpuTimeAtTheCacheBandwidth) {
                    kernel_time(customized(2, 0, 6e9), gpu).compute_s);
 }
 
+// A customized kernel of one matmul tile [m, k] @ [k, n], run `count` times in all.
+KernelWork one_matmul(double m, double k, double n, double count) {
+  KernelWork w = customized(2, 0, 2 * m * k * n * count);
+  w.matmul_tiles.push_back({m, k, n, count});
+  return w;
+}
+
+TEST(Roofline, ACpusEmptyVectorLanesAndLaneSumsCostAsFlops) {
+  Target cpu = Target::cpu_host();
+  cpu.generated_flops = 200e9;
+  cpu.vector_width_floats = 16;
+  // Vectors along n, full: no more than 2mnk, rows of C few or many.
+  for (double m : {8.0, 256.0}) {
+    const KernelWork w = one_matmul(m, 1024, 512, 2);
+    EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, w.flops / 200e9) << m;
+  }
+  // 40 columns: three vectors, the last half empty.
+  const KernelWork ragged = one_matmul(8, 64, 40, 1);
+  EXPECT_DOUBLE_EQ(kernel_time(ragged, cpu).compute_s, 2.0 * 8 * 64 * 48 / 200e9);
+  // GPT-2's tied-logits tile walked 16 values of k at a time: per row, 8 vector FMAs along
+  // k and a lane-sum tree of 45 shuffles and adds, each worth 32 flops.
+  const KernelWork narrow_k = one_matmul(4096, 16, 8, 48);
+  EXPECT_DOUBLE_EQ(kernel_time(narrow_k, cpu).compute_s, 48 * 4096 * 32 * (8 + 45) / 200e9);
+  // The same product with all of k per tile: the tree once per row, 48 vectors of k.
+  const KernelWork whole_k = one_matmul(4096, 768, 8, 1);
+  EXPECT_DOUBLE_EQ(kernel_time(whole_k, cpu).compute_s, 4096 * 32 * (8 * 48 + 45) / 200e9);
+  EXPECT_GT(kernel_time(narrow_k, cpu).compute_s, 5 * kernel_time(whole_k, cpu).compute_s);
+  // Without a vector width (a GPU, or a target that does not say) the tiles add nothing.
+  cpu.vector_width_floats = 0;
+  EXPECT_DOUBLE_EQ(kernel_time(narrow_k, cpu).compute_s, narrow_k.flops / 200e9);
+}
+
 TEST(Roofline, EachWaveOfBlocksPaysTheBlockOverhead) {
   Target cpu = Target::cpu_host();
   cpu.block_overhead_s = 1e-6;

@@ -56,6 +56,7 @@ void bind_target(nb::module_& m) {
       .def_rw("page_walk_s", &Target::page_walk_s)
       .def_rw("run_overhead_s", &Target::run_overhead_s)
       .def_rw("block_overhead_s", &Target::block_overhead_s)
+      .def_rw("vector_width_floats", &Target::vector_width_floats)
       .def("check", &cost::check_target)
       .def_static("cpu_host", [] { return Target::cpu_host(); })
       .def_static("a100", &Target::a100)

@@ -59,14 +59,7 @@ TEST(LayerNormLinearSearch, FindsTheSingleKernelWithTheNormalizationAroundTheLoo
   std::printf("layernorm_linear [4,512]x[512,32]: %s; %zu candidates\n",
               r.stats.to_string().c_str(), r.candidates.size());
   EXPECT_EQ(r.reason, "");
-  const KernelGraph* fused = nullptr;
-  for (const auto& c : r.candidates) {
-    const BlockGraph* bg = single_block_graph(*c);
-    if (bg && normalizes_around_shared_loop(*bg)) {
-      fused = c.get();
-      break;
-    }
-  }
+  const KernelGraph* fused = search_test::first_single_kernel(r, normalizes_around_shared_loop);
   ASSERT_NE(fused, nullptr) << "no single-kernel candidate normalizing around its loop";
   std::printf("%s\n", to_string(*fused).c_str());
   verify::VerifyOptions opts;

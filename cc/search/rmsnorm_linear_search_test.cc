@@ -49,14 +49,7 @@ TEST(RmsNormLinearSearch, FindsTheFusedSingleKernelUnaided) {
   EXPECT_EQ(r.reason, "");
   EXPECT_GT(r.stats.states_pruned, 0);
   EXPECT_GE(r.stats.candidates_accepted, 1);
-  const KernelGraph* fused = nullptr;
-  for (const auto& c : r.candidates) {
-    const BlockGraph* bg = single_block_graph(*c);
-    if (bg && divides_after_shared_loop(*bg)) {
-      fused = c.get();
-      break;
-    }
-  }
+  const KernelGraph* fused = search_test::first_single_kernel(r, divides_after_shared_loop);
   ASSERT_NE(fused, nullptr) << "no single-kernel candidate with a shared loop";
   std::printf("%s\n", to_string(*fused).c_str());
   // Independent evidence: a fresh verifier seed, and float64 agreement.

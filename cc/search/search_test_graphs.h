@@ -107,6 +107,17 @@ inline const ir::BlockGraph* single_block_graph(const ir::KernelGraph& g) {
   return found;
 }
 
+// The best-ranked candidate of r that is one customized op whose block graph has `shape`;
+// nullptr when none is.
+template <class Predicate>
+const ir::KernelGraph* first_single_kernel(const search::SearchResult& r, Predicate shape) {
+  for (const auto& c : r.candidates) {
+    const ir::BlockGraph* bg = single_block_graph(*c);
+    if (bg && shape(*bg)) return c.get();
+  }
+  return nullptr;
+}
+
 inline int count_ops(const ir::Graph& g, ir::OpKind kind) {
   int n = 0;
   for (const ir::Op& op : g.ops()) n += op.kind == kind;

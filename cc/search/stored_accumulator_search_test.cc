@@ -58,14 +58,7 @@ TEST(StoredAccumulatorSearch, TheScaleFollowsTheStoredSum) {
   const KernelGraph target = projection_and_scaled();
   const SearchResult r = search(target, looped_config());
   EXPECT_EQ(r.reason, "");
-  const KernelGraph* found = nullptr;
-  for (const auto& c : r.candidates) {
-    const BlockGraph* bg = single_block_graph(*c);
-    if (bg && scales_after_the_loop(*bg)) {
-      found = c.get();
-      break;
-    }
-  }
+  const KernelGraph* found = search_test::first_single_kernel(r, scales_after_the_loop);
   ASSERT_NE(found, nullptr) << "no candidate scales the stored sum after the loop";
   EXPECT_TRUE(verify::verify_equivalent(target, *found).equivalent);
   EXPECT_LT(search_test::float_mismatch(target, *found), 1e-9);

@@ -43,6 +43,7 @@ from mirage_jax.ir.graph import BlockGraph, KernelGraph
 from mirage_jax.runtime import cold_inputs
 from mirage_jax.runtime import compile as runtime_compile
 from mirage_jax.runtime.profile import fastest_seconds, fastest_seconds_each
+from mirage_jax.superopt import machine
 
 RUNS = 12  # per probe; the fastest counts
 _STREAM_K = 8192
@@ -106,6 +107,7 @@ class Calibration:
         t.block_overhead_s = self.block_overhead_s
         t.run_overhead_s = self.run_overhead_s
         t.page_walk_s = self.page_walk_s
+        t.vector_width_floats = machine.vector_floats()
         t.check()
         return t
 

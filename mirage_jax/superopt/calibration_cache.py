@@ -139,6 +139,7 @@ def preset_target() -> _core.Target:
     t = _core.Target.cpu_host()
     t.cores = calibration.usable_cores()
     t.last_level_cache_bytes = cold_inputs.last_level_cache_bytes()
+    t.vector_width_floats = machine.vector_floats()
     t.check()
     return t
 

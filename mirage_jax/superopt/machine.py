@@ -24,6 +24,19 @@ def cpu_model() -> str:
 
 
 @functools.lru_cache(maxsize=1)
+def vector_floats() -> int:
+    """The float32 lanes of the generated CPU kernels' vectors: they compile for this machine
+    (-march=native), 16 with AVX-512 and 8 otherwise (cc/codegen/cpu/prelude.cc)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("flags"):
+                return 16 if "avx512f" in line.split(":", 1)[1].split() else 8
+    except OSError:
+        pass
+    return 8
+
+
+@functools.lru_cache(maxsize=1)
 def core_digest() -> str:
     """The C++ core's sha256: search results and generated kernels depend on it."""
     return hashlib.sha256(Path(_core.__file__).read_bytes()).hexdigest()

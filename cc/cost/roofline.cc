@@ -52,11 +52,12 @@ double compute_seconds(const KernelWork& w, const Target& t) {
     return w.low_precision_matmul_flops / t.tensor_core_flops +
            (w.flops - w.low_precision_matmul_flops) / t.peak_flops;
   }
-  if (w.kind == KernelKind::kCustomized && t.generated_flops > 0) {
-    return (w.flops + vector_padding_flops(w, t)) / t.generated_flops +
-           w.on_chip_copy_bytes / t.cache_bandwidth;
+  const bool customized = w.kind == KernelKind::kCustomized;
+  const double flops = customized ? w.flops + vector_padding_flops(w, t) : w.flops;
+  if (customized && t.generated_flops > 0) {
+    return flops / t.generated_flops + w.on_chip_copy_bytes / t.cache_bandwidth;
   }
-  return w.flops / (library_small_m(w, t) ? t.library_small_m_matmul_flops : t.peak_flops);
+  return flops / (library_small_m(w, t) ? t.library_small_m_matmul_flops : t.peak_flops);
 }
 
 double waves_efficiency(int64_t blocks, int units) {

@@ -190,6 +190,11 @@ TEST(Roofline, ACpusEmptyVectorLanesAndLaneSumsCostAsFlops) {
   const KernelWork whole_k = one_matmul(4096, 768, 8, 1);
   EXPECT_DOUBLE_EQ(kernel_time(whole_k, cpu).compute_s, 4096 * 32 * (8 * 48 + 45) / 200e9);
   EXPECT_GT(kernel_time(narrow_k, cpu).compute_s, 5 * kernel_time(whole_k, cpu).compute_s);
+  // Uncalibrated, the presets' matmul rate prices the same lanes.
+  Target presets = cpu;
+  presets.generated_flops = 0;
+  EXPECT_DOUBLE_EQ(kernel_time(narrow_k, presets).compute_s,
+                   48 * 4096 * 32 * (8 + 45) / presets.peak_flops);
   // Without a vector width (a GPU, or a target that does not say) the tiles add nothing.
   cpu.vector_width_floats = 0;
   EXPECT_DOUBLE_EQ(kernel_time(narrow_k, cpu).compute_s, narrow_k.flops / 200e9);

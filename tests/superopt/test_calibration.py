@@ -130,10 +130,13 @@ def test_the_search_ranks_with_this_machines_calibration(measured):
     calibrated, preset = FAKE.target(), calibration_cache.preset_target()
     for candidate, cost in zip(result.candidates, result.costs, strict=True):
         assert cost == pytest.approx(_core.estimate_cost(candidate._core, calibrated)[0])
-    # The fake machine's memory and generated loops are far slower than the presets': no
-    # estimate agrees with theirs.
-    for candidate, cost in zip(result.candidates, result.costs, strict=True):
-        assert cost != pytest.approx(_core.estimate_cost(candidate._core, preset)[0], rel=0.1)
+    # The fake machine's memory and generated loops are far slower than the presets', so
+    # the check above is not one the presets would pass too: together the estimates differ.
+    # One by one some agree by chance: a tile of 12 columns in 64 blocks costs the fake
+    # machine its arithmetic (a quarter of its vector lanes empty) and the presets their
+    # per-run overhead, alike within 4%.
+    presets = sum(_core.estimate_cost(c._core, preset)[0] for c in result.candidates)
+    assert sum(result.costs) > 1.3 * presets, (sum(result.costs), presets)
 
 
 def test_search_results_are_kept_per_calibration(measured):

@@ -1,12 +1,14 @@
 """Helpers shared by the code generation and runtime tests: one kernel cache per pytest
 session (kernels compiled by one test are reused by the others), random inputs, and the
-tolerance a stored dtype allows."""
+tolerance a stored dtype allows, and kernels more than one test runs."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 import numpy as np
 import pytest
+
+import mirage_jax as mj
 
 
 @pytest.fixture(autouse=True)
@@ -69,3 +71,19 @@ FRAGMENT_SIZED = {
         heads=2, q_len=32, kv_len=64, head_dim=16, kv_splits=2, q_tiles=2, forloop=2
     ),
 }
+
+
+def projection_and_rope_product(dtype: str = "float32", m: int = 8, k: int = 64, n: int = 32):
+    """q = x @ w and cos * q from one kernel that stores q's accumulator and multiplies it by
+    cos after the loop (the form the search finds for a decode step's q projection with its
+    RoPE product): the stored accumulator is also read by the epilogue."""
+    g = mj.KernelGraph()
+    x, w, cos = g.new_input((m, k), dtype), g.new_input((k, n), dtype), g.new_input((m, n), dtype)
+    bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=4)
+    q = bg.accum_sum(bg.matmul(bg.new_input(x, (-1, -1, -1), 1), bg.new_input(w, (1, -1, -1), 0)))
+    bg.new_output(bg.mul(bg.new_input(cos, (1, -1, -1), -1), q), (1, -1, -1))
+    bg.new_output(q, (1, -1, -1))
+    rotated, projected = g.customized([x, w, cos], bg)
+    g.mark_output(projected)
+    g.mark_output(rotated)
+    return g

@@ -26,6 +26,7 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
     FRAGMENT_SIZED,
     assert_close,
     kernel_rtol,
+    projection_and_rope_product,
     random_inputs,
     session_kernel_cache,
     storage_rtol,
@@ -956,3 +957,10 @@ def test_max_propagates_nan_from_any_position_emulated(cuda_include, tmp_path):
     assert np.isnan(maxes[:3, 0]).all() and np.isnan(sums[:3, 0]).all()
     np.testing.assert_allclose(maxes[3, 0], x[3].max(), rtol=0)
     np.testing.assert_allclose(sums[3, 0], np.exp(x[3] - x[3].max()).sum(), rtol=1e-5)
+
+
+def test_a_stored_accumulator_the_epilogue_reads_emulated(cuda_include, tmp_path):
+    """q and cos * q from one sum (tests/runtime/test_stored_accumulator.py runs it on the
+    CPU): the CUDA kernel stores the accumulator and multiplies it after the loop."""
+    graphs = [projection_and_rope_product(dtype) for dtype in ("float32", "bfloat16")]
+    assert len(check_emulated(graphs, tmp_path, "stored accumulator")) == 2

@@ -251,13 +251,15 @@ std::vector<GridChoice> grid_choices(const std::vector<BlockInputSpec>& inputs,
   // 32 KB activation. In class order the rows came first, and a 0.3 s search of Llama's q
   // projection returned row splits only (0.157 ms by the cost model; 3 s found the column
   // split at 0.129).
-  auto least_read = [&](const std::vector<GridChoice>& group) {
+  std::vector<std::pair<double, std::vector<GridChoice>>> by_bytes;
+  for (auto& group : groups) {
     double least = std::numeric_limits<double>::infinity();
     for (const GridChoice& g : group) least = std::min(least, bytes_read(inputs, g, table));
-    return least;
-  };
-  std::stable_sort(groups.begin(), groups.end(),
-                   [&](const auto& a, const auto& b) { return least_read(a) < least_read(b); });
+    by_bytes.emplace_back(least, std::move(group));
+  }
+  std::stable_sort(by_bytes.begin(), by_bytes.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < groups.size(); ++i) groups[i] = std::move(by_bytes[i].second);
   std::vector<GridChoice> all;
   for (auto& group : groups) {
     auto by_fill = [&](const GridChoice& a, const GridChoice& b) {

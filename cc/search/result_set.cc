@@ -16,12 +16,12 @@ bool ResultSet::claim(const std::string& hash) {
 
 void ResultSet::accept(std::shared_ptr<const KernelGraph> graph, std::string hash) {
   std::lock_guard<std::mutex> lock(mu_);
-  accepted_.push_back(RankedCandidate{std::move(graph), std::move(hash), 0.0});
+  accepted_.push_back(RankedCandidate{std::move(graph), std::move(hash)});
 }
 
 void ResultSet::hold(std::shared_ptr<const KernelGraph> graph, std::string hash) {
   std::lock_guard<std::mutex> lock(mu_);
-  held_.push_back(RankedCandidate{std::move(graph), std::move(hash), 0.0});
+  held_.push_back(RankedCandidate{std::move(graph), std::move(hash)});
 }
 
 size_t ResultSet::size() const {
@@ -42,21 +42,13 @@ double total_flops(const KernelGraph& g) {
 // order the program computes it in.
 void sort_by_cost(std::vector<RankedCandidate>& out,
                   const std::function<double(const KernelGraph&)>& cost) {
-  std::vector<double> flops(out.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i].cost = cost(*out[i].graph);
-    flops[i] = total_flops(*out[i].graph);
+  for (RankedCandidate& c : out) {
+    c.cost = cost(*c.graph);
+    c.flops = total_flops(*c.graph);
   }
-  std::vector<size_t> order(out.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return std::tie(out[a].cost, flops[a], out[a].hash) <
-           std::tie(out[b].cost, flops[b], out[b].hash);
+  std::sort(out.begin(), out.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
+    return std::tie(a.cost, a.flops, a.hash) < std::tie(b.cost, b.flops, b.hash);
   });
-  std::vector<RankedCandidate> sorted;
-  sorted.reserve(out.size());
-  for (size_t i : order) sorted.push_back(std::move(out[i]));
-  out = std::move(sorted);
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ struct RankedCandidate {
   std::shared_ptr<const ir::KernelGraph> graph;
   std::string hash;
   double cost = 0;
+  double flops = 0;  // breaks ties of cost (result_set.cc)
 };
 
 class ResultSet {

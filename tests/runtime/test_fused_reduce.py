@@ -321,12 +321,12 @@ def test_an_inner_reduce_without_a_stack_row_folds_into_its_result(shape):
     _assert_close_to(np.asarray(got, np.float64), want, scale, "inner sum vs numpy")
 
 
-def _decode_dots(kind: str, grid, h: int, q_width: int):
+def _decode_dots(kind: str, grid, h: int, q_width: int, dtype: str = "float32"):
     """out[b, s, n] = reduce over h of q[b, 0, n, :q_width] * k[b, s, n, h]: a dot product
     of two rows when q_width == h, a row scaled by one q value when q_width == 1."""
     kg = mj.KernelGraph()
-    q = kg.new_input((B, 1, N, q_width))
-    k = kg.new_input((B, S, N, h))
+    q = kg.new_input((B, 1, N, q_width), dtype)
+    k = kg.new_input((B, S, N, h), dtype)
     bg = mj.BlockGraph(grid=grid)
     imap = (0 if grid[0] > 1 else -1, -1, -1)
     product = bg.mul(bg.new_input(q, imap=imap, fmap=-1), bg.new_input(k, imap=imap, fmap=-1))
@@ -340,8 +340,9 @@ def _decode_dots(kind: str, grid, h: int, q_width: int):
 @pytest.mark.parametrize("kind", ["sum", "mean"])
 @pytest.mark.parametrize("grid", [(1, 1, 1), (2, 1, 1)])
 @pytest.mark.parametrize("h", [H, 37, 64])
-def test_a_product_of_two_rows_is_summed_as_a_dot_product(kind, grid, h):
-    kg = _decode_dots(kind, grid, h, q_width=h)
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_product_of_two_rows_is_summed_as_a_dot_product(kind, grid, h, dtype):
+    kg = _decode_dots(kind, grid, h, q_width=h, dtype=dtype)
     source = mj.generate_code(kg)
     assert "sums.add_dot(" in source and "sums.add(row" not in source, "no dot product"
     rng = np.random.default_rng(11)
@@ -351,13 +352,16 @@ def test_a_product_of_two_rows_is_summed_as_a_dot_product(kind, grid, h):
     k[1, 4, 0, 3] = np.nan
     k[1, 6, 2, 5] = -np.inf
     q[0, 0, 1, :] = 0.0  # a zero query head: its dot with the huge key is exactly 0
-    inputs = [jnp.asarray(x, jnp.float32) for x in (q, k)]
+    inputs = [jnp.asarray(x, dtype) for x in (q, k)]
     (got,) = jax.jit(mj.compile(kg))(*inputs)
     got = np.asarray(got, np.float64)
     q, k = (np.asarray(x, np.float64) for x in inputs)
     with np.errstate(invalid="ignore", over="ignore"):
         terms = q * k
     want, magnitude = _reduced(kind, terms, 3)
+    if dtype != "float32":  # the results are stored in bfloat16: its rounding of each
+        with np.errstate(invalid="ignore", over="ignore"):
+            magnitude = magnitude + np.abs(want) * storage_rtol(dtype) / storage_rtol("float32")
     assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN in other places"
     infinite = np.isinf(want)
     assert np.array_equal(got[infinite], want[infinite]), "infinities differ"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.superopt import contenders
 from mirage_jax.superopt import split as _split
 from mirage_jax.superopt.config import SearchConfig
 from mirage_jax.superopt.verify import verify_equivalent
@@ -72,8 +73,8 @@ def search_parts(
     tail_result = run(split.tail, _with_budget(part_config, split.tail, tail_budget))
     spliced = (
         _split.splice_parts(split, head, tail)
-        for head in prefix_result.candidates[:PART_CANDIDATES] or [prefix]
-        for tail in tail_result.candidates[:PART_CANDIDATES] or [split.tail]
+        for head in _best(prefix_result) or [prefix]
+        for tail in _best(tail_result) or [split.tail]
     )
     candidates, costs = verified_and_ranked(graph, spliced, config.seed, target)
     return Parts(
@@ -82,6 +83,13 @@ def search_parts(
         results=[prefix_result, tail_result],
         note=f"cut before t{split.cut_tensor}, the first matmul of computed values",
     )
+
+
+def _best(result: SearchResult) -> list[KernelGraph]:
+    """A part's PART_CANDIDATES best, ties in the model ordered as superoptimize's contenders
+    (contenders.tie_order): of a part's tied candidates only these are spliced."""
+    ranked = contenders.tie_order(list(zip(result.candidates, result.costs)))
+    return [graph for graph, _ in ranked[:PART_CANDIDATES]]
 
 
 def verified_and_ranked(

@@ -11,21 +11,28 @@ long as all their kernels build side by side at once (one compiler per core): th
 build adds little wall time (it runs beside the best's), and timing one more candidate a
 fraction of a second.
 
-Within such a tie, the candidates whose generated kernels load their tiles in the fewest
-contiguous runs come first (`runs_loaded`): the model prices a run at what the calibration
-measures, which is nothing on a machine whose prefetchers follow its probe, while the
-kernels that cut a streamed weight's rows into many short pieces ran far slower. GPT-2's
-tied logits `wte[8192, 768] @ x[768, 1]` (25 MB, measured cold, 2026-12-05): ten candidates
-within 0.3% of each other in the model; the one reading whole rows ([128, 768] tiles, 128
-runs) ran 0.72-0.80 ms, the two the tie-break had picked ([2048, 48] and [2048, 32] tiles
-walked 16 and 24 times, 131,000-197,000 runs) 0.98-2.24 ms, XLA 0.83-0.96 ms.
+Within such a tie, the candidates that stream less of their data a piece of each row at a
+time come first (`cut_row_bytes`): a tile whose for-loop walks its tensor's innermost dim
+reads each row in pieces, one per loop step, coming back to every row of the tile each
+step. The model sees the same bytes either way; the machine does not. GPT-2's tied logits
+`wte[8192, 768] @ x[768, 1]` (25 MB, measured cold, 2026-12-05): ten candidates within
+0.3% in the model; the one reading whole rows ([128, 768] tiles) ran 0.72-0.80 ms, those
+walking [128, 384] or [128, 256] tiles along the rows 1.0-1.2 ms, and the two the model's
+own tie-break had picked ([2048, 48] and [2048, 32] tiles walked 16 and 24 times) 0.98-2.2
+ms, XLA 0.83-0.96 ms. Only a stream that is a large share of its kernel's reads counts (the
+activation of a GEMV walks its k in pieces too, from the cache): ordering by all contiguous
+runs instead put GPT-2's bfloat16 QKV projection's [128, 1152] weight tiles in 2 blocks
+(0.50 ms) before the whole-k [768, 288] tiles in 8 (0.38 ms), which walk the weight's rows,
+not along them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
-from mirage_jax import _core
+import numpy as np
+
 from mirage_jax.ir.graph import KernelGraph
 
 # Costs within this fraction of the best contender's are a tie: the model's errors on the
@@ -37,27 +44,47 @@ def kernel_count(graph: KernelGraph) -> int:
     return sum(op.kind == "customized" for op in graph.ops)
 
 
-def runs_loaded(graph: KernelGraph) -> float:
-    """The contiguous runs a graph's generated kernels load their tiles in (all blocks, all
-    iterations; cc/cost/block_graph_work.cc)."""
-    # The count does not depend on the target; any valid one reads it out.
-    kernels = _core.kernel_costs(graph._core, _core.Target.cpu_host())
-    return sum(k["runs_loaded"] for k in kernels if k["customized"])
+# A stream read in pieces of rows counts when it is at least this share of its kernel's reads.
+MAIN_STREAM_SHARE = 0.25
+
+
+def cut_row_bytes(graph: KernelGraph) -> float:
+    """The bytes a graph's generated kernels read from tiles that their for-loop walks along
+    the tensor's innermost dim (a piece of every row per step), counting only the tiles that
+    are at least MAIN_STREAM_SHARE of their kernel's reads."""
+    total = 0.0
+    for op in graph.ops:
+        bg = op.block_graph
+        if bg is None or bg.forloop_range == 1:
+            continue
+        blocks = math.prod(bg.grid)
+        reads: list[tuple[float, bool]] = []
+        for b in bg.ops:
+            if b.kind != "input":
+                continue
+            tile, whole = b.outputs[0].shape, b.kernel_shape or ()
+            loads = bg.forloop_range if b.fmap is not None and b.fmap >= 0 else 1
+            size = math.prod(tile) * np.dtype(b.dtype).itemsize * loads * blocks
+            along_rows = b.fmap == len(whole) - 1 and tile[-1] < whole[-1]
+            reads.append((size, along_rows))
+        read = sum(size for size, _ in reads)
+        total += sum(size for size, cut in reads if cut and size >= MAIN_STREAM_SHARE * read)
+    return total
 
 
 def tie_order(
     others: Sequence[tuple[KernelGraph, float | None]],
-    runs: Callable[[KernelGraph], float] = runs_loaded,
+    cut_rows: Callable[[KernelGraph], float] = cut_row_bytes,
 ) -> list[tuple[KernelGraph, float | None]]:
     """`others` (best first) with the candidates tied with the first (within COST_TIE)
-    reordered by their runs loaded, fewest first; the rest as they were."""
+    reordered by `cut_rows` (cut_row_bytes), least first; the rest as they were."""
     if not others or others[0][1] is None:
         return list(others)
     bar = others[0][1] * (1 + COST_TIE)
     tied = 0
     while tied < len(others) and others[tied][1] is not None and others[tied][1] <= bar:
         tied += 1
-    head = sorted(others[:tied], key=lambda entry: runs(entry[0]))  # stable: model order
+    head = sorted(others[:tied], key=lambda entry: cut_rows(entry[0]))  # stable: model order
     return head + list(others[tied:])
 
 
@@ -66,18 +93,18 @@ def choose(
     original: str,
     top_k: int,
     build_slots: int,
-    runs: Callable[[KernelGraph], float] = runs_loaded,
+    cut_rows: Callable[[KernelGraph], float] = cut_row_bytes,
 ) -> tuple[list[tuple[KernelGraph, float | None]], int]:
     """(the contenders, best first; how many of them joined as ties past top_k).
 
     ranked: the search's candidates with their costs, best first; original: the hash of the
-    graph searched; build_slots: how many kernel libraries compile at once; runs: the tie
-    order's key (runs_loaded)."""
+    graph searched; build_slots: how many kernel libraries compile at once; cut_rows: the
+    tie order's key (cut_row_bytes)."""
     others = [(g, cost) for g, cost in ranked if g.hash() != original]
     if not others or others[0][1] is None:
         return others[:top_k], 0
     bar = others[0][1] * (1 + COST_TIE)
-    others = tie_order(others, runs)
+    others = tie_order(others, cut_rows)
     chosen = others[:top_k]
     kernels = sum(kernel_count(g) for g, _ in chosen)
     tied = 0

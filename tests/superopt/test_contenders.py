@@ -4,6 +4,7 @@ as all their kernels build side by side."""
 
 import types
 
+import mirage_jax as mj
 from mirage_jax.superopt import contenders
 
 
@@ -15,8 +16,8 @@ def graph(name: str, kernels: int = 1):
 
 
 def choose(ranked, original, top_k, build_slots):
-    """contenders.choose with fake graphs that all load the same runs (the tie order aside)."""
-    return contenders.choose(ranked, original, top_k, build_slots, runs=lambda g: 0)
+    """contenders.choose with fake graphs that all read alike (the tie order aside)."""
+    return contenders.choose(ranked, original, top_k, build_slots, cut_rows=lambda g: 0)
 
 
 def names(chosen):
@@ -56,36 +57,46 @@ def test_no_costs_no_ties():
     assert names(chosen) == ["a"] and tied == 0
 
 
-def test_of_tied_candidates_the_fewest_runs_come_first():
-    # GPT-2's tied logits: the model tied tiles walked in thousands of short runs with tiles
-    # of whole rows, which ran 1.3-3x faster (contenders.py)
+def test_of_tied_candidates_the_least_read_along_rows_come_first():
+    # GPT-2's tied logits: the model tied tiles walked along their rows with tiles of whole
+    # rows, which ran 1.3-3x faster (contenders.py)
     tie = 1.0 + contenders.COST_TIE / 2
     ranked = [(graph("strided"), 1.0), (graph("rows"), tie), (graph("half"), tie)]
     ranked.append((graph("d"), 1.2))
-    runs = {"strided": 131_072, "rows": 128, "half": 16_384, "d": 1}.__getitem__
-    chosen, tied = contenders.choose(ranked, "orig", 1, 2, runs=lambda g: runs(g.hash()))
-    assert names(chosen) == ["rows", "half"] and tied == 1
-    # past the tie the model's order stands, however few runs a candidate loads
-    order = contenders.tie_order(ranked, runs=lambda g: runs(g.hash()))
-    assert names(order) == ["rows", "half", "strided", "d"]
+    cut = {"strided": 25e6, "rows": 0, "half": 25e6, "d": 0}
+    chosen, tied = contenders.choose(ranked, "orig", 1, 2, cut_rows=lambda g: cut[g.hash()])
+    assert names(chosen) == ["rows", "strided"] and tied == 1
+    # past the tie the model's order stands, whatever a candidate reads
+    order = contenders.tie_order(ranked, cut_rows=lambda g: cut[g.hash()])
+    assert names(order) == ["rows", "strided", "half", "d"]
 
 
-def test_runs_loaded_counts_each_tile_load_of_a_real_graph():
-    import mirage_jax as mj
-
-    def gemv(rows_per_block: int, forloop: int):
-        kg = mj.KernelGraph()
+def gemv(rows_per_block: int, forloop: int, transposed: bool) -> mj.KernelGraph:
+    """w[256, 64] @ x[64, 1] (transposed: x[1, 256] @ w[256, 64]) in blocks of rows of the
+    result, the k of 64 (256) walked in `forloop` steps."""
+    kg = mj.KernelGraph()
+    if transposed:
+        x, w = kg.new_input((1, 256)), kg.new_input((256, 64))
+        bg = mj.BlockGraph(grid=(64 // rows_per_block, 1, 1), forloop_range=forloop)
+        xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1 if forloop > 1 else -1)
+        wb = bg.new_input(w, imap=(1, -1, -1), fmap=0 if forloop > 1 else -1)
+        product, omap, inputs = bg.matmul(xb, wb), (1, -1, -1), [x, w]
+    else:
         w, x = kg.new_input((256, 64)), kg.new_input((64, 1))
         bg = mj.BlockGraph(grid=(256 // rows_per_block, 1, 1), forloop_range=forloop)
         wb = bg.new_input(w, imap=(0, -1, -1), fmap=1 if forloop > 1 else -1)
         xb = bg.new_input(x, imap=(-1, -1, -1), fmap=0 if forloop > 1 else -1)
-        product = bg.matmul(wb, xb)
-        bg.new_output(bg.accum_sum(product) if forloop > 1 else product, omap=(0, -1, -1))
-        (y,) = kg.customized([w, x], bg)
-        kg.mark_output(y)
-        return kg
+        product, omap, inputs = bg.matmul(wb, xb), (0, -1, -1), [w, x]
+    bg.new_output(bg.accum_sum(product) if forloop > 1 else product, omap=omap)
+    (y,) = kg.customized(inputs, bg)
+    kg.mark_output(y)
+    return kg
 
-    # whole rows: one run per block for w and one for x, 4 blocks
-    assert contenders.runs_loaded(gemv(64, 1)) == 8
-    # rows cut in 4: each of 64 rows per load, 4 loads, 4 blocks; x one run per load
-    assert contenders.runs_loaded(gemv(64, 4)) == 64 * 4 * 4 + 4 * 4
+
+def test_cut_row_bytes_counts_a_main_stream_walked_along_its_rows():
+    # whole rows of w per block: nothing is read in pieces of rows
+    assert contenders.cut_row_bytes(gemv(64, 1, transposed=False)) == 0
+    # w's rows walked in 4 steps: all of w (4 bytes an element), x's column walked down
+    assert contenders.cut_row_bytes(gemv(64, 4, transposed=False)) == 256 * 64 * 4
+    # x[1, 256] @ w[256, 64]: the loop walks w down its rows and x (a small share) along
+    assert contenders.cut_row_bytes(gemv(16, 4, transposed=True)) == 0

@@ -82,7 +82,9 @@ def tie_order(
         return list(others)
     bar = others[0][1] * (1 + COST_TIE)
     tied = 0
-    while tied < len(others) and others[tied][1] is not None and others[tied][1] <= bar:
+    for _, cost in others:
+        if cost is None or cost > bar:
+            break
         tied += 1
     head = sorted(others[:tied], key=lambda entry: cut_rows(entry[0]))  # stable: model order
     return head + list(others[tied:])

@@ -32,7 +32,8 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
         found = len(run.result.candidates)
         others = sum(c.hash() != run.kg.hash() for c in run.result.candidates)
         tied = (
-            f", with {run.tied} more it could not tell from the best (within {COST_TIE:.0%})"
+            f", with {run.tied} more it could not tell from the best (within {COST_TIE:.0%}; "
+            "of such ties, those reading least along rows first)"
             if run.tied
             else ""
         )

@@ -92,8 +92,7 @@ def measure(program: Program, budget_s: float, most: int) -> dict:
     ranked = [
         (c, cost) for c, cost in zip(result.candidates, result.costs) if c.hash() != kg.hash()
     ]
-    bar = ranked[0][1] * (1 + contenders.COST_TIE) if ranked else 0.0
-    tied = [(c, cost) for c, cost in ranked if cost <= bar][:most]
+    tied = ranked[: min(most, contenders.tied_with_best(ranked))]
     rng = np.random.default_rng(0)
     inputs = [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32)) for t in kg.inputs]
     sets = cold_inputs.rotation(inputs)
@@ -150,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny shapes, for the tests")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
+    if args.max < 1:
+        parser.error(f"--max must be at least 1, got {args.max}")
+    if not args.budget > 0:
+        parser.error(f"--budget must be positive seconds, got {args.budget}")
     programs = QUICK if args.quick else PROGRAMS
     if args.only:
         wanted = args.only.split(",")

@@ -72,20 +72,27 @@ def cut_row_bytes(graph: KernelGraph) -> float:
     return total
 
 
+def tied_with_best(ranked: Sequence[tuple[KernelGraph, float | None]]) -> int:
+    """How many of `ranked` (best first) the model cannot tell from the first: the leading
+    candidates whose cost is within COST_TIE of the first's (none without costs)."""
+    if not ranked or ranked[0][1] is None:
+        return 0
+    bar = ranked[0][1] * (1 + COST_TIE)
+    tied = 0
+    for _, cost in ranked:
+        if cost is None or cost > bar:
+            break
+        tied += 1
+    return tied
+
+
 def tie_order(
     others: Sequence[tuple[KernelGraph, float | None]],
     cut_rows: Callable[[KernelGraph], float] = cut_row_bytes,
 ) -> list[tuple[KernelGraph, float | None]]:
-    """`others` (best first) with the candidates tied with the first (within COST_TIE)
+    """`others` (best first) with the candidates tied with the first (tied_with_best)
     reordered by `cut_rows` (cut_row_bytes), least first; the rest as they were."""
-    if not others or others[0][1] is None:
-        return list(others)
-    bar = others[0][1] * (1 + COST_TIE)
-    tied = 0
-    for _, cost in others:
-        if cost is None or cost > bar:
-            break
-        tied += 1
+    tied = tied_with_best(others)
     head = sorted(others[:tied], key=lambda entry: cut_rows(entry[0]))  # stable: model order
     return head + list(others[tied:])
 
@@ -103,16 +110,12 @@ def choose(
     graph searched; build_slots: how many kernel libraries compile at once; cut_rows: the
     tie order's key (cut_row_bytes)."""
     others = [(g, cost) for g, cost in ranked if g.hash() != original]
-    if not others or others[0][1] is None:
-        return others[:top_k], 0
-    bar = others[0][1] * (1 + COST_TIE)
+    ties = tied_with_best(others)
     others = tie_order(others, cut_rows)
     chosen = others[:top_k]
     kernels = sum(kernel_count(g) for g, _ in chosen)
     tied = 0
-    for graph, cost in others[top_k:]:
-        if cost is None or cost > bar:
-            break
+    for graph, cost in others[top_k:ties]:
         if kernels + kernel_count(graph) > build_slots:
             continue
         chosen.append((graph, cost))

@@ -51,6 +51,15 @@ def test_both_orders_are_permutations_and_their_figures_follow_the_times(quick_r
             assert row[f"{label}_first_over_fastest"] == pytest.approx(ratio, rel=1e-6)
 
 
-def test_an_unknown_program_is_refused_by_name():
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["--only", "no_such_program"], "unknown programs ['no_such_program']"),
+        (["--max", "0"], "--max must be at least 1"),
+        (["--budget", "0"], "--budget must be positive"),
+    ],
+)
+def test_bad_arguments_are_refused_by_name(argv, named, capsys):
     with pytest.raises(SystemExit):
-        ties.main(["--quick", "--only", "no_such_program"])
+        ties.main(["--quick", *argv])
+    assert named in capsys.readouterr().err

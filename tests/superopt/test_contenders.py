@@ -71,18 +71,28 @@ def test_of_tied_candidates_the_least_read_along_rows_come_first():
     assert names(order) == ["rows", "strided", "half", "d"]
 
 
-def gemv(rows_per_block: int, forloop: int, transposed: bool) -> mj.KernelGraph:
+def test_a_tie_is_the_run_of_costs_within_cost_tie_of_the_first():
+    tie = 1.0 + contenders.COST_TIE / 2
+    assert contenders.tied_with_best([]) == 0
+    assert contenders.tied_with_best([(graph("a"), None), (graph("b"), None)]) == 0
+    ranked = [(graph("a"), 1.0), (graph("b"), tie), (graph("c"), 1.2), (graph("d"), tie)]
+    assert contenders.tied_with_best(ranked) == 2  # d ties in cost, but after c
+
+
+def gemv(
+    rows_per_block: int, forloop: int, transposed: bool, dtype: str = "float32"
+) -> mj.KernelGraph:
     """w[256, 64] @ x[64, 1] (transposed: x[1, 256] @ w[256, 64]) in blocks of rows of the
-    result, the k of 64 (256) walked in `forloop` steps."""
+    result, the k of 64 (256) walked in `forloop` steps; w of `dtype`."""
     kg = mj.KernelGraph()
     if transposed:
-        x, w = kg.new_input((1, 256)), kg.new_input((256, 64))
+        x, w = kg.new_input((1, 256)), kg.new_input((256, 64), dtype)
         bg = mj.BlockGraph(grid=(64 // rows_per_block, 1, 1), forloop_range=forloop)
         xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1 if forloop > 1 else -1)
         wb = bg.new_input(w, imap=(1, -1, -1), fmap=0 if forloop > 1 else -1)
         product, omap, inputs = bg.matmul(xb, wb), (1, -1, -1), [x, w]
     else:
-        w, x = kg.new_input((256, 64)), kg.new_input((64, 1))
+        w, x = kg.new_input((256, 64), dtype), kg.new_input((64, 1))
         bg = mj.BlockGraph(grid=(256 // rows_per_block, 1, 1), forloop_range=forloop)
         wb = bg.new_input(w, imap=(0, -1, -1), fmap=1 if forloop > 1 else -1)
         xb = bg.new_input(x, imap=(-1, -1, -1), fmap=0 if forloop > 1 else -1)
@@ -98,5 +108,20 @@ def test_cut_row_bytes_counts_a_main_stream_walked_along_its_rows():
     assert contenders.cut_row_bytes(gemv(64, 1, transposed=False)) == 0
     # w's rows walked in 4 steps: all of w (4 bytes an element), x's column walked down
     assert contenders.cut_row_bytes(gemv(64, 4, transposed=False)) == 256 * 64 * 4
+    assert contenders.cut_row_bytes(gemv(64, 4, False, "bfloat16")) == 256 * 64 * 2
     # x[1, 256] @ w[256, 64]: the loop walks w down its rows and x (a small share) along
     assert contenders.cut_row_bytes(gemv(16, 4, transposed=True)) == 0
+
+
+def test_a_parts_tied_candidates_are_spliced_least_cut_first():
+    # the logits region is searched as parts: its product's whole-row candidate, 4th in the
+    # model's order of four tied ones, must be among the PART_CANDIDATES spliced
+    from mirage_jax.superopt import parts
+
+    cut = [gemv(64, 4, transposed=False) for _ in range(parts.PART_CANDIDATES)]
+    whole_rows = gemv(64, 1, transposed=False)
+    result = types.SimpleNamespace(candidates=[*cut, whole_rows], costs=[1.0] * 4)
+    assert whole_rows in parts._best(result)
+    # not tied: the model's order
+    result.costs = [1.0, 1.0, 1.0, 1.5]
+    assert whole_rows not in parts._best(result)

@@ -6,7 +6,7 @@ with every remainder (rows not a multiple of 6, columns not of 16, k tiles past 
 a multiple of it), in one block and in several that share A (a group product), compiled and
 run, against a float64 reference. A bfloat16 operand is read in place and widened as it is
 loaded (mj_cpu::Bf16): the same shapes with a bfloat16 weight, and with bfloat16 on both
-sides."""
+sides. From 6 rows on the streaming order walks 32 rows of B per panel instead of 8."""
 
 import jax
 import jax.numpy as jnp
@@ -59,6 +59,12 @@ def _matmul(
         (6, 136, 2, 1, 136),
         (8, 64, 12, 2, 64),  # two blocks of 6 columns
         (20, 96, 8, 1, 96),  # one vector of columns (AVX2)
+        # 6 rows or more walk B 32 rows per stored panel (mj_cpu::stream_k_chunk): k tiles of
+        # whole chunks, of chunks and a rest, and shorter than one chunk
+        (8, 192, 64, 2, 96),
+        (6, 300, 40, 2, 100),
+        (7, 60, 35, 1, 20),
+        (8, 2048, 64, 8, 256),  # 8 blocks of 8 columns, grouped: one product for the group
     ],
 )
 @pytest.mark.parametrize(

@@ -244,6 +244,13 @@ def estimate_cost(graph: KernelGraph, target: Target) -> tuple:
     (estimated seconds, one line per kernel) of a kernel graph on a target: the cost model the search ranks candidates by.
     """
 
+COST_TIE: float = 0.02
+
+def cut_row_bytes(graph: KernelGraph) -> float:
+    """
+    The bytes a graph's generated kernels read from tiles that their for-loop walks along the tensor's innermost dim (a piece of every row per step), counting only tiles that are at least a quarter of their kernel's reads: the order of candidates the cost model ties.
+    """
+
 def kernel_costs(graph: KernelGraph, target: Target) -> list:
     """
     The cost model's terms for each kernel of a graph on a target (what it reads, computes and how long each part takes), for calibrating and explaining it.

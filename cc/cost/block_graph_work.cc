@@ -1,6 +1,7 @@
 #include "cc/cost/block_graph_work.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "cc/cost/block_working_set.h"
 #include "cc/cost/op_flops.h"
@@ -49,6 +50,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
   w.working_set_bytes = block_working_set_bytes(g);
   const double blocks = double(w.blocks);
   const double iterations = g.forloop_range();
+  std::vector<double> cut_reads;  // bytes of each input tile walked along its rows
   for (const Op& op : g.ops()) {
     if (op.kind == OpKind::kInput) {
       const Tensor& tile = g.tensor(op.outputs[0]);
@@ -57,6 +59,10 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const Shape& whole = g.kernel_input_shape(op.io_index);
       const double tensor_bytes = tensor_elements(whole) * dtype_bytes(tile.dtype);
       w.bytes_read += read;
+      const int last = int(whole.size()) - 1;
+      if (iterations > 1 && op.fmap == last && tile.shape.back() < whole.back()) {
+        cut_reads.push_back(read);
+      }
       if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
       const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
       w.runs_loaded += runs * loads * blocks;
@@ -86,6 +92,9 @@ KernelWork block_graph_work(const BlockGraph& g) {
     const OpFlops f = op_flops(g, op);
     w.flops += f.total * times;
     w.low_precision_matmul_flops += f.low_precision_matmul * times;
+  }
+  for (double read : cut_reads) {
+    if (read >= kMainStreamShare * w.bytes_read) w.cut_row_bytes += read;
   }
   return w;
 }

@@ -152,4 +152,10 @@ std::vector<KernelWork> kernel_graph_work(const KernelGraph& g) {
   return kernels;
 }
 
+double cut_row_bytes(const KernelGraph& g) {
+  double total = 0;
+  for (const KernelWork& w : kernel_graph_work(g)) total += w.cut_row_bytes;
+  return total;
+}
+
 }  // namespace mj::cost

@@ -21,4 +21,8 @@ namespace mj::cost {
 
 std::vector<KernelWork> kernel_graph_work(const ir::KernelGraph& g);
 
+// Σ KernelWork::cut_row_bytes over the graph's kernels: how much of its reads come a piece of
+// each row per loop step, which orders candidates the model ties.
+double cut_row_bytes(const ir::KernelGraph& g);
+
 }  // namespace mj::cost

@@ -23,6 +23,10 @@ struct ReplicatedRead {
   double reread_bytes = 0;  // bytes loaded beyond the first pass
 };
 
+// A stream read in pieces of rows counts in KernelWork::cut_row_bytes when it is at least
+// this share of its kernel's reads.
+constexpr double kMainStreamShare = 0.25;
+
 struct KernelWork {
   KernelKind kind = KernelKind::kLibraryFusion;
   std::string label;         // for the breakdown, e.g. "fusion(rms_norm, mul)"
@@ -55,6 +59,15 @@ struct KernelWork {
   // W's and B's tiles before one matmul, measured 1.2-2x slower than the form with two
   // products and an add over the same tiles, which the model had costed the same.
   double on_chip_copy_bytes = 0;
+  // kCustomized: the bytes read from input tiles that the for-loop walks along the tensor's
+  // innermost dim while the tile holds only part of each row (every step comes back to all
+  // of the tile's rows for another piece of each), counting only tiles that are at least
+  // kMainStreamShare of the kernel's reads (a GEMV's activation is walked along its k too,
+  // from the cache). The model prices these bytes like any others, but the machine reads
+  // them slower: tied candidates are timed least-cut first (ResultSet, Python's
+  // superopt/contenders.py). GPT-2's tied logits wte[8192, 768] @ x[768, 1], 25 MB cold:
+  // whole-row [128, 768] tiles ran 0.72-0.80 ms, [128, 384] walked along the rows 1.0-1.2.
+  double cut_row_bytes = 0;
   // kCustomized: the block graph's matmul tiles, [m, k] @ [k, n] each, run `count` times
   // over all blocks, iterations and batch entries. A CPU's generated code lays its vectors
   // along n, or along k with a sum across the lanes per row and column when n is under a

@@ -35,4 +35,12 @@ std::vector<int> rank_by_cost(const std::vector<const KernelGraph*>& graphs, con
   return order;
 }
 
+size_t tied_with_best(const std::vector<double>& costs) {
+  if (costs.empty()) return 0;
+  const double bar = costs.front() * (1 + kCostTie);
+  size_t tied = 0;
+  while (tied < costs.size() && costs[tied] <= bar) ++tied;
+  return tied;
+}
+
 }  // namespace mj::cost

@@ -9,6 +9,14 @@
 
 namespace mj::cost {
 
+// Estimates within this fraction of the best's are a tie: the model's errors on the kernels it
+// does rank apart are tens of percent, and memory-bound candidates that stream the same bytes
+// come out within a percent of each other by the dozen.
+constexpr double kCostTie = 0.02;
+
+// How many leading entries of `costs` (ascending) are within kCostTie of the first.
+size_t tied_with_best(const std::vector<double>& costs);
+
 // Indices into `graphs`, best first. Throws std::invalid_argument for a null graph or an
 // unusable target.
 std::vector<int> rank_by_cost(const std::vector<const ir::KernelGraph*>& graphs, const Target& t);

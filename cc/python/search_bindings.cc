@@ -13,6 +13,7 @@
 
 #include "cc/cost/estimate.h"
 #include "cc/cost/kernel_graph_work.h"
+#include "cc/cost/rank.h"
 #include "cc/cost/roofline.h"
 #include "cc/cost/target.h"
 #include "cc/python/bindings.h"
@@ -73,6 +74,12 @@ void bind_target(nb::module_& m) {
       "(estimated seconds, one line per kernel) of a kernel graph on a target: the cost "
       "model the search ranks candidates by.");
 
+  m.attr("COST_TIE") = cost::kCostTie;
+  m.def("cut_row_bytes", &cost::cut_row_bytes, "graph"_a,
+        "The bytes a graph's generated kernels read from tiles that their for-loop walks "
+        "along the tensor's innermost dim (a piece of every row per step), counting only "
+        "tiles that are at least a quarter of their kernel's reads: the order of candidates "
+        "the cost model ties.");
   m.def(
       "kernel_costs",
       [](const KernelGraph& g, const Target& t) {
@@ -89,6 +96,7 @@ void bind_target(nb::module_& m) {
           d["blocks"] = w.blocks;
           d["runs_loaded"] = w.runs_loaded;
           d["on_chip_copy_bytes"] = w.on_chip_copy_bytes;
+          d["cut_row_bytes"] = w.cut_row_bytes;
           double walked_pages = 0;
           for (const auto& [pages, loads] : w.paged_loads) {
             if (pages > t.tlb_entries) walked_pages += pages * loads;

@@ -1,9 +1,11 @@
 #include "cc/search/result_set.h"
 
 #include <algorithm>
+#include <cmath>
 #include <tuple>
 
 #include "cc/cost/kernel_graph_work.h"
+#include "cc/cost/rank.h"
 
 namespace mj::search {
 
@@ -39,7 +41,10 @@ double total_flops(const KernelGraph& g) {
 
 // Equal costs (a memory-bound kernel hides its arithmetic) go to the fewer flops: the same
 // product scaled once after the loop rather than each partial inside it, which is also the
-// order the program computes it in.
+// order the program computes it in. Then the candidates tied with the best (cost::kCostTie)
+// are ordered by how much they read a piece of each row per loop step, least first
+// (KernelWork::cut_row_bytes): max_verified verifies the best few of the held candidates
+// only, and the model ties a GEMV's whole-row form with a dozen that cut the rows.
 void sort_by_cost(std::vector<RankedCandidate>& out,
                   const std::function<double(const KernelGraph&)>& cost) {
   for (RankedCandidate& c : out) {
@@ -49,6 +54,18 @@ void sort_by_cost(std::vector<RankedCandidate>& out,
   std::sort(out.begin(), out.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
     return std::tie(a.cost, a.flops, a.hash) < std::tie(b.cost, b.flops, b.hash);
   });
+  std::vector<double> costs;
+  for (const RankedCandidate& c : out) costs.push_back(c.cost);
+  const size_t tied =
+      std::isfinite(costs.empty() ? 0.0 : costs.front()) ? cost::tied_with_best(costs) : 0;
+  std::vector<double> cut(tied);
+  for (size_t i = 0; i < tied; ++i) cut[i] = cost::cut_row_bytes(*out[i].graph);
+  std::vector<size_t> order(tied);
+  for (size_t i = 0; i < tied; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cut[a] < cut[b]; });
+  std::vector<RankedCandidate> head;
+  for (size_t i : order) head.push_back(out[i]);
+  std::move(head.begin(), head.end(), out.begin());
 }
 
 }  // namespace

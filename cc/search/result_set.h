@@ -28,7 +28,8 @@ class ResultSet {
   // A claimed candidate kept for verification after the enumeration (max_verified).
   void hold(std::shared_ptr<const ir::KernelGraph> graph, std::string hash);
   size_t size() const;
-  // The accepted graphs, costed and sorted by (cost, hash): the same order whatever the
+  // The accepted graphs, costed and sorted by (cost, flops, hash), those tied with the best
+  // (cost::kCostTie) least-cut first (cost::cut_row_bytes): the same order whatever the
   // thread count or the order they were found in.
   std::vector<RankedCandidate> ranked(
       const std::function<double(const ir::KernelGraph&)>& cost) const;

@@ -28,48 +28,26 @@ not along them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
-
+from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
 
-# Costs within this fraction of the best contender's are a tie: the model's errors on the
-# kernels it does rank apart are tens of percent (the README's ranking table).
-COST_TIE = 0.02
+# Costs within this fraction of the best contender's are a tie (cc/cost/rank.h, kCostTie): the
+# model's errors on the kernels it does rank apart are tens of percent (the README's ranking
+# table). The search's own order already puts its ties least-cut first (cc/search/result_set.cc).
+COST_TIE: float = _core.COST_TIE
 
 
 def kernel_count(graph: KernelGraph) -> int:
     return sum(op.kind == "customized" for op in graph.ops)
 
 
-# A stream read in pieces of rows counts when it is at least this share of its kernel's reads.
-MAIN_STREAM_SHARE = 0.25
-
-
 def cut_row_bytes(graph: KernelGraph) -> float:
     """The bytes a graph's generated kernels read from tiles that their for-loop walks along
     the tensor's innermost dim (a piece of every row per step), counting only the tiles that
-    are at least MAIN_STREAM_SHARE of their kernel's reads."""
-    total = 0.0
-    for op in graph.ops:
-        bg = op.block_graph
-        if bg is None or bg.forloop_range == 1:
-            continue
-        blocks = math.prod(bg.grid)
-        reads: list[tuple[float, bool]] = []
-        for b in bg.ops:
-            if b.kind != "input":
-                continue
-            tile, whole = b.outputs[0].shape, b.kernel_shape or ()
-            loads = bg.forloop_range if b.fmap is not None and b.fmap >= 0 else 1
-            size = math.prod(tile) * np.dtype(b.dtype).itemsize * loads * blocks
-            along_rows = b.fmap == len(whole) - 1 and tile[-1] < whole[-1]
-            reads.append((size, along_rows))
-        read = sum(size for size, _ in reads)
-        total += sum(size for size, cut in reads if cut and size >= MAIN_STREAM_SHARE * read)
-    return total
+    are at least a quarter of their kernel's reads (cc/cost/kernel_work.h, cut_row_bytes)."""
+    return _core.cut_row_bytes(graph._core)
 
 
 def tied_with_best(ranked: Sequence[tuple[KernelGraph, float | None]]) -> int:

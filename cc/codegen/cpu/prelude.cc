@@ -226,7 +226,10 @@ constexpr int kMaxPanelRows = 8;
 // product waits on B's bytes, and short chunks keep the rows streamed at once few. From 6
 // rows on it waits on the FMAs, and storing and reloading C every 8 values of k was a
 // quarter of its loads and stores: a [8, 2048] @ [2048, 1024] product read from L3 ran
-// 128 GFLOP/s with chunks of 8 and 156-165 with 32 (XLA's: 152-162).
+// 128 GFLOP/s with chunks of 8 and 156-165 with 32 (XLA's: 152-162). Streamed from DRAM it
+// gains nothing: Llama's batch-8 decode step ran 1.50x and 1.58x XLA's speed either way. At 4
+// rows the longer chunk cost that step at batch 4 a sixth of its speed (1.42x to 1.16-1.25x):
+// a panel then has 32 rows of B in flight, more streams than the prefetchers follow.
 template <int R>
 constexpr int stream_k_chunk() {
   return R >= 6 ? 32 : kKChunk;

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 
 import jax
@@ -148,8 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f, indent=1)
+        pathlib.Path(args.json).write_text(json.dumps(results, indent=1))
     return 0
 
 

@@ -3,9 +3,8 @@
 
 #include <gtest/gtest.h>
 
-#include <memory>
-
 #include "cc/testing/rmsnorm_linear.h"
+#include "cc/testing/row_gemv.h"
 
 namespace mj::cost {
 
@@ -16,6 +15,7 @@ using ir::OpKind;
 using testing::column_split;
 using testing::fused_rmsnorm_linear_block;
 using testing::RmsNormLinearShape;
+using testing::row_gemv_block;
 
 namespace {
 
@@ -71,22 +71,11 @@ TEST(BlockGraphWork, LoopInvariantTileIsReadOncePerBlock) {
   EXPECT_DOUBLE_EQ(w.replicated[0].reread_bytes, 3 * 16);
 }
 
-// w[256, 64] @ x[64, 1] over 4 blocks of w's rows, the k of 64 in `forloop` steps.
-std::shared_ptr<BlockGraph> row_gemv(int forloop) {
-  auto bg = std::make_shared<BlockGraph>(Dim3{4, 1, 1}, forloop);
-  const int w = bg->new_input({256, 64}, DType::kF32, {0, -1, -1}, forloop > 1 ? 1 : -1);
-  const int x = bg->new_input({64, 1}, DType::kF32, {-1, -1, -1}, forloop > 1 ? 0 : -1);
-  const int product = bg->matmul(w, x);
-  bg->new_output(forloop > 1 ? bg->accum(OpKind::kAccumSum, product) : product, {0, -1, -1},
-                 DType::kF32);
-  return bg;
-}
-
 TEST(BlockGraphWork, CutRowBytesCountMainStreamsWalkedAlongTheirRows) {
   // w's rows walked 16 values at a time: all of w is read in pieces of rows
-  EXPECT_DOUBLE_EQ(block_graph_work(*row_gemv(4)).cut_row_bytes, 256 * 64 * 4);
+  EXPECT_DOUBLE_EQ(block_graph_work(*row_gemv_block(4)).cut_row_bytes, 256 * 64 * 4);
   // whole rows per block, no loop: nothing
-  EXPECT_DOUBLE_EQ(block_graph_work(*row_gemv(1)).cut_row_bytes, 0);
+  EXPECT_DOUBLE_EQ(block_graph_work(*row_gemv_block(1)).cut_row_bytes, 0);
   // x[8, 4096] is walked along its rows, but is 11% of the kernel's reads (W is walked down
   // its rows): under kMainStreamShare, like a GEMV's activation read from the cache
   const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32)));

@@ -5,32 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <map>
-#include <memory>
+
+#include "cc/testing/row_gemv.h"
 
 namespace mj::search {
 namespace {
 
-using ir::BlockGraph;
-using ir::Dim3;
-using ir::DType;
 using ir::KernelGraph;
-using ir::OpKind;
-
-// w[256, 64] @ x[64, 1] over 4 blocks of w's rows, the k of 64 in `forloop` steps: with a
-// loop, every step reads a piece of each of w's rows.
-std::shared_ptr<const KernelGraph> row_gemv(int forloop) {
-  auto bg = std::make_shared<BlockGraph>(Dim3{4, 1, 1}, forloop);
-  const int wb = bg->new_input({256, 64}, DType::kF32, {0, -1, -1}, forloop > 1 ? 1 : -1);
-  const int xb = bg->new_input({64, 1}, DType::kF32, {-1, -1, -1}, forloop > 1 ? 0 : -1);
-  const int product = bg->matmul(wb, xb);
-  bg->new_output(forloop > 1 ? bg->accum(OpKind::kAccumSum, product) : product, {0, -1, -1},
-                 DType::kF32);
-  auto g = std::make_shared<KernelGraph>();
-  const int w = g->new_input({256, 64}, DType::kF32);
-  const int x = g->new_input({64, 1}, DType::kF32);
-  g->mark_output(g->customized({w, x}, bg).at(0));
-  return g;
-}
+using testing::row_gemv;
 
 TEST(ResultSet, CandidatesTiedWithTheBestComeLeastCutFirst) {
   const auto cut2 = row_gemv(2), cut4 = row_gemv(4), whole = row_gemv(1), slow = row_gemv(1);

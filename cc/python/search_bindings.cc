@@ -163,7 +163,9 @@ void bind_records(nb::module_& m) {
       .def_ro("tasks_total", &SearchProgress::tasks_total)
       .def_ro("states_explored", &SearchProgress::states_explored)
       .def_ro("candidates_accepted", &SearchProgress::candidates_accepted)
-      .def_ro("seconds", &SearchProgress::seconds);
+      .def_ro("seconds", &SearchProgress::seconds)
+      .def_ro("best_cost", &SearchProgress::best_cost)
+      .def_ro("target_cost", &SearchProgress::target_cost);
 
   nb::class_<SearchResult>(m, "SearchResultInfo")
       // Copies: each Python graph owns its C++ graph outright (block graphs stay shared,

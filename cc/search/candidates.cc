@@ -1,6 +1,7 @@
 #include "cc/search/candidates.h"
 
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,9 @@ bool verify_candidate(std::shared_ptr<const KernelGraph> candidate, std::string 
   shared.verified.fetch_add(1, std::memory_order_relaxed);
   if (!r.equivalent) return false;
   shared.accepted.fetch_add(1, std::memory_order_relaxed);
-  shared.results.accept(std::move(candidate), std::move(hash));
+  const double cost =
+      shared.cost ? shared.cost(*candidate) : std::numeric_limits<double>::infinity();
+  shared.results.accept(std::move(candidate), std::move(hash), cost);
   return true;
 }
 

@@ -16,9 +16,15 @@ bool ResultSet::claim(const std::string& hash) {
   return seen_.insert(hash).second;
 }
 
-void ResultSet::accept(std::shared_ptr<const KernelGraph> graph, std::string hash) {
+void ResultSet::accept(std::shared_ptr<const KernelGraph> graph, std::string hash, double cost) {
   std::lock_guard<std::mutex> lock(mu_);
   accepted_.push_back(RankedCandidate{std::move(graph), std::move(hash)});
+  best_cost_ = std::min(best_cost_, cost);
+}
+
+double ResultSet::best_cost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return best_cost_;
 }
 
 void ResultSet::hold(std::shared_ptr<const KernelGraph> graph, std::string hash) {

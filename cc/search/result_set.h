@@ -3,6 +3,7 @@
 // distinct μGraph is verified and ranked once however many branches build it. Safe to use
 // from every search thread.
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,7 +25,12 @@ class ResultSet {
  public:
   // True the first time a hash is seen: the caller then verifies it.
   bool claim(const std::string& hash);
-  void accept(std::shared_ptr<const ir::KernelGraph> graph, std::string hash);
+  // `cost`: its estimated cost, when known, for best_cost().
+  void accept(std::shared_ptr<const ir::KernelGraph> graph, std::string hash,
+              double cost = std::numeric_limits<double>::infinity());
+  // The least estimated cost of a candidate accepted so far (infinity before any): what a
+  // running search has already found.
+  double best_cost() const;
   // A claimed candidate kept for verification after the enumeration (max_verified).
   void hold(std::shared_ptr<const ir::KernelGraph> graph, std::string hash);
   size_t size() const;
@@ -41,6 +47,7 @@ class ResultSet {
   std::unordered_set<std::string> seen_;
   std::vector<RankedCandidate> accepted_;
   std::vector<RankedCandidate> held_;
+  double best_cost_ = std::numeric_limits<double>::infinity();
 };
 
 }  // namespace mj::search

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -152,6 +153,9 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
     return result;
   }
   SearchShared shared(target, config);
+  std::function<double(const KernelGraph&)> cost = config.cost;
+  if (!cost) cost = [&](const KernelGraph& g) { return estimate(g, config.target).seconds; };
+  shared.cost = cost;
   shared.deadline = start + std::chrono::microseconds(int64_t(config.time_budget_s * 1e6));
   std::unique_ptr<PruningTarget> pruning;
   try {
@@ -185,6 +189,12 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
 
   // The root's children are the tasks. Moves name tensors by id, not by expression, so the
   // list made with worker 0's pool is valid in every worker.
+  // The original's cost, for the reports (a target the model cannot price reports none).
+  double target_cost = std::numeric_limits<double>::infinity();
+  try {
+    target_cost = cost(target);
+  } catch (const std::exception&) {
+  }
   const KernelState root = initial_kernel_state(shared, *workers[0]);
   const std::vector<KernelMove> moves = kernel_moves(root, shared);
   std::mutex error_mu;
@@ -233,10 +243,10 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
         p.states_explored = shared.explored.load();
         p.candidates_accepted = shared.accepted.load();
         p.seconds = seconds_since(start);
+        p.best_cost = shared.results.best_cost();
+        p.target_cost = target_cost;
         if (!progress(p) && !shared.stop.exchange(true)) stopped_by_caller = true;
       });
-  std::function<double(const KernelGraph&)> cost = config.cost;
-  if (!cost) cost = [&](const KernelGraph& g) { return estimate(g, config.target).seconds; };
   if (config.max_verified > 0 && error.empty()) {
     try {
       result.stats.candidates_unverified = verify_best_held(shared, cost, threads, error);

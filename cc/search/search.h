@@ -14,6 +14,7 @@
 // candidates (verification), result_set (dedup and order), thread_pool.
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,10 @@ struct SearchProgress {
   int64_t states_explored = 0;
   int64_t candidates_accepted = 0;
   double seconds = 0;
+  // The ranking's cost of the best candidate accepted so far and of the target itself
+  // (infinity when unknown): the best a stop now would return, against the original.
+  double best_cost = std::numeric_limits<double>::infinity();
+  double target_cost = std::numeric_limits<double>::infinity();
 };
 
 struct SearchResult {

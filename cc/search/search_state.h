@@ -4,6 +4,7 @@
 // plus one op: graphs here are small, and copies keep every branch independent.
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -60,6 +61,9 @@ struct SearchShared {
   const PruningTarget* pruning = nullptr;
   std::chrono::steady_clock::time_point deadline;
   ResultSet results;
+  // The ranking's cost (SearchConfig::cost, or the cost model on config.target): an accepted
+  // candidate's, for the progress reports' best so far.
+  std::function<double(const ir::KernelGraph&)> cost;
 
   std::atomic<bool> stop{false};
   std::atomic<bool> budget_spent{false};

@@ -9,6 +9,7 @@ own clock so that what is shown does not depend on how fast Python gets the GIL 
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 from typing import TextIO
 
@@ -28,32 +29,57 @@ class SearchProgress:
     states_explored: int
     candidates_accepted: int
     seconds: float  # since the search started
+    # The cost model's seconds for the best candidate accepted so far, and for the graph
+    # searched (None: none accepted yet, or a graph the model cannot price): what stopping
+    # now would return, against the original.
+    best_seconds: float | None = None
+    original_seconds: float | None = None
 
     @classmethod
     def from_core(cls, info: _core.SearchProgressInfo) -> SearchProgress:
+        def known(seconds: float) -> float | None:
+            return seconds if math.isfinite(seconds) else None
+
         return cls(
             info.tasks_done,
             info.tasks_total,
             info.states_explored,
             info.candidates_accepted,
             info.seconds,
+            known(info.best_cost),
+            known(info.target_cost),
         )
 
     def followed_by(self, later: SearchProgress) -> SearchProgress:
         """`later`, a report of the next search of a sequence, counted after this one's
-        states, candidates and seconds (its tasks are its own)."""
+        states, candidates and seconds (its tasks are its own). The best so far is the better
+        of both when both searched the same graph (a deepened search's rungs); a search of
+        another graph (a part of this one) keeps this one's, since the part's candidates are
+        not this graph's."""
+        best, original = later.best_seconds, later.original_seconds
+        if self.original_seconds is not None and self.original_seconds != original:
+            best, original = self.best_seconds, self.original_seconds
+        elif self.best_seconds is not None:
+            best = self.best_seconds if best is None else min(best, self.best_seconds)
         return dataclasses.replace(
             later,
             states_explored=self.states_explored + later.states_explored,
             candidates_accepted=self.candidates_accepted + later.candidates_accepted,
             seconds=self.seconds + later.seconds,
+            best_seconds=best,
+            original_seconds=original,
         )
 
     def summary(self) -> str:
-        return (
+        text = (
             f"{self.tasks_done}/{self.tasks_total} tasks, {self.states_explored:,} states, "
             f"{self.candidates_accepted:,} accepted, {self.seconds:.1f} s"
         )
+        if self.best_seconds is not None:
+            text += f", best {self.best_seconds * 1e3:.3g} ms by the model"
+            if self.original_seconds is not None:
+                text += f" (original {self.original_seconds * 1e3:.3g} ms)"
+        return text
 
 
 def _is_terminal(stream: TextIO | None) -> bool:

@@ -152,10 +152,14 @@ def search(
     # A deepened search's rungs report from zero each: shown after the rungs before them.
     earlier = SearchProgress(0, 0, 0, 0, 0.0)
 
+    # The last report of the running rung: its best so far carries into the next rung's.
+    latest: SearchProgress | None = None
+
     def core_hook(info: _core.SearchProgressInfo) -> bool:
-        nonlocal stop_requested
+        nonlocal stop_requested, latest
         if hook is not None and not stop_requested:
             report = earlier.followed_by(SearchProgress.from_core(info))
+            latest = report
             stop_requested = hook(report) is False
         return not stop_requested
 
@@ -165,11 +169,22 @@ def search(
     target = calibration_cache.cpu_target()[0] if config.target == "cpu" else None
 
     def run_rung(g: KernelGraph, rung: SearchConfig) -> SearchResult:
-        nonlocal earlier
+        nonlocal earlier, latest
+        latest = None
         result = _run(g, rung, searched_hook, target)
         stats = result.stats
+        best = latest.best_seconds if latest is not None else None
+        original = latest.original_seconds if latest is not None else None
         earlier = earlier.followed_by(
-            SearchProgress(0, 0, stats.states_explored, stats.candidates_accepted, stats.seconds)
+            SearchProgress(
+                0,
+                0,
+                stats.states_explored,
+                stats.candidates_accepted,
+                stats.seconds,
+                best,
+                original,
+            )
         )
         return result
 

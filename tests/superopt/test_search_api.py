@@ -251,6 +251,35 @@ def test_a_progress_callable_sees_the_search_advance(ref):
     assert seconds == sorted(seconds)
 
 
+def test_the_reports_carry_the_best_so_far_and_the_original(ref):
+    reports = []
+    r = mj.search(ref, mj.SearchConfig(**SMALL), progress=reports.append)
+    original = r.costs[r.candidates.index(next(c for c in r.candidates if c.hash() == ref.hash()))]
+    assert all(p.original_seconds == pytest.approx(original) for p in reports)
+    best = [p.best_seconds for p in reports if p.best_seconds is not None]
+    assert best, "no report saw an accepted candidate"
+    assert best == sorted(best, reverse=True)  # the best so far only improves
+    # each a candidate's cost, never better than the best the search returns
+    assert min(best) >= min(r.costs) * (1 - 1e-9)
+    assert min(best) == pytest.approx(
+        min(c for c, g in zip(r.costs, r.candidates) if g.hash() != ref.hash())
+    )
+    assert f"best {best[-1] * 1e3:.3g} ms by the model" in reports[-1].summary()
+
+
+def test_a_deepened_searchs_best_so_far_carries_across_its_rungs_and_parts(ref):
+    # its rungs search the whole graph, then its parts (the norm, the product) their own:
+    # the reports stay the whole graph's best
+    reports = []
+    r = mj.search(ref, mj.SearchConfig(**{**SMALL, "deepen": True}), progress=reports.append)
+    best = [p.best_seconds for p in reports if p.best_seconds is not None]
+    assert best and best == sorted(best, reverse=True)
+    assert {p.original_seconds for p in reports if p.original_seconds is not None} == {
+        reports[-1].original_seconds
+    }
+    assert min(best) >= min(r.costs) * (1 - 1e-9)
+
+
 class FakeTerminal(io.StringIO):
     def isatty(self):
         return True

@@ -1,0 +1,28 @@
+"""benchmarks/search_reach.py's time to the best: the first progress report whose best so far
+is within BEST_TOLERANCE of the last report's, and none without an accepted candidate."""
+
+from benchmark_support import import_benchmarks
+
+import mirage_jax as mj
+
+(search_reach,) = import_benchmarks("search_reach")
+
+
+def report(seconds, best):
+    return mj.SearchProgress(1, 4, 100, 1, seconds, best, 2e-3)
+
+
+def test_the_best_counts_as_found_when_first_within_tolerance_of_the_last():
+    reports = [
+        report(0.1, None),
+        report(0.5, 1e-3),
+        report(1.5, 0.8e-3 * (1 + search_reach.BEST_TOLERANCE / 2)),  # as good as the last
+        report(3.0, 0.8e-3),
+        report(9.0, 0.8e-3),
+    ]
+    assert search_reach.best_found_at(reports) == 1.5
+
+
+def test_no_accepted_candidate_gives_no_time():
+    assert search_reach.best_found_at([report(0.1, None), report(2.0, None)]) is None
+    assert search_reach.best_found_at([]) is None

@@ -14,6 +14,11 @@ search inside a budget often has its best long before the budget is spent). The 
 row with `deepen=False` shows what the depth-first search at those limits reaches on its own.
 
     python benchmarks/search_reach.py [--only lora,...] [--budget 60] [--no-compare]
+        [--time SECONDS] [--json FILE]
+
+--time also compiles the deepened search's first candidate and the paper's μGraph and times
+them against each other (alternating, inputs cold): whether the first is the paper's μGraph
+"or a better one".
 
 The rank says how far the cost model's order puts a fused form, not how fast it runs:
 benchmarks/superoptimize.py times the best candidates against jax.jit.
@@ -24,14 +29,22 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
 
 import mirage_jax as mj
 from mirage_jax.ir import paper_graphs as pg
+from mirage_jax.runtime import profile
 
 # A best so far within this fraction of the search's last one counts as found (the costs of
 # the same form on other grids differ by less).
 BEST_TOLERANCE = 0.01
+# --time: the input sets cycled through exceed this many bytes (a few last-level caches).
+COLD_BYTES = 200e6
 
 # (row name, builder of (reference, the paper's μGraph))
 CASES = [
@@ -73,11 +86,30 @@ def best_found_at(reports: list[mj.SearchProgress]) -> float | None:
     return next(p.seconds for p in best if p.best_seconds <= final * (1 + BEST_TOLERANCE))
 
 
-def reach(reference, paper, config: mj.SearchConfig) -> dict:
+def time_against_paper(first, paper, budget_s: float) -> dict:
+    """Medians (ms) of the search's first candidate and of the paper's μGraph, both compiled,
+    alternating in rounds over input sets that together exceed the last-level cache: whether
+    the first is the paper's μGraph "or a better one"."""
+    functions = {"first": jax.jit(mj.compile(first)), "paper": jax.jit(mj.compile(paper))}
+    rng = np.random.default_rng(0)
+    shapes = [(t.shape, t.dtype) for t in paper.inputs]
+    size = sum(math.prod(s) * np.dtype(d).itemsize for s, d in shapes)
+    sets = [
+        [jax.device_put(jnp.asarray(rng.standard_normal(s), d)) for s, d in shapes]
+        for _ in range(max(2, int(COLD_BYTES // max(size, 1)) + 1))
+    ]
+    times, _ = profile.median_times(functions, sets[0], budget_s=budget_s, arg_sets=sets)
+    return {"first_ms": times["first"] * 1e3, "paper_ms": times["paper"] * 1e3}
+
+
+def reach(reference, paper, config: mj.SearchConfig, first: list | None = None) -> dict:
+    """The row's figures; `first`, when given, receives the search's first candidate."""
     start = time.perf_counter()
     reports: list[mj.SearchProgress] = []
     result = mj.search(reference, config, progress=reports.append)
     seconds = time.perf_counter() - start
+    if first is not None and len(result):
+        first.append(result.candidates[0])
     fused = [kernels(g) <= kernels(paper) for g in result]
     return dict(
         candidates=len(result),
@@ -113,7 +145,17 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--no-compare", action="store_true", help="skip the deepen=False rows")
     parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    parser.add_argument(
+        "--time",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="also time the deepened search's first candidate against the paper's μGraph, "
+        "for about this long each",
+    )
     args = parser.parse_args()
+    if args.time < 0:
+        parser.error(f"--time must be 0 (off) or positive, got {args.time}")
     only = {s for s in args.only.split(",") if s}
     rows = []
     for name, build in CASES:
@@ -122,8 +164,17 @@ def main() -> None:
         reference, paper = build()
         config = mj.SearchConfig(time_budget_s=args.budget, threads=args.threads)
         preset = config.for_graph(reference).preset  # the "auto" preset's choice
-        row = dict(program=name, preset=preset, deepened=reach(reference, paper, config))
+        first: list = []
+        row = dict(program=name, preset=preset, deepened=reach(reference, paper, config, first))
         row["paper_kernels"] = kernels(paper)
+        if args.time and first:
+            row["timed"] = time_against_paper(first[0], paper, args.time)
+            t = row["timed"]
+            print(
+                f"  {name}: first candidate {t['first_ms']:.3f} ms, the paper's μGraph "
+                f"{t['paper_ms']:.3f} ms ({t['paper_ms'] / t['first_ms']:.2f}x)",
+                flush=True,
+            )
         if not args.no_compare:
             flat = dataclasses.replace(config, deepen=False)
             row["depth_first"] = reach(reference, paper, flat)

@@ -26,3 +26,11 @@ def test_the_best_counts_as_found_when_first_within_tolerance_of_the_last():
 def test_no_accepted_candidate_gives_no_time():
     assert search_reach.best_found_at([report(0.1, None), report(2.0, None)]) is None
     assert search_reach.best_found_at([]) is None
+
+
+def test_the_first_candidate_and_the_papers_graph_are_timed_against_each_other():
+    from mirage_jax.ir import paper_graphs as pg
+
+    reference, paper = pg.rmsnorm_linear(batch=2, hidden=64, out_features=32, col_tile=4, k_tile=4)
+    times = search_reach.time_against_paper(reference, paper, budget_s=0.2)
+    assert times["first_ms"] > 0 and times["paper_ms"] > 0

@@ -246,6 +246,11 @@ def estimate_cost(graph: KernelGraph, target: Target) -> tuple:
 
 COST_TIE: float = 0.02
 
+def tied_with_best(costs: Sequence[float]) -> int:
+    """
+    How many leading entries of `costs` (ascending) are within COST_TIE of the first; none when the first is not finite.
+    """
+
 def cut_row_bytes(graph: KernelGraph) -> float:
     """
     The bytes a graph's generated kernels read from tiles that their for-loop walks along the tensor's innermost dim (a piece of every row per step), counting only tiles that are at least a quarter of their kernel's reads: the order of candidates the cost model ties.

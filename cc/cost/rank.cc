@@ -1,6 +1,7 @@
 #include "cc/cost/rank.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -36,7 +37,7 @@ std::vector<int> rank_by_cost(const std::vector<const KernelGraph*>& graphs, con
 }
 
 size_t tied_with_best(const std::vector<double>& costs) {
-  if (costs.empty()) return 0;
+  if (costs.empty() || !std::isfinite(costs.front())) return 0;
   const double bar = costs.front() * (1 + kCostTie);
   size_t tied = 0;
   while (tied < costs.size() && costs[tied] <= bar) ++tied;

@@ -14,7 +14,8 @@ namespace mj::cost {
 // come out within a percent of each other by the dozen.
 constexpr double kCostTie = 0.02;
 
-// How many leading entries of `costs` (ascending) are within kCostTie of the first.
+// How many leading entries of `costs` (ascending) are within kCostTie of the first; none when
+// the first is not finite (a candidate the model cannot price ties with nothing).
 size_t tied_with_best(const std::vector<double>& costs);
 
 // Indices into `graphs`, best first. Throws std::invalid_argument for a null graph or an

@@ -1,8 +1,11 @@
-// rank_by_cost: fastest first, and the same order every time.
+// rank_by_cost: fastest first, and the same order every time; tied_with_best: the leading
+// costs within kCostTie of the first.
 #include "cc/cost/rank.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "cc/cost/estimate.h"
@@ -77,6 +80,24 @@ TEST(RankByCost, EmptyAndNullInputs) {
   EXPECT_TRUE(rank_by_cost({}, Target::cpu_host()).empty());
   const KernelGraph e = unary_graph(OpKind::kExp);
   EXPECT_THROW(rank_by_cost({&e, nullptr}, Target::cpu_host()), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace mj::cost
+
+namespace mj::cost {
+namespace {
+
+TEST(TiedWithBest, CountsTheLeadingCostsWithinTheTie) {
+  EXPECT_EQ(tied_with_best({1.0, 1.0 + kCostTie / 2, 1.0 + kCostTie, 1.0 + 2 * kCostTie}), 3u);
+  EXPECT_EQ(tied_with_best({1.0, 2.0, 1.0}), 1u);  // the first outside the tie ends it
+  EXPECT_EQ(tied_with_best({}), 0u);
+}
+
+TEST(TiedWithBest, AnUnpricedBestTiesWithNothing) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(tied_with_best({inf, inf}), 0u);
+  EXPECT_EQ(tied_with_best({std::nan(""), 1.0}), 0u);
 }
 
 }  // namespace

@@ -75,6 +75,9 @@ void bind_target(nb::module_& m) {
       "model the search ranks candidates by.");
 
   m.attr("COST_TIE") = cost::kCostTie;
+  m.def("tied_with_best", &cost::tied_with_best, "costs"_a,
+        "How many leading entries of `costs` (ascending) are within COST_TIE of the first; "
+        "none when the first is not finite.");
   m.def("cut_row_bytes", &cost::cut_row_bytes, "graph"_a,
         "The bytes a graph's generated kernels read from tiles that their for-loop walks "
         "along the tensor's innermost dim (a piece of every row per step), counting only "

@@ -1,7 +1,6 @@
 #include "cc/search/result_set.h"
 
 #include <algorithm>
-#include <cmath>
 #include <tuple>
 
 #include "cc/cost/kernel_graph_work.h"
@@ -39,12 +38,6 @@ size_t ResultSet::size() const {
 
 namespace {
 
-double total_flops(const KernelGraph& g) {
-  double flops = 0;
-  for (const cost::KernelWork& w : cost::kernel_graph_work(g)) flops += w.flops;
-  return flops;
-}
-
 // Equal costs (a memory-bound kernel hides its arithmetic) go to the fewer flops: the same
 // product scaled once after the loop rather than each partial inside it, which is also the
 // order the program computes it in. Then the candidates tied with the best (cost::kCostTie)
@@ -53,25 +46,25 @@ double total_flops(const KernelGraph& g) {
 // only, and the model ties a GEMV's whole-row form with a dozen that cut the rows.
 void sort_by_cost(std::vector<RankedCandidate>& out,
                   const std::function<double(const KernelGraph&)>& cost) {
+  std::vector<double> costs;
   for (RankedCandidate& c : out) {
     c.cost = cost(*c.graph);
-    c.flops = total_flops(*c.graph);
+    c.flops = 0;
+    c.cut_row_bytes = 0;
+    for (const cost::KernelWork& w : cost::kernel_graph_work(*c.graph)) {
+      c.flops += w.flops;
+      c.cut_row_bytes += w.cut_row_bytes;
+    }
   }
   std::sort(out.begin(), out.end(), [](const RankedCandidate& a, const RankedCandidate& b) {
     return std::tie(a.cost, a.flops, a.hash) < std::tie(b.cost, b.flops, b.hash);
   });
-  std::vector<double> costs;
   for (const RankedCandidate& c : out) costs.push_back(c.cost);
-  const size_t tied =
-      std::isfinite(costs.empty() ? 0.0 : costs.front()) ? cost::tied_with_best(costs) : 0;
-  std::vector<double> cut(tied);
-  for (size_t i = 0; i < tied; ++i) cut[i] = cost::cut_row_bytes(*out[i].graph);
-  std::vector<size_t> order(tied);
-  for (size_t i = 0; i < tied; ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return cut[a] < cut[b]; });
-  std::vector<RankedCandidate> head;
-  for (size_t i : order) head.push_back(out[i]);
-  std::move(head.begin(), head.end(), out.begin());
+  const auto tied = std::ptrdiff_t(cost::tied_with_best(costs));
+  std::stable_sort(out.begin(), out.begin() + tied,
+                   [](const RankedCandidate& a, const RankedCandidate& b) {
+                     return a.cut_row_bytes < b.cut_row_bytes;
+                   });
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ struct RankedCandidate {
   std::shared_ptr<const ir::KernelGraph> graph;
   std::string hash;
   double cost = 0;
-  double flops = 0;  // breaks ties of cost (result_set.cc)
+  double flops = 0;          // breaks ties of cost (result_set.cc)
+  double cut_row_bytes = 0;  // orders the candidates tied with the best (result_set.cc)
 };
 
 class ResultSet {

@@ -187,14 +187,14 @@ SearchResult search(const KernelGraph& target, const SearchConfig& config,
   std::vector<std::unique_ptr<Worker>> workers;
   for (int w = 0; w < threads; ++w) workers.push_back(std::make_unique<Worker>(shared.pruning));
 
-  // The root's children are the tasks. Moves name tensors by id, not by expression, so the
-  // list made with worker 0's pool is valid in every worker.
   // The original's cost, for the reports (a target the model cannot price reports none).
   double target_cost = std::numeric_limits<double>::infinity();
   try {
     target_cost = cost(target);
   } catch (const std::exception&) {
   }
+  // The root's children are the tasks. Moves name tensors by id, not by expression, so the
+  // list made with worker 0's pool is valid in every worker.
   const KernelState root = initial_kernel_state(shared, *workers[0]);
   const std::vector<KernelMove> moves = kernel_moves(root, shared);
   std::mutex error_mu;

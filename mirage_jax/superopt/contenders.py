@@ -52,16 +52,14 @@ def cut_row_bytes(graph: KernelGraph) -> float:
 
 def tied_with_best(ranked: Sequence[tuple[KernelGraph, float | None]]) -> int:
     """How many of `ranked` (best first) the model cannot tell from the first: the leading
-    candidates whose cost is within COST_TIE of the first's (none without costs)."""
-    if not ranked or ranked[0][1] is None:
-        return 0
-    bar = ranked[0][1] * (1 + COST_TIE)
-    tied = 0
+    candidates whose cost is within COST_TIE of the first's (none without costs;
+    cc/cost/rank.h, tied_with_best)."""
+    costs: list[float] = []
     for _, cost in ranked:
-        if cost is None or cost > bar:
+        if cost is None:
             break
-        tied += 1
-    return tied
+        costs.append(cost)
+    return _core.tied_with_best(costs)
 
 
 def tie_order(

@@ -43,6 +43,17 @@ def test_every_row_count_reports_each_function(quick_rows):
             bytes_per_weight = row["k"] * row["n"] * 4
             rate = bytes_per_weight / (row[name]["ms_per_product"] / 1e3) / 1e9
             assert rate == pytest.approx(row[name]["gb_s"]), (row["rows"], name)
+            flops = 2 * row["rows"] * row["k"] * row["n"] / (row[name]["ms_per_product"] / 1e3)
+            assert flops / 1e9 == pytest.approx(row[name]["gflop_s"]), (row["rows"], name)
+
+
+def test_a_warm_run_reports_the_same_fields(tmp_path):
+    out = tmp_path / "warm.json"
+    done = _run("--quick", "--warm", "--rows", "8", "--json", str(out))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "weights warm" in done.stdout
+    (row,) = json.loads(out.read_text())
+    assert all(row[name]["gflop_s"] > 0 for name in TIMED)
 
 
 def test_the_ratios_follow_from_the_times(quick_rows):

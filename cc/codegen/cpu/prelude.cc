@@ -225,11 +225,12 @@ constexpr int kMaxPanelRows = 8;
 // Rows of B a panel of R rows of C walks before it stores its accumulators. With few rows the
 // product waits on B's bytes, and short chunks keep the rows streamed at once few. From 6
 // rows on it waits on the FMAs, and storing and reloading C every 8 values of k was a
-// quarter of its loads and stores: a [8, 2048] @ [2048, 1024] product read from L3 ran
-// 128 GFLOP/s with chunks of 8 and 156-165 with 32 (XLA's: 152-162). Streamed from DRAM it
-// gains nothing: Llama's batch-8 decode step ran 1.50x and 1.58x XLA's speed either way. At 4
-// rows the longer chunk cost that step at batch 4 a sixth of its speed (1.42x to 1.16-1.25x):
-// a panel then has 32 rows of B in flight, more streams than the prefetchers follow.
+// quarter of its loads and stores: `benchmarks/gemv_chain.py --warm --rows 8 --layers 2`
+// (weights re-read from L3) ran the chained kernels 1.60x and 1.30x XLA's speed with chunks of
+// 32, 1.46x and 1.24x with 8, in alternating builds. Streamed from DRAM it gains nothing:
+// Llama's batch-8 decode step ran 1.50x and 1.58x XLA's speed either way. At 4 rows the
+// longer chunk cost that step at batch 4 a sixth of its speed (1.42x to 1.16-1.25x): a panel
+// then has 32 rows of B in flight, more streams than the prefetchers follow.
 template <int R>
 constexpr int stream_k_chunk() {
   return R >= 6 ? 32 : kKChunk;

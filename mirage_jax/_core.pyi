@@ -120,6 +120,10 @@ def prefix_program(split: GraphSplit) -> KernelGraph: ...
 def splice_parts(
     split: GraphSplit, prefix_candidate: KernelGraph, tail_candidate: KernelGraph
 ) -> KernelGraph: ...
+def fold_prologues(graph: KernelGraph) -> KernelGraph | None:
+    """
+    The graph with the kernel-level ops computing its fused kernels' inputs folded into their block graphs where each tile holds the dims they reduce whole (cc/ir/fold_prologue.h); None when nothing folds.
+    """
 
 class OutputCone:
     @property

@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "cc/ir/cones.h"
+#include "cc/ir/fold_prologue.h"
 #include "cc/ir/graph.h"
 #include "cc/ir/hash.h"
 #include "cc/ir/print.h"
@@ -212,6 +213,10 @@ void bind_subgraph(nb::module_& m) {
   m.def("splice", &ir::splice, "split"_a, "tail_candidate"_a);
   m.def("prefix_program", &ir::prefix_program, "split"_a);
   m.def("splice_parts", &ir::splice_parts, "split"_a, "prefix_candidate"_a, "tail_candidate"_a);
+  m.def("fold_prologues", &ir::fold_prologues, "graph"_a,
+        "The graph with the kernel-level ops computing its fused kernels' inputs folded into "
+        "their block graphs where each tile holds the dims they reduce whole (cc/ir/"
+        "fold_prologue.h); None when nothing folds.");
   nb::class_<ir::OutputCone>(m, "OutputCone")
       .def_prop_ro("program", [](const ir::OutputCone& c) { return c.program; })
       .def_ro("inputs", &ir::OutputCone::inputs)

@@ -6,7 +6,9 @@ finds nothing to fuse; Mirage partitions its input programs for the same reason.
 program is cut before its first matmul of computed values (split.py): the prefix (the
 program's inputs to the values crossing the cut) and the tail (those values to the outputs)
 are each searched as a program of their own, and every pair of a prefix candidate and a tail
-candidate, each part's unfused original included, is spliced into a graph of the whole.
+candidate, each part's unfused original included, is spliced into a graph of the whole,
+and each splice also with the ops before its fused kernels folded into them where their
+tiles allow (with_folds: XLA's norms and a fused attention become the paper's one kernel).
 Each is verified against the original program and costed by the model over the whole (its
 kernels one after the other), so a fused tail behind XLA's prefix, a fused prefix before
 XLA's tail, and both fused compete on one scale, and the search returns them like any
@@ -16,7 +18,7 @@ candidate of its own.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from mirage_jax import _core
@@ -73,16 +75,36 @@ def search_parts(
     tail_result = run(split.tail, _with_budget(part_config, split.tail, tail_budget))
     spliced = (
         _split.splice_parts(split, head, tail)
-        for head in _best(prefix_result) or [prefix]
+        for head in _with_original(_best(prefix_result), prefix)
         for tail in _best(tail_result) or [split.tail]
     )
-    candidates, costs = verified_and_ranked(graph, spliced, config.seed, target)
+    candidates, costs = verified_and_ranked(graph, with_folds(spliced), config.seed, target)
     return Parts(
         candidates=candidates,
         costs=costs,
         results=[prefix_result, tail_result],
         note=f"cut before t{split.cut_tensor}, the first matmul of computed values",
     )
+
+
+def with_folds(wholes: Iterable[KernelGraph]) -> Iterator[KernelGraph]:
+    """Each of `wholes`, then the same graph with the kernel-level ops before its fused
+    kernels folded into them where the kernels' tiles allow (cc/ir/fold_prologue.h): a
+    splice of XLA's prefix and a fused tail is then also the one kernel the paper writes
+    (qknorm_gqa's norms in its attention kernel), which neither part's search makes."""
+    for whole in wholes:
+        yield whole
+        folded = _split.fold_prologues(whole)
+        if folded is not None:
+            yield folded
+
+
+def _with_original(best: list[KernelGraph], original: KernelGraph) -> list[KernelGraph]:
+    """A part's best and its unfused original, once: the original's kernel-level ops are
+    what with_folds folds into the tail's kernels."""
+    if any(g.hash() == original.hash() for g in best):
+        return best
+    return [*best, original]
 
 
 def _best(result: SearchResult) -> list[KernelGraph]:

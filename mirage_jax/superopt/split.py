@@ -58,3 +58,11 @@ def splice_parts(
     return KernelGraph._wrap(
         _core.splice_parts(split._core, prefix_candidate._core, tail_candidate._core)
     )
+
+
+def fold_prologues(graph: KernelGraph) -> KernelGraph | None:
+    """`graph` with the kernel-level ops computing its fused kernels' inputs folded into
+    their block graphs where the kernels' tiles allow (cc/ir/fold_prologue.h), or None when
+    nothing folds. Not verified: the caller verifies it like any candidate."""
+    folded = _core.fold_prologues(graph._core)
+    return None if folded is None else KernelGraph._wrap(folded)

@@ -71,6 +71,12 @@ WHOLE_SHARE = 0.5
 # own (the projections' three took 0.16 s each of a 1 s region budget at WHOLE_SHARE, and
 # the join they found ran 0.62 ms where one from 0.6 s cones ran 0.35).
 CONES_WHOLE_SHARE = 0.2
+# The best candidates whose kernel-level ops before a fused kernel are folded into it
+# (_with_folded). The search's own best often leaves a matmul to the library in front of a
+# fused kernel (attention's scores before its softmax and P @ V); folded, that is the
+# one-kernel form its block-op limit did not reach: gqa_prefill's first candidate ran 4.5 ms,
+# its fold 4.0 and the paper's two kernels 5.1.
+FOLDED_CANDIDATES = 8
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -253,6 +259,8 @@ def search(
             found = parts.search_parts(graph, asked, left_s, core_target, run_graph)
             if found is not None:
                 result = _with_parts(result, found, why, config.max_verified, graph.hash())
+        if not stop_requested:
+            result = _with_folded(result, graph, config, core_target)
         given = (config.grids, config.imaps, config.omaps, config.fmaps)
         if stop_requested or any(map(parts.fuses, result.candidates)) or any(given):
             return result  # a lift picks its own grid: not one where the caller fixed them
@@ -342,6 +350,32 @@ def _with_lifted(
         parts=(result.parts + "; " if result.parts else "")
         + f"the search fused nothing, so the program was lifted whole into one kernel "
         f"({len(found)} verified)",
+    )
+
+
+def _with_folded(
+    result: SearchResult, graph: KernelGraph, config: SearchConfig, target: _core.Target
+) -> SearchResult:
+    """`result` with its FOLDED_CANDIDATES best folded (split.fold_prologues) among its
+    candidates, each fold verified against `graph` and costed on `target`."""
+    folds = []
+    for candidate in result.candidates[:FOLDED_CANDIDATES]:
+        folded = _split.fold_prologues(candidate)
+        if folded is not None:
+            folds.append(folded)
+    if not folds:
+        return result
+    candidates, costs = parts.verified_and_ranked(graph, folds, config.seed, target)
+    if not candidates:
+        return result
+    folded_result = SearchResult(candidates, costs, _NO_STATS, "")
+    ranked = _merged([result, folded_result], config.max_verified, graph.hash())
+    made = f"{len(candidates)} folded graphs verified"
+    return dataclasses.replace(
+        result,
+        candidates=ranked.candidates,
+        costs=ranked.costs,
+        parts=f"{result.parts}; {made}" if result.parts else made,
     )
 
 

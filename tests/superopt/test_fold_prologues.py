@@ -1,7 +1,9 @@
 """Folding the kernel-level ops before a fused kernel into it (cc/ir/fold_prologue.h, used by
-mirage_jax/superopt/parts.py on the splices of a program's parts): XLA's norms in front of
-the paper's attention kernel fold into the paper's qknorm_gqa μGraph, a norm whose rows a
-tile splits is left alone, and the verifier rejects the fold that would be wrong. The
+mirage_jax/superopt/parts.py on the splices of a program's parts and by search.py on its
+best candidates): XLA's norms in front of the paper's attention kernel fold into the paper's
+qknorm_gqa μGraph, a library matmul in front of a fused softmax into one attention kernel, a
+norm whose rows a tile splits is left alone, and the verifier rejects the fold that would be
+wrong. The
 reference is the original program, evaluated by the interpreter and run by XLA."""
 
 import jax
@@ -126,6 +128,32 @@ def test_the_search_returns_qknorm_with_its_norms_in_the_attention_kernel():
     assert fused, [kernel_level(c) for c in result]
     for candidate in fused:
         assert mj.verify_equivalent(ref, candidate, seed=5)
+
+
+def test_the_search_folds_the_library_scores_into_its_attention_kernel():
+    # Four block ops hold the softmax and P @ V but not the scores' matmul besides: every
+    # kernel the search makes leaves Q @ K to the library, and only a fold has it inside.
+    ref, _ = gqa_prefill(**SHAPES)
+    config = mj.SearchConfig(threads=2, time_budget_s=5, max_block_ops=4)
+    result = mj.search(ref, config, progress=False)
+    assert "folded graphs verified" in result.parts, result.parts
+    assert result.costs == sorted(result.costs)
+
+    def block_ops(c):
+        (kernel,) = [op for op in c.ops if op.kind == "customized"]
+        return [op.kind for op in kernel.block_graph.ops if op.kind not in ("input", "output")]
+
+    one_kernel = [c for c in result if kernel_level(c) == ["customized"]]
+    folded = [c for c in one_kernel if len(block_ops(c)) > 4]
+    assert folded, [kernel_level(c) for c in result]
+    best = folded[0]
+    assert "matmul" in block_ops(best)
+    assert mj.verify_equivalent(ref, best, seed=9)
+    inputs = hard_inputs(best)
+    (got,) = jax.jit(mj.compile(best))(*inputs)
+    (want,) = ref.evaluate([np.asarray(a) for a in inputs])
+    assert np.isfinite(np.asarray(got)).all()
+    assert_close(got, want, 1e-5, "folded attention vs the interpreter", floor=1.0)
 
 
 if __name__ == "__main__":

@@ -33,4 +33,9 @@ def test_the_first_candidate_and_the_papers_graph_are_timed_against_each_other()
 
     reference, paper = pg.rmsnorm_linear(batch=2, hidden=64, out_features=32, col_tile=4, k_tile=4)
     times = search_reach.time_against_paper(reference, paper, budget_s=0.2)
-    assert times["first_ms"] > 0 and times["paper_ms"] > 0
+    assert times["first_ms"] > 0 and times["paper_ms"] > 0 and "fused_ms" not in times
+    times = search_reach.time_against_paper(reference, paper, budget_s=0.2, fused=paper)
+    assert set(times) == {"first_ms", "paper_ms", "fused_ms"} and times["fused_ms"] > 0
+    # the same graph as the first is not timed twice
+    times = search_reach.time_against_paper(reference, paper, budget_s=0.2, fused=reference)
+    assert "fused_ms" not in times

@@ -113,7 +113,7 @@ void emit_fused_row_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan
     rows_of.push_back(s.empty() ? s : Shape(s.begin(), s.end() - 1));
   }
   w.open("");
-  if (batched) w.line("mj_cpu::RowSums sums;");
+  if (batched) w.line(dot ? "mj_cpu::DotSums sums;" : "mj_cpu::RowSums sums;");
   {
     IndexLoops loops(w, Shape(x_shape.begin(), x_shape.end() - 1), rows_of, "e");
     std::vector<std::string> operand_exprs;
@@ -141,8 +141,10 @@ void emit_fused_row_reduce(CodeWriter& w, const BlockGraph& bg, const KernelPlan
         w.line("sums.add(row, " + str(len) + ", &" + dst + ", " + divisor + ");");
       } else if (op.reduce == ReduceKind::kMax) {
         w.line(dst + " = mj_cpu::row_max(row, " + str(len) + ", " + reduce_init(op) + ");");
+      } else if (op.reduce == ReduceKind::kMean) {
+        w.line(dst + " = mj_cpu::row_mean(row, " + str(len) + ");");
       } else {
-        w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ") / " + divisor + ";");
+        w.line(dst + " = mj_cpu::row_sum(row, " + str(len) + ");");
       }
     }
   }
@@ -243,11 +245,11 @@ void emit_reduce(CodeWriter& w, const Shape& x_shape, const std::string& x, cons
   w.line("float* dst = " + out + " + o * " + str(inner) + ";");
   if (inner == 1) {
     // Over the last dim: one contiguous row, reduced with vectorized partial results.
-    w.line(is_max ? "dst[0] = mj_cpu::row_max(src, " + str(len) + ", " + init + ");"
-                  : "dst[0] = mj_cpu::row_sum(src, " + str(len) + ");");
-    if (op.reduce == ReduceKind::kMean) {
-      w.line("dst[0] = dst[0] / " + float_literal(double(len)) + ";");
-    }
+    const char* row_reduce = is_max                           ? "row_max"
+                             : op.reduce == ReduceKind::kMean ? "row_mean"
+                                                              : "row_sum";
+    w.line("dst[0] = mj_cpu::" + std::string(row_reduce) + "(src, " + str(len) +
+           (is_max ? ", " + init : "") + ");");
     w.close();
     return;
   }

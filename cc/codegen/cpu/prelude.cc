@@ -10,6 +10,7 @@ const std::string& cpu_prelude() {
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #if defined(__AVX512F__)
@@ -167,33 +168,49 @@ inline float load_scalar(const Bf16* p) { return from_bf16(p->bits); }
 // Written one element at a time, a row reduction is a chain of dependent adds (one per 3-4
 // cycles: GCC may not reassociate float adds to vectorize it). These keep kRowLanes vectors
 // of independent partial results and combine them at the end: a different summation order
-// from the interpreter's, within float32 rounding of it.
+// from the interpreter's.
+//
+// Sums are kept in double and rounded to float once, at the end. In float, the partial sums
+// grow to the whole row's magnitude and each add rounds there: the mean of a row of 64
+// values 1e3 + 1e-2·noise (LayerNorm's input with a large offset, tests/e2e/test_layer_norm.py)
+// came out 2 ulps from the correctly rounded one, and the centered values x - mean, the
+// size of the noise, carried a 1.5% error, 4x XLA's. In double the sum is correctly
+// rounded but for ties, whatever the order.
 constexpr int kRowLanes = 4;
+using DVec = double __attribute__((vector_size(kVecFloats * sizeof(double))));
+inline DVec widen(Vec v) { return __builtin_convertvector(v, DVec); }
 
 template <bool kSquares>
-inline float row_sum_impl(const float* __restrict x, int64_t n) {
-  Vec acc[kRowLanes] = {};
+inline double row_sum_wide(const float* __restrict x, int64_t n) {
+  DVec acc[kRowLanes] = {};
   int64_t j = 0;
   for (; j + kRowLanes * kVecFloats <= n; j += kRowLanes * kVecFloats) {
 #pragma GCC unroll 4
     for (int l = 0; l < kRowLanes; ++l) {
       const Vec v = load_vec(x + j + l * kVecFloats);
-      acc[l] += kSquares ? v * v : v;
+      acc[l] += widen(kSquares ? v * v : v);
     }
   }
   for (; j + kVecFloats <= n; j += kVecFloats) {
     const Vec v = load_vec(x + j);
-    acc[0] += kSquares ? v * v : v;
+    acc[0] += widen(kSquares ? v * v : v);
   }
   for (int l = 1; l < kRowLanes; ++l) acc[0] += acc[l];
-  float s = 0.0f;
+  double s = 0.0;
   for (int i = 0; i < kVecFloats; ++i) s += acc[0][i];
   for (; j < n; ++j) s += kSquares ? x[j] * x[j] : x[j];
   return s;
 }
-inline float row_sum(const float* __restrict x, int64_t n) { return row_sum_impl<false>(x, n); }
+inline float row_sum(const float* __restrict x, int64_t n) {
+  return float(row_sum_wide<false>(x, n));
+}
 inline float row_sum_squares(const float* __restrict x, int64_t n) {
-  return row_sum_impl<true>(x, n);
+  return float(row_sum_wide<true>(x, n));
+}
+// The mean divided in double too: the sum rounded to float first is off by up to half an ulp
+// of the sum, n times the mean's (a row of 70 values about 1e3 came out an ulp off).
+inline float row_mean(const float* __restrict x, int64_t n) {
+  return float(row_sum_wide<false>(x, n) / double(n));
 }
 
 // max(init, x[0], ..., x[n-1]) with max_of's rule: NaN if any of them is NaN.
@@ -474,16 +491,18 @@ constexpr int kFewAheadRows = 2;
 // per cycle, so that the loop waits on loads rather than on its own sums.
 constexpr int kFewChains = 8;
 
-inline float lane_sum(Vec v) {
-  float s = 0.0f;
+// The sum of a vector's lanes (float or double: RowSums keeps its sums in double).
+template <class V>
+inline auto lane_sum(V v) {
+  decltype(v[0] + 0) s = 0;
 #pragma GCC unroll 16
   for (int i = 0; i < kVecFloats; ++i) s += v[i];
   return s;
 }
 
 // Adjacent lanes of a and b summed: a's pairs in the low half, b's in the high half.
-template <size_t... I>
-inline Vec pair_sums(Vec a, Vec b, std::index_sequence<I...>) {
+template <class V, size_t... I>
+inline V pair_sums(V a, V b, std::index_sequence<I...>) {
   return __builtin_shufflevector(a, b, (2 * I)...) + __builtin_shufflevector(a, b, (2 * I + 1)...);
 }
 
@@ -493,7 +512,8 @@ inline Vec pair_sums(Vec a, Vec b, std::index_sequence<I...>) {
 // pairwise, a different order from lane_sum's, within float32 rounding of it. With short
 // k tiles a row's sums are taken every iteration: on the product above in k tiles of 96,
 // 3.5 ms with one lane_sum per column, 2.9-3.3 with the tree (warm, same inputs).
-inline Vec lane_sums(Vec* v) {
+template <class V>
+inline V lane_sums(V* v) {
   for (int width = kVecFloats; width > 1; width /= 2) {
     for (int i = 0; i < width / 2; ++i) {
       v[i] = pair_sums(v[2 * i], v[2 * i + 1], std::make_index_sequence<kVecFloats>{});
@@ -508,19 +528,20 @@ inline Vec lane_sums(Vec* v) {
 // adds: on rows of 64 (a decode step's q . k per cached key) that chain was most of the
 // kernel's time.
 
-struct RowSums {
-  Vec parts[kVecFloats];
+template <class Part>
+struct RowSumsIn {
+  Part parts[kVecFloats];
   float* to[kVecFloats];
   int n = 0;
 
   void add(const float* __restrict x, int64_t len, float* dst, float divisor) {
-    Vec acc[2] = {};
+    Part acc[2] = {};
     int64_t j = 0;
     for (; j + 2 * kVecFloats <= len; j += 2 * kVecFloats) {
-      acc[0] += load_vec(x + j);
-      acc[1] += load_vec(x + j + kVecFloats);
+      acc[0] += part(load_vec(x + j));
+      acc[1] += part(load_vec(x + j + kVecFloats));
     }
-    for (; j + kVecFloats <= len; j += kVecFloats) acc[0] += load_vec(x + j);
+    for (; j + kVecFloats <= len; j += kVecFloats) acc[0] += part(load_vec(x + j));
     for (int i = 0; j < len; ++j, ++i) acc[1][i] += x[j];
     push(acc[0] + acc[1], dst, divisor);
   }
@@ -540,25 +561,38 @@ struct RowSums {
     }
     for (; j + kVecFloats <= len; j += kVecFloats) acc[0] += load_vec(x + j) * load_vec(y + j);
     for (int i = 0; j < len; ++j, ++i) acc[1][i] += load_scalar(x + j) * load_scalar(y + j);
-    push(acc[0] + acc[1], dst, divisor);
+    push(part(acc[0]) + part(acc[1]), dst, divisor);
   }
 
-  void push(Vec part, float* dst, float divisor) {
-    parts[n] = part;
+  static Part part(Vec v) {
+    if constexpr (std::is_same_v<Part, DVec>) {
+      return widen(v);
+    } else {
+      return v;
+    }
+  }
+
+  void push(Part sum, float* dst, float divisor) {
+    parts[n] = sum;
     to[n] = dst;
     if (++n == kVecFloats) flush(divisor);
   }
 
   void flush(float divisor) {
     if (n == kVecFloats) {
-      const Vec sums = lane_sums(parts);
-      for (int i = 0; i < kVecFloats; ++i) *to[i] = sums[i] / divisor;
+      const Part sums = lane_sums(parts);
+      for (int i = 0; i < kVecFloats; ++i) *to[i] = float(sums[i] / divisor);
     } else {
-      for (int i = 0; i < n; ++i) *to[i] = lane_sum(parts[i]) / divisor;
+      for (int i = 0; i < n; ++i) *to[i] = float(lane_sum(parts[i]) / divisor);
     }
     n = 0;
   }
 };
+// Plain rows (a mean, a variance's squares) summed in double, as row_sum sums them. Dot
+// products (decode attention's q . k) stay in float, as the generated matmuls and XLA's
+// dots accumulate: their widening cost Llama's batch-4 scores a tenth of their time.
+using RowSums = RowSumsIn<DVec>;
+using DotSums = RowSumsIn<Vec>;
 
 // One chunk of KC values of k (all loop bounds known when compiled).
 template <int M, int KC, int N, int lda, int ldb, int ldc, bool kLoad, class TA, class TB>

@@ -75,7 +75,7 @@ CONES_WHOLE_SHARE = 0.2
 # (_with_folded). The search's own best often leaves a matmul to the library in front of a
 # fused kernel (attention's scores before its softmax and P @ V); folded, that is the
 # one-kernel form its block-op limit did not reach: gqa_prefill's first candidate ran 4.5 ms,
-# its fold 4.0 and the paper's two kernels 5.1.
+# its fold 4.0 and the paper's two kernels 5.1 (a diagnostic run, search_reach's timing).
 FOLDED_CANDIDATES = 8
 
 

@@ -590,7 +590,8 @@ struct RowSumsIn {
 };
 // Plain rows (a mean, a variance's squares) summed in double, as row_sum sums them. Dot
 // products (decode attention's q . k) stay in float, as the generated matmuls and XLA's
-// dots accumulate: their widening cost Llama's batch-4 scores a tenth of their time.
+// dots accumulate: widened, Llama's batch-4 scores kernel measured 0.225 ms, against 0.197
+// before and 0.173 in float again (one explain each, the machine's load unequal).
 using RowSums = RowSumsIn<DVec>;
 using DotSums = RowSumsIn<Vec>;
 

@@ -27,12 +27,16 @@ bool folds_kind(OpKind kind) {
 // needs of its inputs.
 using DimMap = std::vector<int>;
 
-// The dim map of an op's input `v` from the map `out` of its output.
+// The dim map of an op's input `v` from the map `out` of its output. Inputs of lower rank
+// align to the right (numpy broadcasting, a matmul's missing batch dims).
 DimMap input_map(const Graph& g, const Op& op, int v, const DimMap& out) {
   const Shape& u = g.tensor(op.outputs[0]).shape;
   const Shape& in = g.tensor(v).shape;
-  DimMap m(out.size(), -1);
   const int rank = int(u.size());
+  const int offset = rank - int(in.size());  // u's dim e is the input's dim e - offset
+  // The input's own dim for u's dim e, or -1 where the input lacks it or broadcasts along it.
+  auto same = [&](int e) { return e >= offset && in[e - offset] == u[e] ? e - offset : -1; };
+  DimMap m(out.size(), -1);
   for (size_t d = 0; d < out.size(); ++d) {
     const int e = out[d];
     if (e < 0) continue;
@@ -40,16 +44,16 @@ DimMap input_map(const Graph& g, const Op& op, int v, const DimMap& out) {
       case OpClass::kMatmul: {
         const bool is_a = v == op.inputs[0];
         if (e < rank - 2)
-          m[d] = in[e] == u[e] ? e : -1;  // a batch dim, unless broadcast
+          m[d] = same(e);  // a batch dim
         else if (e == rank - 2)
-          m[d] = is_a ? e : -1;  // rows: A's
+          m[d] = is_a ? int(in.size()) - 2 : -1;  // rows: A's
         else
-          m[d] = is_a ? -1 : e;  // columns: B's
+          m[d] = is_a ? -1 : int(in.size()) - 1;  // columns: B's
         break;
       }
       case OpClass::kReduce: m[d] = e == op.dim ? -1 : e; break;
       case OpClass::kRmsNorm: m[d] = e == rank - 1 ? -1 : e; break;
-      default: m[d] = in.size() == u.size() && in[e] == u[e] ? e : -1; break;
+      default: m[d] = same(e); break;
     }
   }
   return m;

@@ -120,5 +120,30 @@ TEST(FoldPrologue, FoldsAMatmulAndTheKeysNormBehindIt) {
   }
 }
 
+// x[2, 4, 8] @ w[8, 16] (a rank-3 activation times a rank-2 weight, batch dims missing
+// from w), then a kernel over blocks of the batch and of the columns: x is read by batch,
+// w by columns, each through its own dims.
+TEST(FoldPrologue, AlignsALowerRankOperandToTheRight) {
+  KernelGraph g;
+  const int x = g.new_input({2, 4, 8}, DType::kF32);
+  const int w = g.new_input({8, 16}, DType::kF32);
+  const int y = g.matmul(x, w);
+  auto bg = std::make_shared<BlockGraph>(Dim3{2, 4, 1}, 1);
+  const int tile = bg->new_input({2, 4, 16}, DType::kF32, {0, 2, -1}, -1);
+  bg->new_output(bg->unary(OpKind::kExp, tile), {0, 2, -1}, DType::kF32);
+  g.mark_output(g.customized({y}, bg)[0]);
+
+  const auto folded = fold_prologues(g);
+  ASSERT_TRUE(folded.has_value());
+  const BlockGraph& f = only_block_graph(*folded);
+  ASSERT_EQ(f.num_inputs(), 2);
+  for (const Op& op : f.ops()) {
+    if (op.kind != OpKind::kInput) continue;
+    // x: batch blocks along its dim 0, whole columns' worth (it has none); w: no batch dim,
+    // column blocks along its dim 1.
+    EXPECT_EQ(op.imap, op.io_index == 0 ? (Dim3{0, -1, -1}) : (Dim3{-1, 1, -1}));
+  }
+}
+
 }  // namespace
 }  // namespace mj::ir

@@ -74,8 +74,8 @@ CONES_WHOLE_SHARE = 0.2
 # The best candidates whose kernel-level ops before a fused kernel are folded into it
 # (_with_folded). The search's own best often leaves a matmul to the library in front of a
 # fused kernel (attention's scores before its softmax and P @ V); folded, that is the
-# one-kernel form its block-op limit did not reach: gqa_prefill's first candidate ran 4.5 ms,
-# its fold 4.0 and the paper's two kernels 5.1 (a diagnostic run, search_reach's timing).
+# one-kernel form its block-op limit did not reach (gqa_prefill's first candidate, folded;
+# LoRA's two-kernel first, folded, is its one-kernel form).
 FOLDED_CANDIDATES = 8
 
 

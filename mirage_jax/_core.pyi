@@ -125,6 +125,11 @@ def fold_prologues(graph: KernelGraph) -> KernelGraph | None:
     The graph with the kernel-level ops computing its fused kernels' inputs folded into their block graphs where each tile holds the dims they reduce whole (cc/ir/fold_prologue.h); None when nothing folds.
     """
 
+def split_kv(graph: KernelGraph, splits: Sequence[int]) -> list[KernelGraph]:
+    """
+    The graph with its first online-softmax kernel split into the split-KV form (the partials over slices of the keys, their max, a combine kernel), once per count in splits that divides its for-loop (cc/ir/split_kv.h); [] when it has no such kernel.
+    """
+
 class OutputCone:
     @property
     def program(self) -> KernelGraph: ...

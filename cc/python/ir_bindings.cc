@@ -17,6 +17,7 @@
 #include "cc/ir/hash.h"
 #include "cc/ir/print.h"
 #include "cc/ir/serialize.h"
+#include "cc/ir/split_kv.h"
 #include "cc/ir/subgraph.h"
 #include "cc/ir/thread_fusion.h"
 #include "cc/python/bindings.h"
@@ -217,6 +218,10 @@ void bind_subgraph(nb::module_& m) {
         "The graph with the kernel-level ops computing its fused kernels' inputs folded into "
         "their block graphs where each tile holds the dims they reduce whole (cc/ir/"
         "fold_prologue.h); None when nothing folds.");
+  m.def("split_kv", &ir::split_kv, "graph"_a, "splits"_a,
+        "The graph with its first online-softmax kernel split into the split-KV form (the "
+        "partials over slices of the keys, their max, a combine kernel), once per count in "
+        "splits that divides its for-loop (cc/ir/split_kv.h); [] when it has no such kernel.");
   nb::class_<ir::OutputCone>(m, "OutputCone")
       .def_prop_ro("program", [](const ir::OutputCone& c) { return c.program; })
       .def_ro("inputs", &ir::OutputCone::inputs)

@@ -72,11 +72,18 @@ WHOLE_SHARE = 0.5
 # the join they found ran 0.62 ms where one from 0.6 s cones ran 0.35).
 CONES_WHOLE_SHARE = 0.2
 # The best candidates whose kernel-level ops before a fused kernel are folded into it
-# (_with_folded). The search's own best often leaves a matmul to the library in front of a
+# (_with_derived). The search's own best often leaves a matmul to the library in front of a
 # fused kernel (attention's scores before its softmax and P @ V); folded, that is the
 # one-kernel form its block-op limit did not reach (gqa_prefill's first candidate, folded;
 # LoRA's two-kernel first, folded, is its one-kernel form).
 FOLDED_CANDIDATES = 8
+# Slice counts of the split-KV form (split.split_kv) of the best online-softmax kernels
+# among those candidates and their folds, SPLIT_KV_SOURCES of them: a decode step's
+# attention walks all keys in one block per KV head, fewer blocks than a GPU has
+# multiprocessors, which the paper's split-KV μGraph fills; the search's limits do not
+# reach it (3 kernel-level ops, 7 block ops in the combine).
+SPLIT_KV_COUNTS = (2, 4, 8, 16)
+SPLIT_KV_SOURCES = 2
 
 
 @dataclasses.dataclass(frozen=True, repr=False)
@@ -260,7 +267,7 @@ def search(
             if found is not None:
                 result = _with_parts(result, found, why, config.max_verified, graph.hash())
         if not stop_requested:
-            result = _with_folded(result, graph, config, core_target)
+            result = _with_derived(result, graph, config, core_target)
         given = (config.grids, config.imaps, config.omaps, config.fmaps)
         if stop_requested or any(map(parts.fuses, result.candidates)) or any(given):
             return result  # a lift picks its own grid: not one where the caller fixed them
@@ -353,30 +360,37 @@ def _with_lifted(
     )
 
 
-def _with_folded(
+def _with_derived(
     result: SearchResult, graph: KernelGraph, config: SearchConfig, target: _core.Target
 ) -> SearchResult:
-    """`result` with its FOLDED_CANDIDATES best folded (split.fold_prologues) among its
-    candidates, each fold verified against `graph` and costed on `target`."""
-    folds = []
-    for candidate in result.candidates[:FOLDED_CANDIDATES]:
-        folded = _split.fold_prologues(candidate)
-        if folded is not None:
-            folds.append(folded)
-    if not folds:
+    """`result` with graphs derived from its best among its candidates, each verified against
+    `graph` and costed on `target`: its FOLDED_CANDIDATES best folded (split.fold_prologues),
+    and the split-KV forms (split.split_kv) of the first SPLIT_KV_SOURCES of the folds and
+    those best that have an online-softmax kernel (qknorm_gqa's fold, split, is the paper's
+    μGraph)."""
+    best = result.candidates[:FOLDED_CANDIDATES]
+    folds = [f for f in map(_split.fold_prologues, best) if f is not None]
+    splits: list[KernelGraph] = []
+    sources = 0
+    for candidate in [*folds, *best]:
+        if sources == SPLIT_KV_SOURCES:
+            break
+        found = _split.split_kv(candidate, SPLIT_KV_COUNTS)
+        sources += bool(found)
+        splits += found
+    notes = []
+    for graphs, what in ((folds, "folded"), (splits, "split-KV")):
+        candidates, costs = parts.verified_and_ranked(graph, graphs, config.seed, target)
+        if not candidates:
+            continue
+        derived = SearchResult(candidates, costs, _NO_STATS, "")
+        ranked = _merged([result, derived], config.max_verified, graph.hash())
+        result = dataclasses.replace(result, candidates=ranked.candidates, costs=ranked.costs)
+        notes.append(f"{len(candidates)} {what} graphs verified")
+    if not notes:
         return result
-    candidates, costs = parts.verified_and_ranked(graph, folds, config.seed, target)
-    if not candidates:
-        return result
-    folded_result = SearchResult(candidates, costs, _NO_STATS, "")
-    ranked = _merged([result, folded_result], config.max_verified, graph.hash())
-    made = f"{len(candidates)} folded graphs verified"
-    return dataclasses.replace(
-        result,
-        candidates=ranked.candidates,
-        costs=ranked.costs,
-        parts=f"{result.parts}; {made}" if result.parts else made,
-    )
+    made = "; ".join(notes)
+    return dataclasses.replace(result, parts=f"{result.parts}; {made}" if result.parts else made)
 
 
 def _with_parts(

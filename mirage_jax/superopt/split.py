@@ -15,6 +15,7 @@ this module decides nothing else.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
@@ -66,3 +67,11 @@ def fold_prologues(graph: KernelGraph) -> KernelGraph | None:
     nothing folds. Not verified: the caller verifies it like any candidate."""
     folded = _core.fold_prologues(graph._core)
     return None if folded is None else KernelGraph._wrap(folded)
+
+
+def split_kv(graph: KernelGraph, splits: Sequence[int]) -> list[KernelGraph]:
+    """`graph` with its first online-softmax kernel in the split-KV form, once per count in
+    `splits` that divides its for-loop into slices of two or more iterations
+    (cc/ir/split_kv.h); [] when it has none. Not verified: the caller verifies each like any
+    candidate."""
+    return [KernelGraph._wrap(g) for g in _core.split_kv(graph._core, list(splits))]

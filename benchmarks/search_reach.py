@@ -1,5 +1,9 @@
 """Search reach: what `mj.search` finds on the paper's programs with default limits.
 
+The paper's programs, then programs of real models beyond them (mirage_jax/ir/model_graphs.py:
+LayerNorm + Linear, the SwiGLU MLP with its down projection, attention under an additive
+mask), whose hand-written best known form stands in for the paper's μGraph.
+
 For each program at the paper's shapes, `mj.search(reference, SearchConfig(...))` runs once,
 cold, with the limits and the "auto" preset of `SearchConfig()` (the budget and the threads
 set),
@@ -17,9 +21,9 @@ row with `deepen=False` shows what the depth-first search at those limits reache
         [--time SECONDS] [--json FILE]
 
 --time also compiles the deepened search's first candidate and the paper's μGraph and times
-them against each other (alternating, inputs cold): whether the first is the paper's μGraph
-"or a better one"; the first candidate as fused as the paper's, when another, is timed with
-them.
+them against each other and against the program run by XLA (alternating, inputs cold):
+whether the first is the paper's μGraph "or a better one", and faster than XLA; the first
+candidate as fused as the paper's, when another, is timed with them.
 
 The rank says how far the cost model's order puts a fused form, not how fast it runs:
 benchmarks/superoptimize.py times the best candidates against jax.jit.
@@ -38,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mirage_jax as mj
+from mirage_jax.ir import model_graphs as mg
 from mirage_jax.ir import paper_graphs as pg
 from mirage_jax.runtime import profile
 
@@ -57,6 +62,9 @@ CASES = [
     ("gqa_prefill", pg.gqa_prefill),
     ("gqa_decode", pg.gqa_decode),
     ("qknorm_gqa", pg.qknorm_gqa),
+    ("layernorm_linear", mg.layernorm_linear),
+    ("swiglu_down", mg.swiglu_down),
+    ("masked_attention", mg.masked_attention),
 ]
 
 
@@ -87,12 +95,15 @@ def best_found_at(reports: list[mj.SearchProgress]) -> float | None:
     return next(p.seconds for p in best if p.best_seconds <= final * (1 + BEST_TOLERANCE))
 
 
-def time_against_paper(first, paper, budget_s: float, fused=None) -> dict:
+def time_against_paper(first, paper, budget_s: float, fused=None, reference=None) -> dict:
     """Medians (ms) of the search's first candidate and of the paper's μGraph, both compiled,
     alternating in rounds over input sets that together exceed the last-level cache: whether
     the first is the paper's μGraph "or a better one". `fused`, the first candidate as fused
-    as the paper's when it is not the first, is timed with them ("fused_ms")."""
+    as the paper's when it is not the first, is timed with them ("fused_ms"), and so is
+    `reference`, the program itself, which runs as XLA ops ("xla_ms")."""
     graphs = {"first": first, "paper": paper}
+    if reference is not None:
+        graphs["xla"] = reference
     if fused is not None and fused.hash() != first.hash():
         graphs["fused"] = fused
     functions = {name: jax.jit(mj.compile(g)) for name, g in graphs.items()}
@@ -175,11 +186,12 @@ def main() -> None:
         row = dict(program=name, preset=preset, deepened=reach(reference, paper, config, first))
         row["paper_kernels"] = kernels(paper)
         if args.time and first:
-            row["timed"] = time_against_paper(first[0], paper, args.time, first[1])
+            row["timed"] = time_against_paper(first[0], paper, args.time, first[1], reference)
             t = row["timed"]
             print(
                 f"  {name}: first candidate {t['first_ms']:.3f} ms, the paper's μGraph "
-                f"{t['paper_ms']:.3f} ms ({t['paper_ms'] / t['first_ms']:.2f}x)",
+                f"{t['paper_ms']:.3f} ms ({t['paper_ms'] / t['first_ms']:.2f}x), XLA "
+                f"{t['xla_ms']:.3f} ms ({t['xla_ms'] / t['first_ms']:.2f}x)",
                 flush=True,
             )
             if "fused_ms" in t:

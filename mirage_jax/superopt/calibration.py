@@ -23,8 +23,13 @@ Each probe keeps its fastest of several runs: load from other processes only slo
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
 load of the moment. The probes whose differences are figures (stream, short runs and page
 walks; one block, many blocks and XLA's tiny op) run in turn, round after round, so that
-each difference compares minima taken under the same load. Measuring compiles four small
-kernels (a few seconds, once: the result is kept per machine, superopt/calibration_cache.py).
+each difference compares minima taken under the same load. The whole measurement runs
+ROUNDS times and each figure is the median of its rounds: a fastest run can still be one
+the machine favoured (a stream finding part of its weight in the caches) or a whole round
+can run slow, and either moved the candidates the model nearly ties (a qknorm_gqa search
+ranked its one-kernel form first under one measurement and fourth under the next).
+Measuring compiles six small kernels and times them (a few seconds, once: the result is
+kept per machine, superopt/calibration_cache.py).
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -46,6 +51,7 @@ from mirage_jax.runtime.profile import fastest_seconds, fastest_seconds_each
 from mirage_jax.superopt import machine
 
 RUNS = 12  # per probe; the fastest counts
+ROUNDS = 3  # whole measurements; each figure's median counts
 _STREAM_K = 8192
 _STREAM_MAX_BYTES = 256 * 2**20
 _TINY_BLOCKS = 64
@@ -163,8 +169,25 @@ def _stream_columns(cache_bytes: int) -> int:
     return max(1024, (wanted // 256) * 256)
 
 
-def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
-    """Runs the probes (a few seconds) and returns what they measured."""
+def median_of(found: Sequence[Calibration]) -> Calibration:
+    """Each figure's median over whole measurements (the lower middle of an even count)."""
+    if not found:
+        raise ValueError("median_of: no calibrations")
+    middle = (len(found) - 1) // 2
+    figures = {
+        field.name: sorted(getattr(c, field.name) for c in found)[middle]
+        for field in dataclasses.fields(Calibration)
+    }
+    return Calibration(**figures)
+
+
+def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -> Calibration:
+    """Runs the probes `rounds` times (a few seconds each) and returns each figure's median:
+    a probe's fastest run is stable against load that only slows it, but not against a run
+    that the machine favours (a stream finding part of its weight still in the caches: 55.5
+    GB/s between two measurements of 31.5 and 32.5 within seconds here) or a whole
+    measurement slowed at once (XLA's 8-row product at 79 GFLOP/s between two of 137 and
+    143), and each such figure reorders the candidates the model nearly ties."""
     cores = usable_cores()
     cache_bytes = cold_inputs.last_level_cache_bytes()
     n_stream = _stream_columns(cache_bytes)
@@ -184,12 +207,28 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
     def inputs(kg: KernelGraph) -> list[jax.Array]:
         return [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32)) for t in kg.inputs]
 
-    log("timing the probes")
-    streamed = inputs(kernels["stream"])
+    probe_inputs = {name: inputs(kernels[name]) for name in ("stream", "one block", "compute")}
+    found = []
+    for round_ in range(rounds):
+        log(f"timing the probes ({round_ + 1} of {rounds})")
+        found.append(_timed(cores, cache_bytes, n_stream, fns, probe_inputs, rng))
+    return median_of(found)
+
+
+def _timed(
+    cores: int,
+    cache_bytes: int,
+    n_stream: int,
+    fns: dict[str, Callable],
+    probe_inputs: dict[str, list[jax.Array]],
+    rng: np.random.Generator,
+) -> Calibration:
+    """One measurement of every figure with the compiled probes."""
+    streamed = probe_inputs["stream"]
     walked = {name: fns[name] for name in ("stream", "short runs", "page walks")}
     walks = fastest_seconds_each(walked, streamed, 2 * RUNS)
     stream_s, short_runs_s, page_walks_s = (walks[name] for name in walked)
-    tiny = inputs(kernels["one block"])
+    tiny = probe_inputs["one block"]
     dispatched = {
         "one block": fns["one block"],
         "many blocks": fns["many blocks"],
@@ -207,7 +246,7 @@ def measure(log: Callable[[str], None] = lambda _: None) -> Calibration:
     # GFLOP/s for the same probe on one machine within an hour, XLA's 183-197). Stretches,
     # not single calls in turn: the probe is of cache-resident tiles, and each call of the
     # other matmul evicted them (145-159 GFLOP/s alternating call by call).
-    computed = inputs(kernels["compute"])
+    computed = probe_inputs["compute"]
     rates = fastest_seconds_each(
         {"compute": lambda: fns["compute"](*computed), "library": lambda: matmul(a, b)},
         (),

@@ -39,3 +39,19 @@ def test_the_first_candidate_and_the_papers_graph_are_timed_against_each_other()
     # the same graph as the first is not timed twice
     times = search_reach.time_against_paper(reference, paper, budget_s=0.2, fused=reference)
     assert "fused_ms" not in times
+    # the program itself, as XLA runs it
+    times = search_reach.time_against_paper(paper, paper, budget_s=0.2, reference=reference)
+    assert set(times) == {"first_ms", "paper_ms", "xla_ms"} and times["xla_ms"] > 0
+
+
+def test_every_row_builds_its_program_and_best_known_form():
+    # the model programs' rows at their small shapes: same inputs, one output each
+    from mirage_jax.ir import model_graphs
+
+    names = [name for name, _ in search_reach.CASES]
+    assert len(set(names)) == len(names)
+    for program in model_graphs.PROGRAMS.values():
+        assert program.name in names
+        reference, best = program.build(**program.small)
+        assert [t.shape for t in reference.inputs] == [t.shape for t in best.inputs]
+        assert search_reach.kernels(best) >= 1

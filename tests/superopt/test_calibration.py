@@ -85,9 +85,21 @@ def test_the_compute_probes_are_timed_in_alternating_stretches(monkeypatch):
         return timed(functions, args, runs, **kwargs)
 
     monkeypatch.setattr(calibration, "fastest_seconds_each", recording)
-    found = calibration.measure()
+    found = calibration.measure(rounds=1)
     assert any({"compute", "library"} <= names for names in rounds), rounds
     assert 1e8 < found.generated_flops < 1e14 and 1e8 < found.peak_flops < 1e14
+
+
+def test_each_figure_is_its_median_over_the_rounds():
+    """A round the machine favoured in one figure (a stream partly in the caches) and a round
+    slowed in another (XLA's small product) leave the median of each figure alone."""
+    fields = {f.name: getattr(FAKE, f.name) for f in dataclasses.fields(calibration.Calibration)}
+    favoured = calibration.Calibration(**{**fields, "dram_bandwidth": 55e9})
+    slowed = calibration.Calibration(**{**fields, "library_small_m_matmul_flops": 1e9})
+    assert calibration.median_of([favoured, FAKE, slowed]) == FAKE
+    assert calibration.median_of([slowed]) == slowed
+    with pytest.raises(ValueError, match="no calibrations"):
+        calibration.median_of([])
 
 
 def test_the_calibration_is_measured_once_and_kept(measured):

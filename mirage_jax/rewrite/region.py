@@ -217,7 +217,8 @@ def finish(pending: Pending, search_s: float | None, top_k: int = 4) -> Outcome:
             pending.marginal = _runner(rg, fast.marginal)
             report.reason = (
                 f"its best candidate won by {fast.marginal.speedup:.2f}x, not a clear "
-                f"{_decision.MIN_SPEEDUP:.2f}x: the whole program tries it"
+                f"{_decision.MIN_SPEEDUP:.2f}x (the timings' interval reaches below it): the "
+                f"whole program tries it"
             )
             report.report += f"\nmarginal candidate {fast.marginal.graph.hash()}: "
             report.report += fast.marginal.report()

@@ -13,11 +13,15 @@ number the roofline divides by is measured with a small probe, the way candidate
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.
-- run_overhead_s: the streamed W again, cut into 64 column blocks (runs of 128 bytes) instead
-  of one per core: the extra time over the extra runs (cc/cost/kernel_work.h, runs_loaded).
-- page_walk_s: the 64 column blocks again, each loading its strip in 2 steps of 4096 rows
-  (4096 pages, more than the TLB maps, revisited: kernel_work.h, paged_loads) instead of 32
-  steps of 256.
+- run_overhead_s: a weight stored [out, in], W[N, K] @ x[K, 1], its rows walked 16 floats
+  (one 64-byte cache line) at a time instead of whole: every block loads a line of each of
+  its rows per iteration, as a decode attention's keys walked a few at a time do, and the
+  prefetchers do not keep up with that many streams (here 9.8 GB/s against 25.9 for whole
+  rows, where the short runs of a column-split stream cost next to nothing): the extra time
+  over the extra runs.
+- page_walk_s: the streamed W cut into 64 column blocks, each loading its strip in 2 steps
+  of 4096 rows (4096 pages, more than the TLB maps, revisited: kernel_work.h, paged_loads)
+  instead of 32 steps of 256.
 
 Each probe keeps its fastest of several runs: load from other processes only slows runs, so
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
@@ -56,6 +60,7 @@ _STREAM_K = 8192
 _STREAM_MAX_BYTES = 256 * 2**20
 _TINY_BLOCKS = 64
 _SHORT_RUN_BLOCKS = 64
+_LINE_FLOATS = 16  # one 64-byte cache line of float32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +155,20 @@ def _matmul_kernel(m: int, k: int, n: int, blocks: int, k_tile: int) -> KernelGr
     return kg
 
 
+def _row_walk_kernel(n: int, k: int, blocks: int, k_tile: int) -> KernelGraph:
+    """w[n, k] @ x[k, 1] as one generated kernel: `blocks` blocks over n, a loop over k
+    reading `k_tile` floats of each of the block's rows per iteration."""
+    kg = KernelGraph()
+    w, x = kg.new_input((n, k)), kg.new_input((k, 1))
+    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
+    wb = bg.new_input(w, imap=(0, -1, -1), fmap=1)
+    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=0)
+    bg.new_output(bg.accum_sum(bg.matmul(wb, xb)), omap=(0, -1, -1))
+    (y,) = kg.customized([w, x], bg)
+    kg.mark_output(y)
+    return kg
+
+
 def _scale_kernel(rows: int, blocks: int) -> KernelGraph:
     """x[rows, 16] * 2 as one generated kernel of `blocks` blocks over the rows."""
     kg = KernelGraph()
@@ -195,6 +214,8 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
         "stream": _matmul_kernel(1, _STREAM_K, n_stream, cores, 256),
         "short runs": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
         "page walks": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2),
+        "whole rows": _row_walk_kernel(n_stream, _STREAM_K, cores, _STREAM_K),
+        "line runs": _row_walk_kernel(n_stream, _STREAM_K, cores, _LINE_FLOATS),
         "compute": _matmul_kernel(128, 1024, 1024, 4 * cores, 128),
         "one block": _scale_kernel(_TINY_BLOCKS, 1),
         "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
@@ -207,7 +228,9 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
     def inputs(kg: KernelGraph) -> list[jax.Array]:
         return [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32)) for t in kg.inputs]
 
-    probe_inputs = {name: inputs(kernels[name]) for name in ("stream", "one block", "compute")}
+    probe_inputs = {
+        name: inputs(kernels[name]) for name in ("stream", "whole rows", "one block", "compute")
+    }
     found = []
     for round_ in range(rounds):
         log(f"timing the probes ({round_ + 1} of {rounds})")
@@ -228,6 +251,9 @@ def _timed(
     walked = {name: fns[name] for name in ("stream", "short runs", "page walks")}
     walks = fastest_seconds_each(walked, streamed, 2 * RUNS)
     stream_s, short_runs_s, page_walks_s = (walks[name] for name in walked)
+    rows = {name: fns[name] for name in ("whole rows", "line runs")}
+    row_walks = fastest_seconds_each(rows, probe_inputs["whole rows"], RUNS)
+    whole_rows_s, line_runs_s = (row_walks[name] for name in rows)
     tiny = probe_inputs["one block"]
     dispatched = {
         "one block": fns["one block"],
@@ -270,13 +296,12 @@ def _timed(
         library_small_m_bandwidth=4.0 * _STREAM_K * n_stream / small_m_stream_s,
         custom_call_overhead_s=max(0.0, one_block_s - xla_tiny_s),
         block_overhead_s=max(0.0, many_blocks_s - one_block_s) / math.ceil(_TINY_BLOCKS / cores),
-        # Both terms are shared among the cores in the model (cc/cost/roofline.cc).
-        # The model spreads both over the cores (cc/cost/roofline.cc): the short-run probe
-        # loads K runs per block instead of K per core's block; the page-walk probe's 64
-        # blocks each walk K/2 pages twice (more than the TLB maps), where the short-run
-        # probe's loads of 256 rows fit it.
-        run_overhead_s=max(0.0, short_runs_s - stream_s)
+        # The model spreads runs and page walks over the cores (cc/cost/roofline.cc). The
+        # line-run probe loads n * k / _LINE_FLOATS runs where whole rows are one run per
+        # block; the page-walk probe's 64 blocks each walk K/2 pages twice (more than the TLB
+        # maps), where the short-run probe's loads of 256 rows fit it.
+        run_overhead_s=max(0.0, line_runs_s - whole_rows_s)
         * cores
-        / (_STREAM_K * (_SHORT_RUN_BLOCKS - cores)),
+        / (n_stream * (_STREAM_K // _LINE_FLOATS) - cores),
         page_walk_s=max(0.0, page_walks_s - short_runs_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
     )

@@ -66,6 +66,7 @@ def test_the_probes_run_and_measure_usable_numbers():
     assert 1e8 < found.library_small_m_bandwidth < 1e13
     assert 0 <= found.custom_call_overhead_s < 1e-2
     assert 0 <= found.block_overhead_s < 1e-3
+    assert 0 <= found.run_overhead_s < 1e-6 and 0 <= found.page_walk_s < 1e-6
     target = found.target()
     assert (target.dram_bandwidth, target.generated_flops) == (
         found.dram_bandwidth,

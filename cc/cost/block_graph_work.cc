@@ -20,6 +20,10 @@ using ir::Tensor;
 namespace {
 
 constexpr double kPageBytes = 4096;
+// A run of this many bytes or fewer is one load of a cache line; a longer run is a stream
+// the prefetchers follow, costing about a line-run's fixed cost per this many of its bytes
+// (measured: rows walked 64 bytes at a time ran at 9.8 GB/s, 256 at 24.6, whole at 25.9).
+constexpr double kLineBytes = 64;
 
 std::string grid_label(const BlockGraph& g) {
   return "customized grid(" + std::to_string(g.grid()[0]) + "," + std::to_string(g.grid()[1]) +
@@ -65,7 +69,8 @@ KernelWork block_graph_work(const BlockGraph& g) {
       }
       if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
       const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
-      w.runs_loaded += runs * loads * blocks;
+      const double run_bytes = tensor_elements(tile.shape) * dtype_bytes(tile.dtype) / runs;
+      w.runs_loaded += runs * loads * blocks * std::min(1.0, kLineBytes / run_bytes);
       if (op.fmap >= 0 && iterations > 1) {
         const double pages = runs * std::min(1.0, stride_bytes / kPageBytes);
         w.paged_loads.push_back({pages, loads * blocks});

@@ -48,10 +48,12 @@ struct KernelWork {
   // pays a page walk: a [4,8,128,8] slice of K[8,8,128,4096] is 4096 runs 16 KiB apart,
   // and measured 10x slower than [1,1,128,8] slices of the same bytes.
   std::vector<std::pair<double, double>> paged_loads;
-  // kCustomized: the contiguous runs of all the tiles all blocks load. On a CPU each run is
-  // a new stream the prefetchers must pick up, a fixed cost besides its bytes: the same K
-  // tiles cut into 1024 runs of 128 bytes per iteration measured 1.5x slower than into
-  // 1024 runs of 512 bytes (4x fewer iterations).
+  // kCustomized: the contiguous runs of all the tiles all blocks load, in cache lines' worth:
+  // a run of one line (64 bytes or less) counts 1, a longer one 64 / its bytes. On a CPU a
+  // short run is a load the prefetchers did not see coming, a fixed cost besides its bytes;
+  // a long one is a stream they follow. Rows of a weight walked 64 bytes at a time streamed
+  // at 9.8 GB/s, 256 bytes at a time at 24.6, whole at 25.9 (superopt/calibration.py
+  // measures the line-run cost this way).
   double runs_loaded = 0;
   // kCustomized: the bytes block-level concats move inside the blocks (their results,
   // read and written, in the float32 arena), over all blocks and iterations. No flops, yet

@@ -58,23 +58,31 @@ TEST(TileRuns, ShorterRunsOfTheSameBytesCostMore) {
   // grid (8, 1): K tiles of [1, 8, 128, kv]: 1024 runs of kv floats per iteration.
   const KernelWork short_runs = block_graph_work(*k_walk({8, 1, 1}, 128));  // 128-byte runs
   const KernelWork long_runs = block_graph_work(*k_walk({8, 1, 1}, 32));    // 512-byte runs
-  EXPECT_DOUBLE_EQ(short_runs.runs_loaded, 1024.0 * 128 * 8);
-  EXPECT_DOUBLE_EQ(long_runs.runs_loaded, 1024.0 * 32 * 8);
+  // in lines' worth: a 128-byte run is half a line-run, a 512-byte one an eighth
+  EXPECT_DOUBLE_EQ(short_runs.runs_loaded, 1024.0 * 128 * 8 / 2);
+  EXPECT_DOUBLE_EQ(long_runs.runs_loaded, 1024.0 * 32 * 8 / 8);
   const Target cpu = Target::cpu_host();
   EXPECT_GT(kernel_time(short_runs, cpu).seconds, kernel_time(long_runs, cpu).seconds);
   // Neither crosses more pages than the TLB holds.
   EXPECT_DOUBLE_EQ(kernel_time(short_runs, cpu).memory_s - kernel_time(long_runs, cpu).memory_s,
-                   1024.0 * (128 - 32) * 8 * cpu.run_overhead_s / cpu.cores);
+                   1024.0 * (128 / 2 - 32 / 8) * 8 * cpu.run_overhead_s / cpu.cores);
+}
+
+TEST(TileRuns, ARunOfALineOrLessCountsWhole) {
+  // grid (8, 1), 1024 iterations: [1, 8, 128, 4] tiles, 1024 runs of 16 bytes each.
+  const KernelWork lines = block_graph_work(*k_walk({8, 1, 1}, 1024));
+  EXPECT_DOUBLE_EQ(lines.runs_loaded, 1024.0 * 1024 * 8);
 }
 
 TEST(TileRuns, ALoopInvariantTileIsCountedOncePerBlock) {
   // W[512, 512] cut into [512, 128] column tiles, read whole by each of 4 blocks: 512 runs
-  // each, and no page walks (nothing comes back to the same pages).
+  // of 512 bytes (an eighth of a line-run each) each, and no page walks (nothing comes back
+  // to the same pages).
   auto bg = std::make_shared<BlockGraph>(Dim3{4, 1, 1}, 1);
   const int w = bg->new_input({512, 512}, DType::kF32, {1, -1, -1}, -1);
   bg->new_output(bg->unary(OpKind::kExp, w), {1, -1, -1}, DType::kF32);
   const KernelWork work = block_graph_work(*bg);
-  EXPECT_DOUBLE_EQ(work.runs_loaded, 512.0 * 4);
+  EXPECT_DOUBLE_EQ(work.runs_loaded, 512.0 * 4 / 8);
   EXPECT_TRUE(work.paged_loads.empty());
 }
 

@@ -14,7 +14,7 @@ import math
 
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
 from mirage_jax.ir.handles import Tensor
-from mirage_jax.ir.paper_graphs import GraphPair, PaperProgram, _parts
+from mirage_jax.ir.paper_graphs import GraphPair, PaperProgram, _parts, gated_mlp_kernel
 
 # ------------------------------------------------------------------------ layernorm_linear
 
@@ -94,15 +94,7 @@ def swiglu_down(
     W1 = fused.new_input((hidden, intermediate), dtype)
     W3 = fused.new_input((hidden, intermediate), dtype)
     W2 = fused.new_input((intermediate, hidden), dtype)
-    gate = BlockGraph(grid=(gate_grid, 1, 1), forloop_range=gate_steps)
-    x = gate.new_input(X, imap=(-1, -1, -1), fmap=1)
-    w1 = gate.new_input(W1, imap=(1, -1, -1), fmap=0)
-    w3 = gate.new_input(W3, imap=(1, -1, -1), fmap=0)
-    product = gate.mul(
-        gate.silu(gate.accum_sum(gate.matmul(x, w1))), gate.accum_sum(gate.matmul(x, w3))
-    )
-    gate.new_output(product, omap=(1, -1, -1))
-    (H,) = fused.customized([X, W1, W3], gate)
+    H = gated_mlp_kernel(fused, X, W1, W3, gate_grid, gate_steps)
     down = BlockGraph(grid=(down_grid, 1, 1), forloop_range=down_steps)
     h = down.new_input(H, imap=(-1, -1, -1), fmap=1)
     w2 = down.new_input(W2, imap=(1, -1, -1), fmap=0)

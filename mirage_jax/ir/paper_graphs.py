@@ -98,6 +98,15 @@ def gated_mlp(
     X = fused.new_input((batch, hidden), dtype)
     W1 = fused.new_input((hidden, intermediate), dtype)
     W3 = fused.new_input((hidden, intermediate), dtype)
+    fused.mark_output(gated_mlp_kernel(fused, X, W1, W3, grid, steps))
+    return ref, fused
+
+
+def gated_mlp_kernel(
+    fused: KernelGraph, X: Tensor, W1: Tensor, W3: Tensor, grid: int, steps: int
+) -> Tensor:
+    """The paper's gated-MLP kernel on `fused`'s tensors: `grid` blocks of output columns,
+    `steps` iterations along the hidden dim."""
     bg = BlockGraph(grid=(grid, 1, 1), forloop_range=steps)
     x = bg.new_input(X, imap=(-1, -1, -1), fmap=1)
     w1 = bg.new_input(W1, imap=(1, -1, -1), fmap=0)
@@ -106,8 +115,7 @@ def gated_mlp(
     up = bg.accum_sum(bg.matmul(x, w3))
     bg.new_output(bg.mul(bg.silu(gate), up), omap=(1, -1, -1))
     (Y,) = fused.customized([X, W1, W3], bg)
-    fused.mark_output(Y)
-    return ref, fused
+    return Y
 
 
 # ------------------------------------------------------------------------------------ lora

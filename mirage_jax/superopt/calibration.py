@@ -41,7 +41,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -242,7 +242,7 @@ def _timed(
     cores: int,
     cache_bytes: int,
     n_stream: int,
-    fns: dict[str, Callable],
+    fns: Mapping[str, Callable],
     probe_inputs: dict[str, list[jax.Array]],
     rng: np.random.Generator,
 ) -> Calibration:
@@ -255,7 +255,7 @@ def _timed(
     row_walks = fastest_seconds_each(rows, probe_inputs["whole rows"], RUNS)
     whole_rows_s, line_runs_s = (row_walks[name] for name in rows)
     tiny = probe_inputs["one block"]
-    dispatched = {
+    dispatched: dict[str, Callable] = {
         "one block": fns["one block"],
         "many blocks": fns["many blocks"],
         "xla": jax.jit(lambda x: x * 2.0),

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -43,8 +44,12 @@ TEST(RankByCost, OrdersBySecondsBestFirst) {
     EXPECT_LE(estimate(*graphs[order[i - 1]], t).seconds, estimate(*graphs[order[i]], t).seconds);
   }
   EXPECT_EQ(order.front(), 3);
-  // Reading W twice also loads twice as many runs: slower than even the unfused reference.
-  EXPECT_EQ(order.back(), 2);
+  // Reading W twice (and twice its runs) is slower than reading it once on the same grid;
+  // the unfused reference, whose 8-row library matmul streams W at a third of DRAM's rate,
+  // is slower still.
+  const auto position = [&](int graph) { return std::find(order.begin(), order.end(), graph); };
+  EXPECT_LT(position(3), position(2));
+  EXPECT_EQ(order.back(), 0);
 }
 
 TEST(RankByCost, EqualCostsAreOrderedByCanonicalHashWhateverTheInputOrder) {

@@ -51,9 +51,8 @@ struct KernelWork {
   // kCustomized: the contiguous runs of all the tiles all blocks load, in cache lines' worth:
   // a run of one line (64 bytes or less) counts 1, a longer one 64 / its bytes. On a CPU a
   // short run is a load the prefetchers did not see coming, a fixed cost besides its bytes;
-  // a long one is a stream they follow. Rows of a weight walked 64 bytes at a time streamed
-  // at 9.8 GB/s, 256 bytes at a time at 24.6, whole at 25.9 (superopt/calibration.py
-  // measures the line-run cost this way).
+  // a long one is a stream they follow. superopt/calibration.py measures a line-run's cost
+  // on a weight whose rows are walked one line at a time against whole rows.
   double runs_loaded = 0;
   // kCustomized: the bytes block-level concats move inside the blocks (their results,
   // read and written, in the float32 arena), over all blocks and iterations. No flops, yet

@@ -16,9 +16,9 @@ number the roofline divides by is measured with a small probe, the way candidate
 - run_overhead_s: a weight stored [out, in], W[N, K] @ x[K, 1], its rows walked 16 floats
   (one 64-byte cache line) at a time instead of whole: every block loads a line of each of
   its rows per iteration, as a decode attention's keys walked a few at a time do, and the
-  prefetchers do not keep up with that many streams (here 9.8 GB/s against 25.9 for whole
-  rows, where the short runs of a column-split stream cost next to nothing): the extra time
-  over the extra runs.
+  prefetchers do not keep up with that many streams (8.7-9.5 ns a line-run here, where the
+  128-byte runs of a column-split stream measured 0-1 ns): the extra time over the extra
+  runs.
 - page_walk_s: the streamed W cut into 64 column blocks, each loading its strip in 2 steps
   of 4096 rows (4096 pages, more than the TLB maps, revisited: kernel_work.h, paged_loads)
   instead of 32 steps of 256.

@@ -107,9 +107,11 @@ def _decode_online_softmax(grid, forloop):
 def test_batched_strided_tiles_read_in_place(grid, forloop):
     # K's tiles are stacks of matrices whose rows lie a whole kernel row (20 floats) apart:
     # read in place (no copy into the arena), with the batch stride of the kernel tensor.
+    # V's tiles too when the loop cuts their rows: only the online softmax's product reads them.
     fused = _decode_online_softmax(grid, forloop)
     source = mj.generate_code(fused)
-    assert "io.in1 + " in source and "const auto* tile_origin = io.in1" not in source, source
+    for i in (1, 2):
+        assert f"io.in{i} + " in source and f"tile_origin = io.in{i}" not in source, source
     inputs = random_inputs(fused, seed=12)
     (got,) = jax.jit(mj.compile(fused))(*inputs)
     # Normwise: the outputs are weighted sums that cancel to near zero in places, where the
@@ -126,6 +128,39 @@ def test_batched_strided_tiles_read_in_place(grid, forloop):
         "vs numpy softmax attention",
         floor=1.0,
     )
+
+
+def test_tiles_of_both_heads_with_cut_rows_read_in_place():
+    # A GQA block's tiles hold both heads and a slice of the rows: S[2, 4, 8] and X[2, 4, 8]
+    # of [2, 16, 32] and [2, 16, 8], V[2, 8, 4] of [2, 32, 4]. The matrices of V (the softmax
+    # product's) and X (a matmul's A) are read in place, one kernel matrix apart; S, read row
+    # by row by the softmax, is copied.
+    kg = mj.KernelGraph()
+    S, V = kg.new_input((2, 16, 32)), kg.new_input((2, 32, 4))
+    X, W = kg.new_input((2, 16, 8)), kg.new_input((2, 8, 4))
+    bg = mj.BlockGraph(grid=(4, 1, 1), forloop_range=4)
+    s = bg.new_input(S, imap=(1, -1, -1), fmap=2)
+    v = bg.new_input(V, imap=(-1, -1, -1), fmap=1)
+    x = bg.new_input(X, imap=(1, -1, -1), fmap=-1)
+    w = bg.new_input(W, imap=(-1, -1, -1), fmap=-1)
+    bg.new_output(bg.div(bg.accum_exp_matmul(s, v), bg.accum_exp_sum_last(s)), omap=(1, -1, -1))
+    bg.new_output(bg.matmul(x, w), omap=(1, -1, -1))
+    for t in kg.customized([S, V, X, W], bg):
+        kg.mark_output(t)
+    source = mj.generate_code(kg)
+    for i in (1, 2):
+        assert f"io.in{i} + " in source and f"tile_origin = io.in{i}" not in source, source
+    assert "tile_origin = io.in0" in source, source
+    rng = np.random.default_rng(13)
+    scores = rng.standard_normal((2, 16, 32)) * 30  # large logits: every row's max matters
+    scores[1, 5, :16] = -np.inf  # the first two slices of a row masked
+    inputs = [scores, *(rng.standard_normal(t.shape) for t in kg.inputs[1:])]
+    got = jax.jit(mj.compile(kg))(*[jnp.asarray(a, jnp.float32) for a in inputs])
+    s64, v64, x64, w64 = (np.asarray(a, np.float64) for a in inputs)
+    p = np.exp(s64 - s64.max(-1, keepdims=True))
+    want = [(p / p.sum(-1, keepdims=True)) @ v64, x64 @ w64]
+    for i, (g, t) in enumerate(zip(got, want)):
+        assert_close(g, t, storage_rtol("float32"), f"output {i} vs numpy", floor=1.0)
 
 
 def test_block_groups_stream_side_by_side_weight_tiles():

@@ -65,6 +65,25 @@ def reductions_xla(x, w):
     )
 
 
+def long_row_max_graph():
+    """Block-level max over rows of 83 (four partial vectors of 16, one more and 3 left over,
+    folded into one lane at the end): X[88, 83], blocks of eight rows."""
+    g = mj.KernelGraph()
+    X = g.new_input((88, 83), "float32")
+    bg = mj.BlockGraph(grid=(11, 1, 1), forloop_range=1)
+    x = bg.new_input(X, imap=(0, -1, -1), fmap=-1)
+    bg.new_output(bg.reduce(x, -1, "max"), omap=(0, -1, -1))
+    (y,) = g.customized([X], bg)
+    g.mark_output(y)
+    return g
+
+
+def long_row_max_xla(x):
+    # XLA's own max drops the NaN of a row this long (jaxlib 0.10 on CPU; it keeps it in rows
+    # of 16): the IR's max propagates it (docs/ir-semantics.md), as numpy's does.
+    return (jnp.where(jnp.isnan(x).any(-1, keepdims=True), jnp.nan, jnp.max(x, -1, keepdims=True)),)
+
+
 def online_softmax_graph():
     """The online softmax over scores S[4, 16] walked 4 columns at a time: accum_max_last(S)
     and softmax(S) @ V from accum_exp_matmul / accum_exp_sum_last."""
@@ -135,6 +154,19 @@ def reductions_inputs(rng):
     return [x, w]
 
 
+def long_row_inputs(rng):
+    """Row r < 83 holds its NaN at position r: every lane of every partial and the tail."""
+    x = rng.standard_normal((88, 83))
+    for r in range(83):
+        x[r, r] = NAN
+    x[83, :] = -INF
+    x[84, :] = -INF
+    x[84, 70] = INF
+    x[85, :] = F32_MIN
+    x[86, :] = -0.0
+    return [x]
+
+
 def score_inputs(rng):
     """Rows built to break a softmax, in two sets of four rows each."""
     v = rng.standard_normal((16, 4))
@@ -157,6 +189,7 @@ CASES = {
         reductions_xla,
         lambda rng: [reductions_inputs(rng)],
     ),
+    "long_row_max": (long_row_max_graph, long_row_max_xla, lambda rng: [long_row_inputs(rng)]),
     "online_softmax": (online_softmax_graph, online_softmax_xla, score_inputs),
     "split_softmax": (split_softmax_graph, split_softmax_xla, score_inputs),
 }

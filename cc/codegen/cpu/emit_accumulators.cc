@@ -20,6 +20,7 @@ namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
 std::string arena_at(int64_t offset) { return "(arena + " + str(offset) + ")"; }
+int64_t rows_of_matrix(const Shape& s) { return s.size() < 2 ? 1 : s[s.size() - 2]; }
 
 bool reduces_last_dim(OpKind k) {
   return k == OpKind::kAccumSumLast || k == OpKind::kAccumMeanLast || k == OpKind::kAccumRmsLast;
@@ -95,9 +96,10 @@ void emit_softmax_update(CodeWriter& w, const BlockGraph& bg, const KernelPlan& 
       }
       w.close();
       const int v = acc.inputs.at(1);
-      emit_batched_matmul(w, {probs, s_shape, s_shape.back()},
-                          {buffer_name(plan, v), bg.tensor(v).shape, plan.row_stride[v]},
-                          {out, c_shape, n}, /*accumulate=*/true);
+      emit_batched_matmul(
+          w, {probs, s_shape, len, rows_of_matrix(s_shape) * len},
+          {buffer_name(plan, v), bg.tensor(v).shape, plan.row_stride[v], plan.matrix_stride[v]},
+          {out, c_shape, n, m * n}, /*accumulate=*/true);
     }
   }
 }

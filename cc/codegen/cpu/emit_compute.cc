@@ -307,10 +307,12 @@ void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size
   switch (op.kind) {
     case OpKind::kMatmul: {
       const Shape& c_shape = bg.tensor(op.outputs[0]).shape;
-      emit_batched_matmul(w, {buf(0), shape(0), plan.row_stride[op.inputs[0]]},
-                          {buf(1), shape(1), plan.row_stride[op.inputs[1]]},
-                          {out, c_shape, c_shape.back()}, plan.matmul_adds_into_accum[op_index],
-                          plan.next_tile_offset[op.inputs[1]]);
+      const int a = op.inputs[0], b = op.inputs[1];
+      emit_batched_matmul(
+          w, {buf(0), shape(0), plan.row_stride[a], plan.matrix_stride[a]},
+          {buf(1), shape(1), plan.row_stride[b], plan.matrix_stride[b]},
+          {out, c_shape, c_shape.back(), c_shape[c_shape.size() - 2] * c_shape.back()},
+          plan.matmul_adds_into_accum[op_index], plan.next_tile_offset[op.inputs[1]]);
       return;
     }
     case OpKind::kReduce:
@@ -337,9 +339,9 @@ void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOper
   w.line("mj_cpu::matmul<" + str(m) + ", " + str(k) + ", " + str(n) + ", " + str(a.row_stride) +
          ", " + str(b.row_stride) + ", " + str(c.row_stride) + ", " + str(b_ahead) + ", " +
          (accumulate ? "true" : "false") + ">(" + a.buffer + " + (" + batches.operand_offset(0) +
-         ") * " + str(m * a.row_stride) + ", " + b.buffer + " + (" + batches.operand_offset(1) +
-         ") * " + str(k * b.row_stride) + ", " + c.buffer + " + (" + batches.result_offset() +
-         ") * " + str(m * c.row_stride) + ");");
+         ") * " + str(a.matrix_stride) + ", " + b.buffer + " + (" + batches.operand_offset(1) +
+         ") * " + str(b.matrix_stride) + ", " + c.buffer + " + (" + batches.result_offset() +
+         ") * " + str(c.matrix_stride) + ");");
 }
 
 void emit_pass(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan,

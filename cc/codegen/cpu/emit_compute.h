@@ -20,6 +20,7 @@ struct MatmulOperand {
   std::string buffer;
   ir::Shape shape;
   int64_t row_stride;
+  int64_t matrix_stride;  // floats between consecutive matrices of the batch
 };
 
 // C[...] (+)= A[...] @ B[...] with batch dims broadcast like numpy. `b_ahead`: floats from

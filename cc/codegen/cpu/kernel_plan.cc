@@ -55,20 +55,40 @@ bool is_single_matrix(const Shape& tile) {
   return tile.size() >= 2;
 }
 
-// Matrices whose rows, all but the last dim, are laid out as in the kernel tensor (the
-// batch and row dims after the leading 1s are whole, bar the first): such a tile can be read
-// in place, each row one kernel row apart and each matrix rows x kernel rows apart, as
-// batched matmuls index it. Decode attention's K tile [1, 8, 128, 32] of [8, 8, 128, 4096]
-// is 8 such matrices; copying it would touch every byte twice.
-bool rows_are_contiguous(const Shape& tile, const Shape& kernel) {
+// Matrices lying evenly in the kernel tensor, one kernel matrix apart: every batch dim after
+// the first that is not 1 is whole there (the rows and the last dim may be cut). Such a tile
+// can be read in place, each row one kernel row apart and each matrix one kernel matrix
+// apart, as batched matmuls index it. Decode attention's K tile [1, 8, 128, 32] of
+// [8, 8, 128, 4096] is 8 such matrices; copying it would touch every byte twice. So is a
+// GQA block's V tile [2, 256, 64] of [2, 4096, 64] (both heads, a slice of the keys): copied
+// into the arena every iteration, the search's one-kernel QKNorm+GQA forms with it ran 1.5x
+// the time of those reading one head's tile in place.
+bool matrices_lie_evenly(const Shape& tile, const Shape& kernel) {
   if (tile.size() < 2) return false;
-  return tile_is_contiguous(Shape(tile.begin(), tile.end() - 1),
-                            Shape(kernel.begin(), kernel.end() - 1));
+  const size_t rows = tile.size() - 2;
+  size_t d = 0;
+  while (d < rows && tile[d] == 1) ++d;
+  for (++d; d < rows; ++d) {
+    if (tile[d] != kernel[d]) return false;
+  }
+  return true;
 }
 
-bool only_matmuls_read(const BlockGraph& bg, const std::vector<int>& consumers) {
+// Floats in one matrix (the last two dims) of a row-major tensor: the distance between
+// consecutive matrices of a dense buffer, or of an in-place tile's kernel tensor.
+int64_t dense_matrix_floats(const Shape& s) {
+  if (s.empty()) return 1;
+  return s.size() < 2 ? s.back() : s[s.size() - 2] * s.back();
+}
+
+// Every reader takes the tile as a matmul operand, which emit_batched_matmul indexes with any
+// row and matrix stride: a matmul, or an online softmax's product with it (its second input).
+bool only_matmuls_read(const BlockGraph& bg, int t, const std::vector<int>& consumers) {
   for (int o : consumers) {
-    if (bg.ops()[o].kind != OpKind::kMatmul) return false;
+    const Op& op = bg.ops()[o];
+    const bool product_with_it =
+        op.kind == OpKind::kAccumExpMatmul && op.inputs.at(1) == t && op.inputs.at(0) != t;
+    if (op.kind != OpKind::kMatmul && !product_with_it) return false;
   }
   return !consumers.empty();
 }
@@ -126,7 +146,11 @@ bool is_dense_outer_product(const BlockGraph& bg, const KernelPlan& plan, const 
     const Op& producer = bg.ops()[bg.tensor(t).producer];
     const bool raw_bf16 = plan.read_in_place[t] && producer.kind == OpKind::kInput &&
                           bg.kernel_input_dtype(producer.io_index) != DType::kF32;
-    if (raw_bf16 || plan.row_stride[t] != bg.tensor(t).shape.back()) return false;
+    const Shape& shape = bg.tensor(t).shape;
+    if (raw_bf16 || plan.row_stride[t] != shape.back() ||
+        plan.matrix_stride[t] != dense_matrix_floats(shape)) {
+      return false;
+    }
   }
   return true;
 }
@@ -160,10 +184,12 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
   plan.arena_offset.assign(tensors.size(), -1);
   plan.read_in_place.assign(tensors.size(), false);
   plan.row_stride.assign(tensors.size(), 0);
+  plan.matrix_stride.assign(tensors.size(), 0);
   plan.next_tile_offset.assign(tensors.size(), 0);
   for (size_t t = 0; t < tensors.size(); ++t) {
     const Shape& s = tensors[t].shape;
     plan.row_stride[t] = s.empty() ? 1 : s.back();
+    plan.matrix_stride[t] = dense_matrix_floats(s);
   }
   plan.matmul_adds_into_accum.assign(ops.size(), false);
   plan.softmax_group_of.assign(ops.size(), -1);
@@ -198,21 +224,23 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     plan.buffer_of[t] = t;
     const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
     const DType dtype = bg.kernel_input_dtype(op.io_index);
+    const bool strided_matrices = matrices_lie_evenly(tensors[t].shape, kernel_shape) &&
+                                  only_matmuls_read(bg, t, consumers[t]);
     if (dtype == DType::kBF16) {
-      if (rows_are_contiguous(tensors[t].shape, kernel_shape) &&
-          only_matmuls_read(bg, consumers[t])) {
+      if (strided_matrices) {
         plan.read_in_place[t] = true;
         plan.row_stride[t] = kernel_shape.back();
+        plan.matrix_stride[t] = dense_matrix_floats(kernel_shape);
       }
       continue;
     }
     if (dtype != DType::kF32) continue;
     if (tile_is_contiguous(tensors[t].shape, kernel_shape)) {
       plan.read_in_place[t] = true;
-    } else if (rows_are_contiguous(tensors[t].shape, kernel_shape) &&
-               only_matmuls_read(bg, consumers[t])) {
+    } else if (strided_matrices) {
       plan.read_in_place[t] = true;
       plan.row_stride[t] = kernel_shape.back();
+      plan.matrix_stride[t] = dense_matrix_floats(kernel_shape);
     }
   }
 

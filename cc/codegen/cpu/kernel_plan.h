@@ -38,13 +38,18 @@ struct KernelPlan {
   // Per tensor that owns an arena buffer: its offset in floats (64-byte aligned); else -1.
   std::vector<int64_t> arena_offset;
   // Per tensor: a float32 input tile read in place from the kernel tensor, either because it
-  // is one contiguous run or because it is a matrix of whole-width-strided rows that only
-  // matmuls read (a weight tile: copying it would touch every byte twice); or a bfloat16
-  // matrix of such rows that only matmuls read (widened as they load it, mj_cpu::Bf16).
+  // is one contiguous run or because it is matrices of whole-width-strided rows, evenly
+  // apart, that only matmuls read (a weight tile: copying it would touch every byte twice);
+  // or bfloat16 matrices of such rows that only matmuls read (widened as they load them,
+  // mj_cpu::Bf16).
   std::vector<bool> read_in_place;
   // Per tensor with a buffer: floats between consecutive rows (last-dim runs) of its matrix;
   // the last dim for dense buffers, the kernel tensor's last dim for strided in-place tiles.
   std::vector<int64_t> row_stride;
+  // Per tensor with a buffer: floats between consecutive matrices of its batch (its dims
+  // before the last two, flattened): rows x row_stride for dense buffers, the kernel
+  // tensor's rows x last dim for in-place tiles of strided matrices (their rows may be cut).
+  std::vector<int64_t> matrix_stride;
   // Per tensor: for an input tile read in place that moves with the for-loop, the floats
   // from this tile to the one of the same input the task reads next (where prefetches aim):
   // the next block's in a block group that moves along it, else the next iteration's; else 0.

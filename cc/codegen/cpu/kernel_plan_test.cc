@@ -97,6 +97,32 @@ TEST(KernelPlan, Bfloat16TilesAreReadInPlaceWhenOnlyMatmulsReadThem) {
   EXPECT_FALSE(plan.read_in_place[bias]);
 }
 
+// A GQA block's V tile holds both heads and a slice of the keys: [2, 8, 4] of [2, 32, 4].
+// Its matrices lie one kernel matrix apart, so the online softmax's product reads it in
+// place (rows 4 floats apart, matrices 32 * 4); the score tile, which the softmax reads row
+// by row, and a V tile whose inner batch dim is cut are copied.
+TEST(KernelPlan, BatchedTilesWithCutRowsAreReadInPlaceByTheSoftmaxProduct) {
+  BlockGraph bg({4, 1, 1}, 4);
+  const int s = bg.new_input({2, 16, 32}, DType::kF32, {1, -1, -1}, 2);  // [2, 4, 8]
+  const int v = bg.new_input({2, 32, 4}, DType::kF32, {-1, -1, -1}, 1);  // [2, 8, 4]
+  const int o = bg.accum_exp_matmul(s, v);
+  bg.new_output(bg.binary(OpKind::kDiv, o, bg.accum(OpKind::kAccumExpSumLast, s)), {1, -1, -1},
+                DType::kF32);
+  const KernelPlan plan = plan_kernel(bg);
+  EXPECT_TRUE(plan.read_in_place[v]);
+  EXPECT_EQ(plan.row_stride[v], 4);
+  EXPECT_EQ(plan.matrix_stride[v], 32 * 4);
+  EXPECT_EQ(plan.next_iteration_offset[v], 8 * 4);
+  EXPECT_FALSE(plan.read_in_place[s]);
+  EXPECT_EQ(plan.matrix_stride[s], 4 * 8);  // its arena copy
+
+  BlockGraph cut({2, 1, 1}, 2);
+  const int x = cut.new_input({2, 3, 4, 8}, DType::kF32, {-1, -1, -1}, 3);  // [2, 3, 4, 4]
+  const int w = cut.new_input({2, 6, 8, 4}, DType::kF32, {1, -1, -1}, 2);   // [2, 3, 4, 4]
+  cut.new_output(cut.accum(OpKind::kAccumSum, cut.matmul(x, w)), {1, -1, -1}, DType::kF32);
+  EXPECT_FALSE(plan_kernel(cut).read_in_place[w]);  // its batch's inner dim is cut
+}
+
 // Blocks of 4 columns of a 64-column W: short runs, so blocks run in groups that read W in
 // 4 * 4 = 16-column runs, and the matmul (its A does not depend on the block) runs once per
 // group over the group's side-by-side W tiles.

@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "cc/cost/block_graph_work.h"
+#include "cc/cost/cpu_vector_cost.h"
 #include "cc/cost/op_flops.h"
 
 namespace mj::cost {
@@ -97,6 +98,10 @@ KernelWork fusion_work(const KernelGraph& g, const std::vector<int>& roots, int 
       if (roots[g.tensor(t).producer] != root) reads.push_back(t);
     }
     w.flops += op_flops(g, op).total;
+    if (is_elementwise(op.kind)) {
+      w.cpu_extra_flops += tensor_elements(g.tensor(op.outputs[0]).shape) *
+                           cpu_extra_element_flops(op.kind, /*generated=*/false);
+    }
     // Written when it is a program output or an op outside the fusion reads it.
     const int t = op.outputs[0];
     bool escapes = false;

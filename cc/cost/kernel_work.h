@@ -60,6 +60,11 @@ struct KernelWork {
   // W's and B's tiles before one matmul, measured 1.2-2x slower than the form with two
   // products and an add over the same tiles, which the model had costed the same.
   double on_chip_copy_bytes = 0;
+  // The flop-equivalents a CPU's vector code spends beyond `flops` (cpu_vector_cost.h):
+  // exp-based functions, divisions and square roots per element, and a row reduction's fold
+  // of its vector partials per row, over all blocks and iterations. Only CPU targets count
+  // them.
+  double cpu_extra_flops = 0;
   // kCustomized: the bytes read from input tiles that the for-loop walks along the tensor's
   // innermost dim while the tile holds only part of each row (every step comes back to all
   // of the tile's rows for another piece of each), counting only tiles that are at least

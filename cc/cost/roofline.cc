@@ -53,7 +53,8 @@ double compute_seconds(const KernelWork& w, const Target& t) {
            (w.flops - w.low_precision_matmul_flops) / t.peak_flops;
   }
   const bool customized = w.kind == KernelKind::kCustomized;
-  const double flops = customized ? w.flops + vector_padding_flops(w, t) : w.flops;
+  const double cpu_flops = w.flops + w.cpu_extra_flops;
+  const double flops = customized ? cpu_flops + vector_padding_flops(w, t) : cpu_flops;
   if (customized && t.generated_flops > 0) {
     return flops / t.generated_flops + w.on_chip_copy_bytes / t.cache_bandwidth;
   }
@@ -106,7 +107,10 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
   }
   k.fits = !(customized && t.kind == TargetKind::kGpu &&
              w.working_set_bytes > double(t.shared_memory_per_block));
-  k.seconds = k.fits ? std::max(k.memory_s, k.compute_s) / k.parallel_efficiency + k.overhead_s
+  const double serial_s =
+      customized && t.kind == TargetKind::kCpu ? k.cached_bytes / t.cache_bandwidth : 0;
+  const double overlapped_s = std::max(k.memory_s - serial_s, k.compute_s) + serial_s;
+  k.seconds = k.fits ? overlapped_s / k.parallel_efficiency + k.overhead_s
                      : std::numeric_limits<double>::infinity();
   return k;
 }

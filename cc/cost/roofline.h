@@ -8,7 +8,12 @@
 //             (library_small_m_matmul_flops); on a CPU a generated kernel's is
 //             flops / generated_flops + the bytes its block-level concats copy /
 //             cache_bandwidth (the core copies instead of computing);
-//   seconds = max(memory, compute) / parallel_efficiency + the kernel's fixed overhead.
+//   seconds = max(memory, compute) / parallel_efficiency + the kernel's fixed overhead,
+//             except that a generated CPU kernel's cached bytes add to the max instead of
+//             overlapping it (its cores issue those loads between their FMAs: an attention
+//             kernel whose 16-row query tiles re-read K and V from the cache 8x as often as
+//             128-row tiles ran 0.5 ms longer, about those bytes at the cache rate, at the
+//             same flops); CPU compute also counts KernelWork::cpu_extra_flops.
 // parallel_efficiency is 1 for library kernels (XLA spreads them itself). A customized op
 // spreads its B blocks over U parallel units (cores, SMs) in waves:
 //   efficiency = (B / U) / ceil(B / U),

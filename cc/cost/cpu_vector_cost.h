@@ -1,0 +1,30 @@
+#pragma once
+// What a CPU's vector code spends on an op beyond the one flop per element that op_flops
+// counts, in flop-equivalents (time at the rate of the generated kernels' matmuls, where a
+// vector FMA is 2 flops a lane): exp-based functions and divisions take many instructions
+// per vector, and a reduction along a row ends by folding its vector partials into one lane,
+// a fixed cost per row that rows of a few hundred elements do not amortize. A CPU target
+// adds these to a kernel's compute (roofline.cc); a GPU's special-function units make them
+// about free there. Measured on the generated code (AVX-512, one core; 1 ns is about 100
+// flops at its matmuls' rate): exp 0.39 ns an element, sigmoid and SiLU 0.46-0.48, tanh
+// GELU 0.62, a division 0.10-0.18, sqrt 0.17, erf and erfc 7-9 (libm's, one element at a
+// time); a row's max or sum about 10 ns besides 0.05-0.16 ns an element. An online softmax
+// over 16 rows of 128 scores spent about as long on its exps and row folds as on its
+// products, and the model, which counted neither, tied its key tiles of 64 and 256 (measured
+// 1.3x apart).
+#include "cc/ir/graph.h"
+
+namespace mj::cost {
+
+// Per element of the result, beyond op_flops' count. `generated`: the generated kernels'
+// code (erf and erfc are libm calls there), else a library's (XLA vectorizes them).
+double cpu_extra_element_flops(ir::OpKind kind, bool generated);
+
+// A row reduction's fold of its vector partials, per row reduced.
+constexpr double kRowFoldFlops = 1000;
+// Per element reduced along a row, beyond the one flop counted (sums are kept in double).
+constexpr double kRowElementFlops = 9;
+// exp(s - max) per score of an online softmax, and the scores' row max it needs.
+constexpr double kExpFlops = 40;
+
+}  // namespace mj::cost

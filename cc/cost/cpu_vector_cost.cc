@@ -11,7 +11,7 @@ double cpu_extra_element_flops(OpKind kind, bool generated) {
     case OpKind::kSilu: return 47;
     case OpKind::kGelu: return 60;
     case OpKind::kErf:
-    case OpKind::kErfc: return generated ? 800 : kExpFlops;
+    case OpKind::kErfc: return generated ? 110 : kExpFlops;
     case OpKind::kDiv:
     case OpKind::kRecip: return 12;
     case OpKind::kSqrt: return 16;

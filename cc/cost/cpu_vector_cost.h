@@ -7,17 +7,16 @@
 // adds these to a kernel's compute (roofline.cc); a GPU's special-function units make them
 // about free there. Measured on the generated code (AVX-512, one core; 1 ns is about 100
 // flops at its matmuls' rate): exp 0.39 ns an element, sigmoid and SiLU 0.46-0.48, tanh
-// GELU 0.62, a division 0.10-0.18, sqrt 0.17, erf and erfc 7-9 (libm's, one element at a
-// time); a row's max or sum about 10 ns besides 0.05-0.16 ns an element. An online softmax
-// over 16 rows of 128 scores spent about as long on its exps and row folds as on its
-// products, and the model, which counted neither, tied its key tiles of 64 and 256 (measured
-// 1.3x apart).
+// GELU 0.62, a division 0.10-0.18, sqrt 0.17, erf and erfc 1.2 (both branches of the
+// prelude's, where libm's took 7-9); a row's max or sum about 10 ns besides 0.05-0.16 ns an element
+// (loops over rows in L1, timed alone). Counting neither, the model tied an online softmax's key
+// tiles of 64 and 256, whose row folds differ 4x in number.
 #include "cc/ir/graph.h"
 
 namespace mj::cost {
 
 // Per element of the result, beyond op_flops' count. `generated`: the generated kernels'
-// code (erf and erfc are libm calls there), else a library's (XLA vectorizes them).
+// code (its erf and erfc compute both of their branches), else a library's.
 double cpu_extra_element_flops(ir::OpKind kind, bool generated);
 
 // A row reduction's fold of its vector partials, per row reduced.

@@ -50,7 +50,7 @@ TEST(CpuVectorCost, ShortKeyTilesFoldMoreRowsAndCostMoreOnACpuOnly) {
   EXPECT_DOUBLE_EQ(kernel_time(short_tiles, gpu).compute_s, kernel_time(long_tiles, gpu).compute_s);
 }
 
-TEST(CpuVectorCost, LibmCallsCostTheGeneratedCodeMoreThanALibrary) {
+TEST(CpuVectorCost, TheGeneratedErfWithBothBranchesCostsMoreThanALibrarys) {
   EXPECT_GT(cpu_extra_element_flops(OpKind::kErf, true),
             cpu_extra_element_flops(OpKind::kErf, false));
   EXPECT_EQ(cpu_extra_element_flops(OpKind::kAdd, true), 0);

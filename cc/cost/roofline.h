@@ -12,8 +12,8 @@
 //             except that a generated CPU kernel's cached bytes add to the max instead of
 //             overlapping it (its cores issue those loads between their FMAs: an attention
 //             kernel whose 16-row query tiles re-read K and V from the cache 8x as often as
-//             128-row tiles ran 0.5 ms longer, about those bytes at the cache rate, at the
-//             same flops); CPU compute also counts KernelWork::cpu_extra_flops.
+//             128-row tiles ran longer by about those bytes at the cache rate, at the same
+//             flops); CPU compute also counts KernelWork::cpu_extra_flops.
 // parallel_efficiency is 1 for library kernels (XLA spreads them itself). A customized op
 // spreads its B blocks over U parallel units (cores, SMs) in waves:
 //   efficiency = (B / U) / ceil(B / U),

@@ -116,6 +116,55 @@ inline float gelu_tanh(float x) {
   return x / (1.0f + exp_f32(-(u + u)));
 }
 inline float square(float x) { return x * x; }
+// erf and erfc in float32 without branches, so that GCC vectorizes them (libm's erff and
+// erfcf are one call per element, which GCC cannot vectorize). Below |x| = 1, erf(x) =
+// x P(x^2); from 1 on, erfc(|x|) = exp(-x^2) R(1/|x|) / |x|, with x^2 split exactly into
+// h + l (l by an FMA) so that the tail keeps float precision down to the subnormals. P
+// (degree 6 in x^2, 1.4e-9 relative) and R (degree 10 in 1/|x| over |x| in [1, 10.5],
+// 4.6e-8) are Chebyshev least-squares fits of the C library's double erf and erfc; in float32
+// erf is within 2.3 ulps of the correctly rounded value over [-12, 12] and erfc within 9 (near
+// |x| = 0.94, where 1 - erf cancels). NaN in, NaN out; erf(-0) = -0; erf(+-inf) = +-1.
+inline float erf_small(float x) {
+  const float t = x * x;
+  float p = 7.882497448008507e-05f;
+  p = p * t + -0.0008018855005502701f;
+  p = p * t + 0.005189312156289816f;
+  p = p * t + -0.02685432881116867f;
+  p = p * t + 0.11283597350120544f;
+  p = p * t + -0.3761262595653534f;
+  p = p * t + 1.1283791670955126f;  // 2 / sqrt(pi): erf(x) = x p near 0
+  return x * p;
+}
+inline float erfc_large(float a) {  // a >= 1; erfc(10.5) is 0 in float32
+  a = a < 10.5f ? a : 10.5f;
+  const float h = a * a;
+  const float l = __builtin_fmaf(a, a, -h);
+  const float u = 1.0f / a;
+  float r = -0.05271010473370552f;
+  r = r * u + 0.2611837685108185f;
+  r = r * u + -0.46753063797950745f;
+  r = r * u + 0.1909928172826767f;
+  r = r * u + 0.5966925621032715f;
+  r = r * u + -1.1181813478469849f;
+  r = r * u + 0.8033108711242676f;
+  r = r * u + -0.07697904109954834f;
+  r = r * u + -0.2727861702442169f;
+  r = r * u + -0.000615813594777137f;
+  r = r * u + 0.564206600189209f;
+  return exp_f32(-h) * (1.0f - l) * r * u;
+}
+inline float erf_f32(float x) {
+  const float a = x < 0.0f ? -x : x;
+  const float big = 1.0f - erfc_large(a < 1.0f ? 1.0f : a);
+  const float r = a < 1.0f ? erf_small(x) : (x < 0.0f ? -big : big);
+  return x != x ? x : r;
+}
+inline float erfc_f32(float x) {
+  const float a = x < 0.0f ? -x : x;
+  const float e = erfc_large(a < 1.0f ? 1.0f : a);
+  const float r = a < 1.0f ? 1.0f - erf_small(x) : (x < 0.0f ? 2.0f - e : e);
+  return x != x ? x : r;
+}
 inline float max_of(float a, float b) { return (a > b || a != a) ? a : b; }
 
 // ---- matmul: C[M,N] (+)= A[M,K] @ B[K,N], rows lda / ldb / ldc floats apart -------------
@@ -215,9 +264,8 @@ inline float row_mean(const float* __restrict x, int64_t n) {
 
 inline Vec max_vec(Vec a, Vec b) { return (a > b) | (a != a) ? a : b; }
 // The lanes folded in halves, log2(kVecFloats) steps: one max_of per lane of every partial
-// made a dependent chain of 64 (AVX-512) that took most of a 128-wide row's time, and an
-// attention block's online softmax takes a row's max every iteration (its update, 16 rows of
-// 128 scores, went from 172 to 101 ns a row on one core here).
+// made a dependent chain of 64 (AVX-512), longer than the vector work of a 128-wide row, and
+// an attention block's online softmax takes a row's max every iteration.
 inline float lanes_max(Vec v) {
   float lane[kVecFloats];
   std::memcpy(lane, &v, sizeof v);

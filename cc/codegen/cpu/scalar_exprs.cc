@@ -8,11 +8,12 @@ using ir::OpKind;
 
 namespace {
 
-// The functions of prelude.cc, and the C++ library's erf and erfc (float overloads, NaN in
-// NaN out, the limits at ±inf, as lax.erf and lax.erfc).
-constexpr common::ScalarFunctions kCpu{
-    "cpu codegen",       "mj_cpu::exp_f32", "mj_cpu::square",  "std::sqrt", "mj_cpu::silu",
-    "mj_cpu::gelu_tanh", "mj_cpu::relu",    "mj_cpu::sigmoid", "std::erf",  "std::erfc"};
+// The functions of prelude.cc (erf_f32 and erfc_f32: NaN in NaN out, the limits at ±inf, as
+// lax.erf and lax.erfc) and the C++ library's sqrt.
+constexpr common::ScalarFunctions kCpu{"cpu codegen",     "mj_cpu::exp_f32", "mj_cpu::square",
+                                       "std::sqrt",       "mj_cpu::silu",    "mj_cpu::gelu_tanh",
+                                       "mj_cpu::relu",    "mj_cpu::sigmoid", "mj_cpu::erf_f32",
+                                       "mj_cpu::erfc_f32"};
 
 }  // namespace
 

@@ -45,47 +45,6 @@ std::pair<double, double> tile_runs(const Shape& tile, const Shape& whole, int b
   return {tensor_elements(tile) / run, stride * bytes};
 }
 
-bool is_softmax_accumulator(OpKind k) {
-  return k == OpKind::kAccumExpSumLast || k == OpKind::kAccumExpMatmul ||
-         k == OpKind::kAccumMaxLast;
-}
-
-// A row reduction over `elements` values in rows of `row_length`: each row's fold of its
-// vector partials and the work per value beyond the one flop op_flops counts.
-double row_reduction_flops(double elements, double row_length) {
-  return elements / row_length * kRowFoldFlops + elements * kRowElementFlops;
-}
-
-// What the generated CPU code spends on `op` beyond op_flops, each time it runs. An online
-// softmax's accumulators over one score tile share its row max and exps (`scores_seen`).
-double cpu_extra_flops(const BlockGraph& g, const Op& op, std::set<int>& scores_seen) {
-  const Shape& in = g.tensor(op.inputs.empty() ? op.outputs[0] : op.inputs[0]).shape;
-  const double elements = tensor_elements(in), row = double(in.empty() ? 1 : in.back());
-  double extra = 0;
-  if (is_softmax_accumulator(op.kind) && scores_seen.insert(op.inputs[0]).second) {
-    extra += row_reduction_flops(elements, row);  // the running max
-    const bool exps = op.kind != OpKind::kAccumMaxLast;
-    if (exps) extra += elements * kExpFlops;
-  }
-  switch (op.kind) {
-    case OpKind::kAccumExpSumLast:
-    case OpKind::kAccumSumLast:
-    case OpKind::kAccumMeanLast:
-    case OpKind::kAccumRmsLast: return extra + row_reduction_flops(elements, row);
-    case OpKind::kRmsNorm:
-      return row_reduction_flops(elements, row) +
-             elements * cpu_extra_element_flops(OpKind::kDiv, true);
-    case OpKind::kReduce:
-      return op.dim + 1 == int(in.size()) ? row_reduction_flops(elements, row) : 0;
-    default: break;
-  }
-  if (ir::is_elementwise(op.kind)) {
-    extra += tensor_elements(g.tensor(op.outputs[0]).shape) *
-             cpu_extra_element_flops(op.kind, /*generated=*/true);
-  }
-  return extra;
-}
-
 }  // namespace
 
 KernelWork block_graph_work(const BlockGraph& g) {
@@ -97,7 +56,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
   const double blocks = double(w.blocks);
   const double iterations = g.forloop_range();
   std::vector<double> cut_reads;  // bytes of each input tile walked along its rows
-  std::set<int> scores_seen;
+  std::set<int> scores_seen;      // of online softmaxes (block_op_cpu_extra_flops)
   for (const Op& op : g.ops()) {
     if (op.kind == OpKind::kInput) {
       const Tensor& tile = g.tensor(op.outputs[0]);
@@ -140,7 +99,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
     const OpFlops f = op_flops(g, op);
     w.flops += f.total * times;
     w.low_precision_matmul_flops += f.low_precision_matmul * times;
-    w.cpu_extra_flops += cpu_extra_flops(g, op, scores_seen) * times;
+    w.cpu_extra_flops += block_op_cpu_extra_flops(g, op, scores_seen) * times;
   }
   for (double read : cut_reads) {
     if (read >= kMainStreamShare * w.bytes_read) w.cut_row_bytes += read;

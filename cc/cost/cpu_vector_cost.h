@@ -11,6 +11,8 @@
 // prelude's, where libm's took 7-9); a row's max or sum about 10 ns besides 0.05-0.16 ns an element
 // (loops over rows in L1, timed alone). Counting neither, the model tied an online softmax's key
 // tiles of 64 and 256, whose row folds differ 4x in number.
+#include <set>
+
 #include "cc/ir/graph.h"
 
 namespace mj::cost {
@@ -18,6 +20,13 @@ namespace mj::cost {
 // Per element of the result, beyond op_flops' count. `generated`: the generated kernels'
 // code (its erf and erfc compute both of their branches), else a library's.
 double cpu_extra_element_flops(ir::OpKind kind, bool generated);
+
+// What the generated CPU code spends on block op `op` beyond op_flops, each time it runs:
+// per element for the ops above, per row and element for row reductions. An online
+// softmax's accumulators over one score tile share its row max and exps: `scores_seen` holds
+// the score tensors already counted (one set per block graph).
+double block_op_cpu_extra_flops(const ir::BlockGraph& g, const ir::Op& op,
+                                std::set<int>& scores_seen);
 
 // A row reduction's fold of its vector partials, per row reduced.
 constexpr double kRowFoldFlops = 1000;

@@ -39,6 +39,19 @@ TEST(CpuVectorCost, AnOnlineSoftmaxPaysItsExpsOnceAndAFoldPerRowAndReduction) {
                    max_and_exps + sum + divide);
 }
 
+// accum_max_last first (it takes no exps), then the exps' accumulators: one running max,
+// one pass of exps.
+TEST(CpuVectorCost, AMaxBeforeTheSoftmaxAccumulatorsLeavesTheirExpsCountedOnce) {
+  BlockGraph bg(ir::Dim3{2, 1, 1}, 8);
+  const int s = bg.new_input({16, 1024}, DType::kF32, {0, -1, -1}, 1);
+  const int v = bg.new_input({1024, 64}, DType::kF32, {-1, -1, -1}, 0);
+  bg.new_output(bg.accum(OpKind::kAccumMaxLast, s), {0, -1, -1}, DType::kF32);
+  bg.new_output(bg.accum_exp_matmul(s, v), {0, -1, -1}, DType::kF32);
+  const double scores = 16.0 * 1024, rows_steps = 16.0 * 1024 / 128;
+  EXPECT_DOUBLE_EQ(block_graph_work(bg).cpu_extra_flops,
+                   scores * (kExpFlops + kRowElementFlops) + rows_steps * kRowFoldFlops);
+}
+
 TEST(CpuVectorCost, ShortKeyTilesFoldMoreRowsAndCostMoreOnACpuOnly) {
   const KernelWork short_tiles = block_graph_work(*online_softmax(64));
   const KernelWork long_tiles = block_graph_work(*online_softmax(256));

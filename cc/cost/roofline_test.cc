@@ -56,6 +56,22 @@ TEST(Roofline, LibraryKernelsUseTheWholeMachine) {
   EXPECT_DOUBLE_EQ(k.seconds, 1e-3 + 2e-6);
 }
 
+// A generated CPU kernel's cores issue its cache re-reads between their FMAs: those add to
+// a compute-bound kernel's time; on a GPU they overlap it.
+TEST(Roofline, CpuCacheReReadsAddToComputeAndGpuOnesOverlapIt) {
+  KernelWork w = customized(2, 2e6, 240e6);  // 1 MB tensor read twice: 1 MB of re-reads
+  w.replicated.push_back({1e6, 1e6});
+  const Target cpu = Target::cpu_host();
+  const KernelTime k = kernel_time(w, cpu);
+  ASSERT_DOUBLE_EQ(k.cached_bytes, 1e6);
+  ASSERT_GT(k.compute_s, k.memory_s);
+  EXPECT_DOUBLE_EQ(k.seconds, k.compute_s + 1e6 / cpu.cache_bandwidth + k.overhead_s);
+  const Target gpu = Target::a100();
+  const KernelTime g = kernel_time(w, gpu);
+  EXPECT_DOUBLE_EQ(g.seconds,
+                   std::max(g.memory_s, g.compute_s) / g.parallel_efficiency + g.overhead_s);
+}
+
 TEST(Roofline, SmallReplicatedTensorsAreReReadFromCache) {
   const Target cpu = Target::cpu_host();
   KernelWork w = customized(96, 0, 0);

@@ -60,9 +60,8 @@ bool is_single_matrix(const Shape& tile) {
 // can be read in place, each row one kernel row apart and each matrix one kernel matrix
 // apart, as batched matmuls index it. Decode attention's K tile [1, 8, 128, 32] of
 // [8, 8, 128, 4096] is 8 such matrices; copying it would touch every byte twice. So is a
-// GQA block's V tile [2, 256, 64] of [2, 4096, 64] (both heads, a slice of the keys): copied
-// into the arena every iteration, the search's one-kernel QKNorm+GQA forms with it ran 1.5x
-// the time of those reading one head's tile in place.
+// GQA block's V tile [2, 256, 64] of [2, 4096, 64] (both heads, a slice of the keys), which
+// was copied into the arena every iteration.
 bool matrices_lie_evenly(const Shape& tile, const Shape& kernel) {
   if (tile.size() < 2) return false;
   const size_t rows = tile.size() - 2;

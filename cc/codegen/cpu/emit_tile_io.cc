@@ -44,10 +44,19 @@ const char* store_conversion(DType d) {
 
 // Copies a box of shape `box`: element (i_0, ..., i_last) goes from
 // src[sum i_d * src_strides[d]] to dst[sum i_d * dst_strides[d]], through `convert`. The
-// last dim is the contiguous inner loop on both sides.
+// last dim is the contiguous inner loop on both sides. With a `prefetch` (the code of a
+// condition, and an offset in elements), each run also asks for the lines `ahead` elements
+// further on while the condition holds: the next iteration's tile, whose runs start a page
+// or more apart, where no hardware prefetcher follows.
+struct CopyPrefetch {
+  std::string condition;
+  int64_t ahead = 0;
+};
+
 void emit_box_copy(CodeWriter& w, const Shape& box, const std::string& src,
                    const std::vector<int64_t>& src_strides, const std::string& dst,
-                   const std::vector<int64_t>& dst_strides, const std::string& convert) {
+                   const std::vector<int64_t>& dst_strides, const std::string& convert,
+                   const CopyPrefetch& prefetch = {}) {
   const int rank = int(box.size());
   std::vector<std::pair<std::string, int64_t>> src_terms, dst_terms;
   int opened = 0;
@@ -61,6 +70,14 @@ void emit_box_copy(CodeWriter& w, const Shape& box, const std::string& src,
   }
   w.line("const auto* from = " + src + " + " + linear_expr(src_terms) + ";");
   w.line("auto* to = " + dst + " + " + linear_expr(dst_terms) + ";");
+  if (prefetch.ahead != 0) {
+    w.open("if (" + prefetch.condition + ")");
+    w.open("for (int64_t j = 0; j < " + std::to_string(box.back()) +
+           "; j += 64 / int64_t(sizeof(*from)))");
+    w.line("__builtin_prefetch(from + " + std::to_string(prefetch.ahead) + " + j, 0, 2);");
+    w.close();
+    w.close();
+  }
   w.open("for (int64_t j = 0; j < " + std::to_string(box.back()) + "; ++j)");
   w.line("to[j] = " + convert + "(from[j]);");
   w.close();
@@ -103,8 +120,10 @@ void emit_input_load(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan
   }
   w.open("");
   w.line("const auto* tile_origin = " + base + ";");
+  const CopyPrefetch prefetch{"it + 1 < " + std::to_string(bg.forloop_range()),
+                              plan.next_copy_offset.at(t)};
   emit_box_copy(w, tile, "tile_origin", strides, name, dense_strides(tile),
-                load_conversion(bg.kernel_input_dtype(input.io_index)));
+                load_conversion(bg.kernel_input_dtype(input.io_index)), prefetch);
   w.close();
 }
 

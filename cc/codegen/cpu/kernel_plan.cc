@@ -312,15 +312,20 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
   // The tile read next: the next block's in a group that moves along this input, else the
   // next iteration's.
   plan.next_iteration_offset.assign(tensors.size(), 0);
+  plan.next_copy_offset.assign(tensors.size(), 0);
   for (const Op& op : ops) {
     const int t = op.kind == OpKind::kInput ? op.outputs.at(0) : -1;
-    if (t < 0 || !plan.read_in_place[t] || op.fmap < 0) continue;
+    if (t < 0 || op.fmap < 0) continue;
     const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
     auto offset_along = [&](int dim) {
       int64_t stride = 1;
       for (size_t d = dim + 1; d < kernel_shape.size(); ++d) stride *= kernel_shape[d];
       return tensors[t].shape[dim] * stride;
     };
+    if (!plan.read_in_place[t]) {
+      if (bg.forloop_range() > 1) plan.next_copy_offset[t] = offset_along(op.fmap);
+      continue;
+    }
     plan.next_iteration_offset[t] = offset_along(op.fmap);
     const bool moves_with_group = plan.block_group > 1 && op.imap[0] >= 0;
     plan.next_tile_offset[t] = offset_along(moves_with_group ? op.imap[0] : op.fmap);

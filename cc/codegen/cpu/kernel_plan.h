@@ -57,6 +57,10 @@ struct KernelPlan {
   // Per tensor: for an input tile read in place that moves with the for-loop, the floats
   // from this iteration's tile to the next iteration's; else 0.
   std::vector<int64_t> next_iteration_offset;
+  // Per tensor: for an input tile copied into the arena every iteration, the elements from
+  // this iteration's tile to the next iteration's in the kernel tensor (the copy prefetches
+  // them: unlike a matmul's in-place operand, nothing else asks for them early); else 0.
+  std::vector<int64_t> next_copy_offset;
   // Per reduce op: the elementwise pass that computes its only input (headed, perhaps, by
   // an outer product: a matmul over a k of 1), evaluated inside the reduce's loops instead
   // of on its own (empty when there is none, or it has other readers). Decode's P @ V as

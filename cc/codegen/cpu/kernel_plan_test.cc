@@ -113,14 +113,25 @@ TEST(KernelPlan, BatchedTilesWithCutRowsAreReadInPlaceByTheSoftmaxProduct) {
   EXPECT_EQ(plan.row_stride[v], 4);
   EXPECT_EQ(plan.matrix_stride[v], 32 * 4);
   EXPECT_EQ(plan.next_iteration_offset[v], 8 * 4);
+  EXPECT_EQ(plan.next_copy_offset[v], 0);  // the matmul prefetches it
   EXPECT_FALSE(plan.read_in_place[s]);
   EXPECT_EQ(plan.matrix_stride[s], 4 * 8);  // its arena copy
+  EXPECT_EQ(plan.next_copy_offset[s], 8);   // whose copy prefetches the next 8 columns
 
   BlockGraph cut({2, 1, 1}, 2);
   const int x = cut.new_input({2, 3, 4, 8}, DType::kF32, {-1, -1, -1}, 3);  // [2, 3, 4, 4]
   const int w = cut.new_input({2, 6, 8, 4}, DType::kF32, {1, -1, -1}, 2);   // [2, 3, 4, 4]
   cut.new_output(cut.accum(OpKind::kAccumSum, cut.matmul(x, w)), {1, -1, -1}, DType::kF32);
-  EXPECT_FALSE(plan_kernel(cut).read_in_place[w]);  // its batch's inner dim is cut
+  const KernelPlan cut_plan = plan_kernel(cut);
+  EXPECT_FALSE(cut_plan.read_in_place[w]);  // its batch's inner dim is cut
+  EXPECT_EQ(cut_plan.next_copy_offset[w], 4 * 4);
+
+  BlockGraph once({2, 1, 1}, 1);  // no next iteration to prefetch
+  const int y = once.new_input({2, 16, 32}, DType::kF32, {1, -1, -1}, 2);
+  once.new_output(once.accum(OpKind::kAccumExpSumLast, y), {1, -1, -1}, DType::kF32);
+  const KernelPlan once_plan = plan_kernel(once);
+  EXPECT_FALSE(once_plan.read_in_place[y]);
+  EXPECT_EQ(once_plan.next_copy_offset[y], 0);
 }
 
 // Blocks of 4 columns of a 64-column W: short runs, so blocks run in groups that read W in

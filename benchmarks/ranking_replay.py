@@ -1,0 +1,188 @@
+"""Cost-model ranking work that can be repeated: store candidates with their measured times,
+then re-rank them under a new cost model, or re-time them under new code generation.
+
+A ranking figure (benchmarks/ranking.py) from one superoptimize run mixes three things that
+change between runs: the search's candidates, the code generated for them, and the machine's
+calibration (taken again after every change under cc/, and skewed when the machine is busy).
+This tool holds two of them still:
+
+    python benchmarks/ranking_replay.py collect OUT.json [--budget 30] [--top 10]
+        [--time-budget 4] [--only lora,...]
+    python benchmarks/ranking_replay.py rank IN.json [--only ...] [--machine]
+    python benchmarks/ranking_replay.py retime IN.json OUT.json [--time-budget 4] [--only ...]
+
+`collect` searches each program of benchmarks/search_reach.py with default limits, keeps its
+first `--top` distinct candidates and the paper's μGraph, times them as superoptimize does
+(rounds for about `--time-budget` seconds, inputs rotated past the last-level cache) and
+stores each one's graph (KernelGraph.to_json), median and estimate with the calibration it
+was costed under. `rank`
+costs the stored graphs with the current build under that stored calibration (`--machine`:
+this machine's calibration instead) and prints per program the Spearman correlation, the
+place of the fastest measured candidate in the model's order and the regret, as
+superoptimize reports them. `retime` measures the stored graphs again with the current build
+(for a code-generation change), keeping their stored calibration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import jax
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from ranking import ranking, summarize
+
+import mirage_jax as mj
+from mirage_jax import _core
+from mirage_jax.runtime import cold_inputs, profile
+from mirage_jax.superopt import calibration_cache
+from mirage_jax.superopt.calibration import Calibration
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def inputs(graph: mj.KernelGraph, seed: int = 0) -> list[jax.Array]:
+    rng = np.random.default_rng(seed)
+    return [
+        jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
+        for t in graph.inputs
+    ]
+
+
+def median_times(graphs: list[mj.KernelGraph], budget_s: float) -> list[float]:
+    """Median seconds of each graph's compiled callable, timed as superoptimize times its
+    candidates (mirage_jax/runtime/profile.py: rounds in a random order, inputs rotated past
+    the last-level cache), so that a change in the machine's load moves all of them alike."""
+    args = inputs(graphs[0])
+    fns = {str(i): jax.jit(mj.compile(g)) for i, g in enumerate(graphs)}
+    times, _ = profile.median_times(fns, args, budget_s, cold_inputs.rotation(args))
+    return [times[str(i)] for i in range(len(graphs))]
+
+
+def collect(cases, search_s: float, top: int, budget_s: float, log=_say) -> dict:
+    """cases: (name, builder of (reference, paper μGraph or None))."""
+    calibration = calibration_cache.load_or_measure()
+    target = calibration.target()
+    rows = []
+    for name, build in cases:
+        reference, paper = build()
+        found = mj.search(reference, config=mj.SearchConfig(time_budget_s=search_s, threads=2))
+        labelled, seen = [], set()
+        for label, g in [(f"c{i}", g) for i, g in enumerate(found.candidates)] + [("paper", paper)]:
+            if g is None or g.to_json() in seen or (label != "paper" and len(labelled) >= top):
+                continue
+            seen.add(g.to_json())
+            labelled.append((label, g))
+        log(f"{name}: timing {len(labelled)} candidates")
+        medians = median_times([g for _, g in labelled], budget_s)
+        for (label, g), median in zip(labelled, medians):
+            estimate = _core.estimate_cost(g._core, target)[0]
+            rows.append(
+                dict(
+                    program=name,
+                    label=label,
+                    graph=g.to_json(),
+                    median_s=median,
+                    estimate_s=estimate,
+                )
+            )
+            log(f"  {label:6s} model {estimate * 1e3:8.3f} ms  measured {median * 1e3:8.3f} ms")
+    return dict(calibration=calibration.to_json(), candidates=rows)
+
+
+def rank(doc: dict, target: _core.Target, log=_say) -> dict:
+    """Per program, the ranking figures of the stored candidates under `target` and their
+    estimates by label."""
+    by_program: dict[str, list[dict]] = {}
+    for row in doc["candidates"]:
+        by_program.setdefault(row["program"], []).append(row)
+    results = {}
+    for program, rows in by_program.items():
+        costs = {
+            r["label"]: _core.estimate_cost(mj.KernelGraph.from_json(r["graph"])._core, target)[0]
+            for r in rows
+        }
+        timings = {r["label"]: r["median_s"] for r in rows}
+        figures = ranking(costs, timings)
+        results[program] = (figures, costs)
+        order = " ".join(
+            f"{n}:{costs[n] * 1e3:.2f}/{timings[n] * 1e3:.2f}" for n in sorted(costs, key=costs.get)
+        )
+        log(
+            f"{program:20s} spearman {figures.spearman:5.2f}  fastest at {figures.fastest_rank}"
+            f"  regret {figures.regret:.2f}  | model/measured ms: {order}"
+        )
+    log(summarize([figures for figures, _ in results.values()]).line())
+    return results
+
+
+def retime(doc: dict, budget_s: float, log=_say) -> dict:
+    rows = [dict(r) for r in doc["candidates"]]
+    for program in dict.fromkeys(r["program"] for r in rows):
+        mine = [r for r in rows if r["program"] == program]
+        log(f"{program}: timing {len(mine)} candidates")
+        medians = median_times([mj.KernelGraph.from_json(r["graph"]) for r in mine], budget_s)
+        for r, median in zip(mine, medians):
+            log(f"  {r['label']:6s} {r['median_s'] * 1e3:8.3f} -> {median * 1e3:8.3f} ms")
+            r["median_s"] = median
+    return dict(doc, candidates=rows)
+
+
+def _only(doc: dict, only: str | None) -> dict:
+    if not only:
+        return doc
+    names = set(only.split(","))
+    return dict(doc, candidates=[r for r in doc["candidates"] if r["program"] in names])
+
+
+def _write(path: str, doc: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("out")
+    c.add_argument("--budget", type=float, default=30.0)
+    c.add_argument("--top", type=int, default=10)
+    r = sub.add_parser("rank")
+    r.add_argument("input")
+    r.add_argument("--machine", action="store_true")
+    t = sub.add_parser("retime")
+    t.add_argument("input")
+    t.add_argument("out")
+    for p in (c, t):
+        p.add_argument("--time-budget", type=float, default=4.0)
+    for p in (c, r, t):
+        p.add_argument("--only")
+    args = parser.parse_args(argv)
+    if args.command == "collect":
+        from search_reach import CASES
+
+        wanted = set(args.only.split(",")) if args.only else None
+        cases = [(n, b) for n, b in CASES if wanted is None or n in wanted]
+        if wanted and len(cases) != len(wanted):
+            sys.exit(f"ranking_replay: unknown programs: {sorted(wanted - {n for n, _ in cases})}")
+        doc = collect(cases, args.budget, args.top, args.time_budget)
+        _write(args.out, doc)
+        return
+    with open(args.input) as f:
+        doc = _only(json.load(f), args.only)
+    if args.command == "rank":
+        cal = calibration_cache.load_or_measure() if args.machine else None
+        rank(doc, (cal or Calibration.from_json(doc["calibration"])).target())
+    else:
+        _write(args.out, retime(doc, args.time_budget))
+
+
+if __name__ == "__main__":
+    main()

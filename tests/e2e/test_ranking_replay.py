@@ -1,0 +1,72 @@
+"""benchmarks/ranking_replay.py: stored candidates re-ranked under their stored calibration give
+the estimates they were collected with, and re-timed ones keep their graphs."""
+
+import json
+
+import pytest
+from benchmark_support import import_benchmarks
+
+import mirage_jax as mj
+from mirage_jax.ir import paper_graphs as pg
+
+replay, ranking = import_benchmarks("ranking_replay", "ranking")
+
+
+def small_rmsnorm_linear():
+    return pg.rmsnorm_linear(batch=2, hidden=64, out_features=32, col_tile=4, k_tile=4)
+
+
+@pytest.fixture(scope="module")
+def collected():
+    lines = []
+    doc = replay.collect([("rmsnorm", small_rmsnorm_linear)], 1.0, 3, 0.2, log=lines.append)
+    return json.loads(json.dumps(doc)), lines
+
+
+def test_collect_stores_distinct_timed_candidates_and_the_paper_graph(collected):
+    doc, lines = collected
+    rows = doc["candidates"]
+    labels = [r["label"] for r in rows]
+    assert "paper" in labels and 2 <= len(rows) <= 4 and len(set(labels)) == len(labels)
+    assert len({r["graph"] for r in rows}) == len(rows)
+    assert all(r["median_s"] > 0 and r["estimate_s"] > 0 for r in rows)
+    _, paper = small_rmsnorm_linear()
+    assert next(r["graph"] for r in rows if r["label"] == "paper") == paper.to_json()
+    assert lines[0].startswith("rmsnorm: timing")
+
+
+def test_rank_under_the_stored_calibration_gives_the_collected_estimates(collected, tmp_path):
+    doc, _ = collected
+    target = replay.Calibration.from_json(doc["calibration"]).target()
+    lines = []
+    ((figures, costs),) = replay.rank(doc, target, log=lines.append).values()
+    assert costs == {r["label"]: r["estimate_s"] for r in doc["candidates"]}
+    timings = {r["label"]: r["median_s"] for r in doc["candidates"]}
+    assert figures == ranking.ranking(costs, timings)
+    assert lines[-1].startswith("cost model:")
+    # the stored calibration is the one read: another one costs them otherwise
+    slower = dict(doc, calibration=dict(doc["calibration"], dram_bandwidth=1e9, cores=1))
+    target = replay.Calibration.from_json(slower["calibration"]).target()
+    ((_, slower_costs),) = replay.rank(slower, target, log=lines.append).values()
+    assert all(slower_costs[n] > costs[n] for n in costs), (slower_costs, costs)
+    # the same through the command line, from a file
+    path = tmp_path / "cands.json"
+    path.write_text(json.dumps(doc))
+    replay.main(["rank", str(path), "--only", "rmsnorm"])
+
+
+def test_retime_measures_the_same_graphs_again(collected, tmp_path):
+    doc, _ = collected
+    again = replay.retime(doc, 0.2, log=lambda _: None)
+    assert [(r["label"], r["graph"]) for r in again["candidates"]] == [
+        (r["label"], r["graph"]) for r in doc["candidates"]
+    ]
+    assert all(r["median_s"] > 0 for r in again["candidates"])
+    assert again["calibration"] == doc["calibration"]
+    graph = mj.KernelGraph.from_json(again["candidates"][0]["graph"])
+    assert graph.to_json() == again["candidates"][0]["graph"]
+
+
+def test_unknown_programs_are_named():
+    with pytest.raises(SystemExit, match="unknown programs: \\['nope'\\]"):
+        replay.main(["collect", "unused.json", "--only", "lora,nope"])

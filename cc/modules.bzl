@@ -15,11 +15,12 @@ MODULES = {
     "ir": [],
     "interp": ["ir"],
     "absexpr": ["ir"],
-    "cost": ["ir"],
+    "layout": ["ir"],
+    "cost": ["ir", "layout"],
     "verify": ["ir", "interp"],
     "search": ["ir", "interp", "absexpr", "cost", "verify"],
     "codegen/common": ["ir"],
-    "codegen/cpu": ["ir", "codegen/common"],
+    "codegen/cpu": ["ir", "codegen/common", "layout"],
     "codegen/cuda": ["ir", "codegen/common", "cost"],
 }
 

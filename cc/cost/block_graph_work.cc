@@ -7,6 +7,7 @@
 #include "cc/cost/block_working_set.h"
 #include "cc/cost/cpu_vector_cost.h"
 #include "cc/cost/op_flops.h"
+#include "cc/layout/cpu_tile_reads.h"
 
 namespace mj::cost {
 
@@ -65,6 +66,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const Shape& whole = g.kernel_input_shape(op.io_index);
       const double tensor_bytes = tensor_elements(whole) * dtype_bytes(tile.dtype);
       w.bytes_read += read;
+      if (!layout::cpu_reads_in_place(g, op)) w.copied_tile_bytes += read;
       const int last = int(whole.size()) - 1;
       if (iterations > 1 && op.fmap == last && tile.shape.back() < whole.back()) {
         cut_reads.push_back(read);

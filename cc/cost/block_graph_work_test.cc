@@ -48,6 +48,13 @@ TEST(BlockGraphWork, FlopsCountBodyOpsPerIterationAndEpilogueOpsOnce) {
   EXPECT_DOUBLE_EQ(w.low_precision_matmul_flops, 0);  // f32 tiles
 }
 
+// X's tiles [8, 128] cut its rows and an elementwise op reads them: the CPU code copies them.
+// W's strided tiles, which only the matmul reads, and g's contiguous ones are read in place.
+TEST(BlockGraphWork, CountsTheBytesOfTilesTheCpuCodeCopies) {
+  const KernelWork w = block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32)));
+  EXPECT_DOUBLE_EQ(w.copied_tile_bytes, 96 * kX);
+}
+
 TEST(BlockGraphWork, ReplicatingWAcrossAGridAxisReadsItOncePerRowBlock) {
   const KernelWork w =
       block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32, /*row_blocks=*/2)));

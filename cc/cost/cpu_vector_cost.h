@@ -34,5 +34,12 @@ constexpr double kRowFoldFlops = 1000;
 constexpr double kRowElementFlops = 9;
 // exp(s - max) per score of an online softmax, and the scores' row max it needs.
 constexpr double kExpFlops = 40;
+// Per element of B that a generated matmul with more than 8 rows of C (prelude.cc,
+// packed_chunk) copies into its packed strips, once per product: a load from B's strided
+// rows and a store. One [m, 256] @ [256, 4096] kernel, warm, 2 cores, B's rows 16 KB apart
+// (benchmarks/ranking_replay.py's stored LoRA tiles, timed alone for m = 16 to 64): time
+// = 0.13 ms + m x 0.0105 ms, the 0.13 ms being 25 flop-equivalents per element of B at
+// the matmuls' rate, while 8 rows (streamed, not packed) ran at the model's time.
+constexpr double kPackedElementFlops = 25;
 
 }  // namespace mj::cost

@@ -65,6 +65,10 @@ struct KernelWork {
   // of its vector partials per row, over all blocks and iterations. Only CPU targets count
   // them.
   double cpu_extra_flops = 0;
+  // kCustomized: the bytes of input tiles that the generated CPU code copies into its arena
+  // before using them (cc/layout/cpu_tile_reads.h), over all loads. Only CPU targets count
+  // them: the copy is a loop of loads and stores between the core's arithmetic.
+  double copied_tile_bytes = 0;
   // kCustomized: the bytes read from input tiles that the for-loop walks along the tensor's
   // innermost dim while the tile holds only part of each row (every step comes back to all
   // of the tile's rows for another piece of each), counting only tiles that are at least

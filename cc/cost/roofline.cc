@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "cc/cost/cpu_vector_cost.h"
+
 namespace mj::cost {
 namespace {
 
@@ -24,11 +26,12 @@ double dram_seconds(const KernelWork& w, const Target& t, double bytes) {
 constexpr double kPanelRows = 8;
 
 // The flops a CPU's vector instructions do beyond 2mnk on the generated matmuls' tiles: each
-// vector FMA (or shuffle) counted as the 2·lanes flops it could have done. Vectors lie along
-// n, the last one partly empty; when n is under a vector (and there are more than
-// kPanelRows rows, or n is under half a vector), along k instead, each row ending in a tree
-// of shuffles and adds across the lanes (lane_sums: 3 ops per pair of vectors, for 4
-// columns or more; below that one scalar add per lane and column).
+// vector FMA (or shuffle) counted as the 2·lanes flops it could have done, and B's packing
+// when more than kPanelRows rows share it (cpu_vector_cost.h, kPackedElementFlops). Vectors lie
+// along n, the last one partly empty; when n is under a vector (and there are more than kPanelRows
+// rows, or n is under half a vector), along k instead, each row ending in a tree of shuffles and
+// adds across the lanes (lane_sums: 3 ops per pair of vectors, for 4 columns or more; below that
+// one scalar add per lane and column).
 double vector_padding_flops(const KernelWork& w, const Target& t) {
   if (t.kind != TargetKind::kCpu || t.vector_width_floats <= 0) return 0;
   const double lanes = t.vector_width_floats;
@@ -42,7 +45,8 @@ double vector_padding_flops(const KernelWork& w, const Target& t) {
     } else {
       vector_ops = mm.m * mm.k * std::ceil(mm.n / lanes);
     }
-    extra += std::max(0.0, 2 * lanes * vector_ops - 2 * mm.m * mm.k * mm.n) * mm.count;
+    const double packing = !along_k && mm.m > kPanelRows ? kPackedElementFlops * mm.k * mm.n : 0;
+    extra += (std::max(0.0, 2 * lanes * vector_ops - 2 * mm.m * mm.k * mm.n) + packing) * mm.count;
   }
   return extra;
 }
@@ -107,8 +111,16 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
   }
   k.fits = !(customized && t.kind == TargetKind::kGpu &&
              w.working_set_bytes > double(t.shared_memory_per_block));
+  // On a CPU the generated code's re-reads from the cache and its tile copies are loads and
+  // stores the core issues between its arithmetic, not a stream beside it: they add to the
+  // compute. Copies run at about the rate of a stream from memory: masked attention's
+  // two-kernel forms, whose second kernel copies the score tiles the first one wrote, ran
+  // 1.2x the one-kernel forms that the model had costed 1% slower
+  // (benchmarks/ranking_replay.py, three timings of the same candidates).
   const double serial_s =
-      customized && t.kind == TargetKind::kCpu ? k.cached_bytes / t.cache_bandwidth : 0;
+      customized && t.kind == TargetKind::kCpu
+          ? k.cached_bytes / t.cache_bandwidth + w.copied_tile_bytes / t.dram_bandwidth
+          : 0;
   const double overlapped_s = std::max(k.memory_s - serial_s, k.compute_s) + serial_s;
   k.seconds = k.fits ? overlapped_s / k.parallel_efficiency + k.overhead_s
                      : std::numeric_limits<double>::infinity();

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "cc/cost/cpu_vector_cost.h"
+
 namespace mj::cost {
 namespace {
 
@@ -70,6 +72,28 @@ TEST(Roofline, CpuCacheReReadsAddToComputeAndGpuOnesOverlapIt) {
   const KernelTime g = kernel_time(w, gpu);
   EXPECT_DOUBLE_EQ(g.seconds,
                    std::max(g.memory_s, g.compute_s) / g.parallel_efficiency + g.overhead_s);
+}
+
+// Tiles the generated CPU code copies into its arena cost their bytes at the memory's rate
+// besides the compute; read in place, the same bytes overlap it. A GPU counts no copies.
+TEST(Roofline, CpuTileCopiesAddToComputeAtTheMemoryRate) {
+  KernelWork w = customized(2, 30e6, 2.4e9);
+  const Target cpu = Target::cpu_host();
+  const KernelTime in_place = kernel_time(w, cpu);
+  ASSERT_GT(in_place.compute_s, in_place.memory_s);
+  EXPECT_DOUBLE_EQ(in_place.seconds, in_place.compute_s + in_place.overhead_s);
+  w.copied_tile_bytes = 12e6;
+  const KernelTime copied = kernel_time(w, cpu);
+  EXPECT_DOUBLE_EQ(copied.seconds,
+                   in_place.compute_s + 12e6 / cpu.dram_bandwidth + copied.overhead_s);
+  // memory-bound, a copy's bytes were on the clock already
+  KernelWork streamed = customized(2, 3e9, 2.4e6);
+  const double before = kernel_time(streamed, cpu).seconds;
+  streamed.copied_tile_bytes = 1e9;
+  EXPECT_DOUBLE_EQ(kernel_time(streamed, cpu).seconds, before);
+  const Target gpu = Target::a100();
+  EXPECT_DOUBLE_EQ(kernel_time(w, gpu).seconds,
+                   kernel_time(customized(2, 30e6, 2.4e9), gpu).seconds);
 }
 
 TEST(Roofline, SmallReplicatedTensorsAreReReadFromCache) {
@@ -190,10 +214,15 @@ TEST(Roofline, ACpusEmptyVectorLanesAndLaneSumsCostAsFlops) {
   Target cpu = Target::cpu_host();
   cpu.generated_flops = 200e9;
   cpu.vector_width_floats = 16;
-  // Vectors along n, full: no more than 2mnk, rows of C few or many.
-  for (double m : {8.0, 256.0}) {
+  // Vectors along n, full: no more than 2mnk for 8 rows of C, which stream B; more rows
+  // share B's packed strips, which cost kPackedElementFlops per element of B per product.
+  const KernelWork streamed = one_matmul(8, 1024, 512, 2);
+  EXPECT_DOUBLE_EQ(kernel_time(streamed, cpu).compute_s, streamed.flops / 200e9);
+  for (double m : {9.0, 256.0}) {
     const KernelWork w = one_matmul(m, 1024, 512, 2);
-    EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, w.flops / 200e9) << m;
+    EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s,
+                     (w.flops + 2 * kPackedElementFlops * 1024 * 512) / 200e9)
+        << m;
   }
   // 40 columns: three vectors, the last half empty.
   const KernelWork ragged = one_matmul(8, 64, 40, 1);

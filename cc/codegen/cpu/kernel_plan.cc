@@ -6,6 +6,7 @@
 #include "cc/ir/error.h"
 #include "cc/ir/op_kind.h"
 #include "cc/ir/thread_fusion.h"
+#include "cc/layout/cpu_tile_reads.h"
 
 namespace mj::codegen::cpu {
 
@@ -35,17 +36,6 @@ std::vector<std::vector<int>> consumers_of(const BlockGraph& bg) {
   return consumers;
 }
 
-// An input tile can be read in place when it is one contiguous run of the kernel tensor:
-// every dim after the first one longer than 1 is whole.
-bool tile_is_contiguous(const Shape& tile, const Shape& kernel) {
-  size_t d = 0;
-  while (d < tile.size() && tile[d] == 1) ++d;
-  for (++d; d < tile.size(); ++d) {
-    if (tile[d] != kernel[d]) return false;
-  }
-  return true;
-}
-
 // A matrix with no batch: every dim before the last two is 1. An input tile of that shape
 // can be read in place as a strided matrix, its rows one whole kernel row apart.
 bool is_single_matrix(const Shape& tile) {
@@ -55,41 +45,11 @@ bool is_single_matrix(const Shape& tile) {
   return tile.size() >= 2;
 }
 
-// Matrices lying evenly in the kernel tensor, one kernel matrix apart: every batch dim after
-// the first that is not 1 is whole there (the rows and the last dim may be cut). Such a tile
-// can be read in place, each row one kernel row apart and each matrix one kernel matrix
-// apart, as batched matmuls index it. Decode attention's K tile [1, 8, 128, 32] of
-// [8, 8, 128, 4096] is 8 such matrices; copying it would touch every byte twice. So is a
-// GQA block's V tile [2, 256, 64] of [2, 4096, 64] (both heads, a slice of the keys), which
-// was copied into the arena every iteration.
-bool matrices_lie_evenly(const Shape& tile, const Shape& kernel) {
-  if (tile.size() < 2) return false;
-  const size_t rows = tile.size() - 2;
-  size_t d = 0;
-  while (d < rows && tile[d] == 1) ++d;
-  for (++d; d < rows; ++d) {
-    if (tile[d] != kernel[d]) return false;
-  }
-  return true;
-}
-
 // Floats in one matrix (the last two dims) of a row-major tensor: the distance between
 // consecutive matrices of a dense buffer, or of an in-place tile's kernel tensor.
 int64_t dense_matrix_floats(const Shape& s) {
   if (s.empty()) return 1;
   return s.size() < 2 ? s.back() : s[s.size() - 2] * s.back();
-}
-
-// Every reader takes the tile as a matmul operand, which emit_batched_matmul indexes with any
-// row and matrix stride: a matmul, or an online softmax's product with it (its second input).
-bool only_matmuls_read(const BlockGraph& bg, int t, const std::vector<int>& consumers) {
-  for (int o : consumers) {
-    const Op& op = bg.ops()[o];
-    const bool product_with_it =
-        op.kind == OpKind::kAccumExpMatmul && op.inputs.at(1) == t && op.inputs.at(0) != t;
-    if (op.kind != OpKind::kMatmul && !product_with_it) return false;
-  }
-  return !consumers.empty();
 }
 
 // Rows of a streamed tile shorter than this many floats are read in short runs; blocks are
@@ -221,23 +181,12 @@ KernelPlan plan_kernel(const BlockGraph& bg) {
     if (op.kind != OpKind::kInput) continue;
     const int t = op.outputs.at(0);
     plan.buffer_of[t] = t;
+    if (!layout::cpu_reads_in_place(bg, op)) continue;
+    plan.read_in_place[t] = true;
     const Shape& kernel_shape = bg.kernel_input_shape(op.io_index);
-    const DType dtype = bg.kernel_input_dtype(op.io_index);
-    const bool strided_matrices = matrices_lie_evenly(tensors[t].shape, kernel_shape) &&
-                                  only_matmuls_read(bg, t, consumers[t]);
-    if (dtype == DType::kBF16) {
-      if (strided_matrices) {
-        plan.read_in_place[t] = true;
-        plan.row_stride[t] = kernel_shape.back();
-        plan.matrix_stride[t] = dense_matrix_floats(kernel_shape);
-      }
-      continue;
-    }
-    if (dtype != DType::kF32) continue;
-    if (tile_is_contiguous(tensors[t].shape, kernel_shape)) {
-      plan.read_in_place[t] = true;
-    } else if (strided_matrices) {
-      plan.read_in_place[t] = true;
+    const bool one_run = bg.kernel_input_dtype(op.io_index) == DType::kF32 &&
+                         layout::tile_is_contiguous(tensors[t].shape, kernel_shape);
+    if (!one_run) {  // strided matrices
       plan.row_stride[t] = kernel_shape.back();
       plan.matrix_stride[t] = dense_matrix_floats(kernel_shape);
     }

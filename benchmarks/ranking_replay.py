@@ -10,6 +10,7 @@ This tool holds two of them still:
         [--time-budget 4] [--only lora,...]
     python benchmarks/ranking_replay.py rank IN.json [--only ...] [--machine]
     python benchmarks/ranking_replay.py retime IN.json OUT.json [--time-budget 4] [--only ...]
+    python benchmarks/ranking_replay.py repeat FIRST.json SECOND.json [--only ...]
 
 `collect` searches each program of benchmarks/search_reach.py with default limits, keeps its
 first `--top` distinct candidates and the paper's μGraph, times them as superoptimize does
@@ -20,7 +21,9 @@ costs the stored graphs with the current build under that stored calibration (`-
 this machine's calibration instead) and prints per program the Spearman correlation, the
 place of the fastest measured candidate in the model's order and the regret, as
 superoptimize reports them. `retime` measures the stored graphs again with the current build
-(for a code-generation change), keeping their stored calibration.
+(for a code-generation change), keeping their stored calibration. `repeat` ranks a second
+timing of the same candidates by the first one's: the figures a model could reach against
+a machine that repeats itself only that well.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from ranking import ranking, summarize
+from search_reach import CASES
 
 import mirage_jax as mj
 from mirage_jax import _core
@@ -135,6 +139,36 @@ def retime(doc: dict, budget_s: float, log=_say) -> dict:
     return dict(doc, candidates=rows)
 
 
+def repeatability(first: dict, second: dict, log=_say) -> dict:
+    """Per program, the ranking figures of `second`'s times against `first`'s, as if the first
+    timing were the cost model: what any model can reach against timings that repeat only
+    this well. Candidates are matched by graph."""
+    before = {(r["program"], r["graph"]): r["median_s"] for r in first["candidates"]}
+    results = {}
+    for program in dict.fromkeys(r["program"] for r in second["candidates"]):
+        rows = [
+            r
+            for r in second["candidates"]
+            if r["program"] == program and (program, r["graph"]) in before
+        ]
+        results[program] = figures = ranking(
+            {r["label"]: before[(program, r["graph"])] for r in rows},
+            {r["label"]: r["median_s"] for r in rows},
+        )
+        log(
+            f"{program:20s} spearman {figures.spearman:5.2f}  fastest at {figures.fastest_rank}"
+            f"  regret {figures.regret:.2f}  ({figures.candidates} candidates in both)"
+        )
+    total = summarize(list(results.values()))
+    log(
+        f"the second timing ranked by the first: mean Spearman {total.mean_spearman:.2f} over "
+        f"{total.with_spearman} programs; the second's fastest in the first's top 4 in "
+        f"{total.fastest_in_top4} of {total.ranked}; the first's fastest ran "
+        f"{total.regret_geomean:.2f}x the second's fastest (geometric mean)"
+    )
+    return results
+
+
 def _only(doc: dict, only: str | None) -> dict:
     if not only:
         return doc
@@ -160,14 +194,22 @@ def main(argv: list[str] | None = None) -> None:
     t = sub.add_parser("retime")
     t.add_argument("input")
     t.add_argument("out")
+    a = sub.add_parser("repeat")
+    a.add_argument("first")
+    a.add_argument("second")
     for p in (c, t):
         p.add_argument("--time-budget", type=float, default=4.0)
-    for p in (c, r, t):
+    for p in (c, r, t, a):
         p.add_argument("--only")
     args = parser.parse_args(argv)
+    if args.command == "repeat":
+        docs = []
+        for path in (args.first, args.second):
+            with open(path) as f:
+                docs.append(_only(json.load(f), args.only))
+        repeatability(*docs)
+        return
     if args.command == "collect":
-        from search_reach import CASES
-
         wanted = set(args.only.split(",")) if args.only else None
         cases = [(n, b) for n, b in CASES if wanted is None or n in wanted]
         if wanted and len(cases) != len(wanted):

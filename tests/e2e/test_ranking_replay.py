@@ -67,6 +67,30 @@ def test_retime_measures_the_same_graphs_again(collected, tmp_path):
     assert graph.to_json() == again["candidates"][0]["graph"]
 
 
+def stored(times_ms):
+    rows = [
+        dict(program="p", label=f"c{i}", graph=f"g{i}", median_s=t * 1e-3)
+        for i, t in enumerate(times_ms)
+    ]
+    return dict(calibration={}, candidates=rows)
+
+
+def test_a_timing_repeated_exactly_ranks_perfectly_and_reversed_worst():
+    first = stored([1.0, 2.0, 3.0, 4.0])
+    ((same),) = replay.repeatability(first, first, log=lambda _: None).values()
+    assert same.spearman == pytest.approx(1) and same.fastest_rank == 1 and same.regret == 1
+    ((flipped),) = replay.repeatability(
+        first, stored([4.0, 3.0, 2.0, 1.0]), log=lambda _: None
+    ).values()
+    assert flipped.spearman == pytest.approx(-1) and flipped.fastest_rank == 4
+    assert flipped.regret == pytest.approx(4.0)
+    # only the graphs timed both times count
+    second = stored([1.0, 2.0, 3.0, 4.0])
+    second["candidates"][3]["graph"] = "another"
+    ((three),) = replay.repeatability(first, second, log=lambda _: None).values()
+    assert three.candidates == 3
+
+
 def test_unknown_programs_are_named():
     with pytest.raises(SystemExit, match="unknown programs: \\['nope'\\]"):
         replay.main(["collect", "unused.json", "--only", "lora,nope"])

@@ -34,11 +34,11 @@ import os
 import sys
 
 import jax
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ranking import ranking, summarize
+from kernels import _inputs
+from ranking import Ranking, ranking, summarize
 from search_reach import CASES
 
 import mirage_jax as mj
@@ -52,22 +52,21 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def inputs(graph: mj.KernelGraph, seed: int = 0) -> list[jax.Array]:
-    rng = np.random.default_rng(seed)
-    return [
-        jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
-        for t in graph.inputs
-    ]
-
-
 def median_times(graphs: list[mj.KernelGraph], budget_s: float) -> list[float]:
     """Median seconds of each graph's compiled callable, timed as superoptimize times its
     candidates (mirage_jax/runtime/profile.py: rounds in a random order, inputs rotated past
     the last-level cache), so that a change in the machine's load moves all of them alike."""
-    args = inputs(graphs[0])
+    args = _inputs(graphs[0])
     fns = {str(i): jax.jit(mj.compile(g)) for i, g in enumerate(graphs)}
     times, _ = profile.median_times(fns, args, budget_s, cold_inputs.rotation(args))
     return [times[str(i)] for i in range(len(graphs))]
+
+
+def _figures(program: str, figures: Ranking) -> str:
+    return (
+        f"{program:20s} spearman {figures.spearman:5.2f}  fastest at {figures.fastest_rank}"
+        f"  regret {figures.regret:.2f}"
+    )
 
 
 def collect(cases, search_s: float, top: int, budget_s: float, log=_say) -> dict:
@@ -84,6 +83,9 @@ def collect(cases, search_s: float, top: int, budget_s: float, log=_say) -> dict
                 continue
             seen.add(g.to_json())
             labelled.append((label, g))
+        if not labelled:
+            log(f"{name}: no candidate to time")
+            continue
         log(f"{name}: timing {len(labelled)} candidates")
         medians = median_times([g for _, g in labelled], budget_s)
         for (label, g), median in zip(labelled, medians):
@@ -119,10 +121,7 @@ def rank(doc: dict, target: _core.Target, log=_say) -> dict:
         order = " ".join(
             f"{n}:{costs[n] * 1e3:.2f}/{timings[n] * 1e3:.2f}" for n in sorted(costs, key=costs.get)
         )
-        log(
-            f"{program:20s} spearman {figures.spearman:5.2f}  fastest at {figures.fastest_rank}"
-            f"  regret {figures.regret:.2f}  | model/measured ms: {order}"
-        )
+        log(f"{_figures(program, figures)}  | model/measured ms: {order}")
     log(summarize([figures for figures, _ in results.values()]).line())
     return results
 
@@ -155,10 +154,7 @@ def repeatability(first: dict, second: dict, log=_say) -> dict:
             {r["label"]: before[(program, r["graph"])] for r in rows},
             {r["label"]: r["median_s"] for r in rows},
         )
-        log(
-            f"{program:20s} spearman {figures.spearman:5.2f}  fastest at {figures.fastest_rank}"
-            f"  regret {figures.regret:.2f}  ({figures.candidates} candidates in both)"
-        )
+        log(f"{_figures(program, figures)}  ({figures.candidates} candidates in both)")
     total = summarize(list(results.values()))
     log(
         f"the second timing ranked by the first: mean Spearman {total.mean_spearman:.2f} over "
@@ -174,6 +170,18 @@ def _only(doc: dict, only: str | None) -> dict:
         return doc
     names = set(only.split(","))
     return dict(doc, candidates=[r for r in doc["candidates"] if r["program"] in names])
+
+
+def _load(path: str, only: str | None) -> dict:
+    """A file `collect` or `retime` wrote; SystemExit naming the problem otherwise."""
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        sys.exit(f"ranking_replay: cannot read {path}: {e}")
+    if not isinstance(doc, dict) or not isinstance(doc.get("candidates"), list):
+        sys.exit(f"ranking_replay: {path} holds no stored candidates (write it with collect)")
+    return _only(doc, only)
 
 
 def _write(path: str, doc: dict) -> None:
@@ -203,11 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--only")
     args = parser.parse_args(argv)
     if args.command == "repeat":
-        docs = []
-        for path in (args.first, args.second):
-            with open(path) as f:
-                docs.append(_only(json.load(f), args.only))
-        repeatability(*docs)
+        repeatability(_load(args.first, args.only), _load(args.second, args.only))
         return
     if args.command == "collect":
         wanted = set(args.only.split(",")) if args.only else None
@@ -217,8 +221,7 @@ def main(argv: list[str] | None = None) -> None:
         doc = collect(cases, args.budget, args.top, args.time_budget)
         _write(args.out, doc)
         return
-    with open(args.input) as f:
-        doc = _only(json.load(f), args.only)
+    doc = _load(args.input, args.only)
     if args.command == "rank":
         cal = calibration_cache.load_or_measure() if args.machine else None
         rank(doc, (cal or Calibration.from_json(doc["calibration"])).target())

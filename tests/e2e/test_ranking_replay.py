@@ -91,6 +91,15 @@ def test_a_timing_repeated_exactly_ranks_perfectly_and_reversed_worst():
     assert three.candidates == 3
 
 
+def test_a_file_without_stored_candidates_is_named(tmp_path):
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"rows": []}))
+    with pytest.raises(SystemExit, match="holds no stored candidates"):
+        replay.main(["rank", str(path)])
+    with pytest.raises(SystemExit, match="cannot read"):
+        replay.main(["repeat", str(tmp_path / "missing.json"), str(path)])
+
+
 def test_unknown_programs_are_named():
     with pytest.raises(SystemExit, match="unknown programs: \\['nope'\\]"):
         replay.main(["collect", "unused.json", "--only", "lora,nope"])

@@ -159,6 +159,20 @@ TEST(Roofline, CpuLibraryMatmulWidensSixteenBitOperandsInMemory) {
   EXPECT_DOUBLE_EQ(kernel_time(w, Target::h100()).dram_bytes, 10e6);
 }
 
+TEST(Roofline, CpuLibraryWideningIsAPassBeforeTheDot) {
+  const Target cpu = Target::cpu_host();
+  // Compute-bound: the widening (2 bytes read, 4 written per element) adds to the dot's time.
+  KernelWork w = library_matmul(512, 10e6);
+  w.bytes_16_bit_operands = 8e6;
+  w.flops = 100 * cpu.peak_flops * 1e-3;
+  const KernelTime k = kernel_time(w, cpu);
+  EXPECT_DOUBLE_EQ(k.seconds, 0.1 + 3 * 8e6 / cpu.dram_bandwidth + k.overhead_s);
+  // Memory-bound: every byte once, at the stream's rate, as before.
+  w.flops = 0;
+  EXPECT_NEAR(kernel_time(w, cpu).seconds, (10e6 + 4 * 8e6) / cpu.dram_bandwidth + k.overhead_s,
+              1e-12);
+}
+
 TEST(Roofline, GpuLowPrecisionMatmulRunsOnTensorCores) {
   const Target h100 = Target::h100();
   KernelWork w = customized(132, 0, 3e12);

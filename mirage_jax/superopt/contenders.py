@@ -24,6 +24,16 @@ activation of a GEMV walks its k in pieces too, from the cache): ordering by all
 runs instead put GPT-2's bfloat16 QKV projection's [128, 1152] weight tiles in 2 blocks
 (0.50 ms) before the whole-k [768, 288] tiles in 8 (0.38 ms), which walk the weight's rows,
 not along them.
+
+One more joins when every contender hands a matmul with a 16-bit float operand to XLA's
+library: the best candidate that generates all its matmuls, if the model puts it within
+WIDENED_DOT_SLACK of the best (`generated_alternative`). XLA widens such an operand into a
+new float32 buffer before its dot, which the model prices as one pass at the memory's rate
+(cc/cost/roofline.cc), the least it takes; the machine's handling of the new buffer's pages
+can make it ten times that: widening the same 32 MB of bfloat16 to float32 took 1.1 ms as
+[1024, 7808] and 11 ms as [1024, 7936] (2026-12-06). Llama's bfloat16 logits, [256, 1024] @
+[1024, 8192], ran 31.8 ms under XLA and 31-34 ms as library-dot candidates that the model
+put at 20.0 ms, ahead of those generating the product (22.7 ms to the model, 24.7 ms run).
 """
 
 from __future__ import annotations
@@ -37,6 +47,10 @@ from mirage_jax.ir.graph import KernelGraph
 # model's errors on the kernels it does rank apart are tens of percent (the README's ranking
 # table). The search's own order already puts its ties least-cut first (cc/search/result_set.cc).
 COST_TIE: float = _core.COST_TIE
+# How much more than the best contender a candidate that generates its matmuls may cost the
+# model and still be timed beside contenders that all widen a 16-bit operand in XLA (above).
+WIDENED_DOT_SLACK: float = 1.25
+_SIXTEEN_BIT = ("bfloat16", "float16")
 
 
 def kernel_count(graph: KernelGraph) -> int:
@@ -98,3 +112,50 @@ def choose(
         kernels += kernel_count(graph)
         tied += 1
     return chosen, tied
+
+
+def widens_in_library(graph: KernelGraph) -> bool:
+    """Whether a kernel-level matmul of `graph` (run by XLA) takes a 16-bit float operand."""
+    return any(
+        op.kind == "matmul" and any(t.dtype in _SIXTEEN_BIT for t in op.inputs) for op in graph.ops
+    )
+
+
+def generates_every_matmul(graph: KernelGraph) -> bool:
+    """Whether `graph` has matmuls and all of them are inside its generated kernels."""
+    if any(op.kind == "matmul" for op in graph.ops):
+        return False
+    return any(
+        any(inner.kind == "matmul" for inner in bg.ops)
+        for op in graph.ops
+        if (bg := op.block_graph) is not None
+    )
+
+
+def generated_alternative(
+    ranked: Sequence[tuple[KernelGraph, float | None]],
+    original: str,
+    chosen: Sequence[tuple[KernelGraph, float | None]],
+    build_slots: int,
+    widens: Callable[[KernelGraph], bool] = widens_in_library,
+    generates: Callable[[KernelGraph], bool] = generates_every_matmul,
+) -> tuple[KernelGraph, float | None] | None:
+    """The candidate to time besides `chosen` (choose's contenders) when each of them widens a
+    16-bit operand in XLA's library: the best of `ranked` that generates every matmul and
+    costs the model at most WIDENED_DOT_SLACK times the best contender and its kernels build
+    at once (one more round of builds, where a tie must build beside the contenders: this one
+    can win a region by a third, the logits' 31.8 -> 24.7 ms). None otherwise."""
+    if not chosen or not all(widens(g) for g, _ in chosen):
+        return None
+    best = min((cost for _, cost in chosen if cost is not None), default=None)
+    if best is None:
+        return None
+    timed = {g.hash() for g, _ in chosen}
+    for graph, cost in ranked:
+        if cost is None or cost > best * WIDENED_DOT_SLACK:
+            break
+        if graph.hash() in timed or graph.hash() == original or not generates(graph):
+            continue
+        if kernel_count(graph) <= build_slots:
+            return graph, cost
+    return None

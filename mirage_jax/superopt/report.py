@@ -37,9 +37,16 @@ def text(run: Any, chosen: KernelGraph, speedup: float) -> str:
             if run.tied
             else ""
         )
+        generated = (
+            ", with the best that generates its matmuls (the others widen a 16-bit operand "
+            "in XLA, whose cost the model cannot see)"
+            if run.generated_alternative
+            else ""
+        )
         lines.append(
             f"candidates: {found} verified by the search; the cost model's best "
-            f"{min(run.top_k, others)} besides the original{tied} were timed, and the original"
+            f"{min(run.top_k, others)} besides the original{tied}{generated} were timed, "
+            "and the original"
         )
     if chosen is run.kg:
         lines.append(

@@ -232,6 +232,9 @@ class _Run:
         self.result: SearchResult | None = None
         self.costs: dict[str, float] = {}  # the cost model's estimate of each timed candidate
         self.tied = 0  # candidates timed past top_k: the model could not tell them apart
+        # Whether a candidate generating its matmuls was timed beside contenders that all
+        # widen a 16-bit operand in XLA (contenders.generated_alternative).
+        self.generated_alternative = False
         self.timings: dict[str, float] = {}
         self.rounds = 0
         self.verification: VerifyResult | None = None  # of the chosen candidate
@@ -337,6 +340,15 @@ class _Run:
                 self.top_k,
                 _compile.build_slots(),
             )
+            alternative = _contenders.generated_alternative(
+                list(zip(self.result.candidates, self.result.costs)),
+                original,
+                contenders,
+                _compile.build_slots(),
+            )
+            if alternative is not None:
+                contenders.append(alternative)
+                self.generated_alternative = True
         self.costs = {c.hash(): cost for c, cost in contenders if cost is not None}
 
         rng = np.random.default_rng(_SEED)

@@ -125,3 +125,82 @@ def test_a_parts_tied_candidates_are_spliced_least_cut_first():
     # not tied: the model's order
     result.costs = [1.0, 1.0, 1.0, 1.5]
     assert whole_rows not in parts._best(result)
+
+
+def alternative(ranked, chosen, build_slots=2, widening=("a", "b", "c")):
+    """contenders.generated_alternative with fake graphs: those named in `widening` hand a
+    16-bit operand to XLA's dot, the others generate every matmul."""
+    return contenders.generated_alternative(
+        ranked,
+        "orig",
+        chosen,
+        build_slots,
+        widens=lambda g: g.hash() in widening,
+        generates=lambda g: g.hash() not in widening,
+    )
+
+
+def test_a_generating_candidate_is_timed_beside_contenders_that_all_widen_in_xla():
+    # Llama's bfloat16 logits: the library dots the model put first ran 1.3x its generated
+    # products (contenders.py)
+    slack = contenders.WIDENED_DOT_SLACK
+    ranked = [(graph("a"), 1.0), (graph("b"), 1.1), (graph("g"), slack), (graph("h"), slack)]
+    chosen, _ = choose(ranked, "orig", top_k=1, build_slots=2)
+    picked = alternative(ranked, chosen)
+    assert picked is not None and picked[0].hash() == "g"
+    # past the slack, nothing joins
+    ranked[2:] = [(graph("g"), slack * 1.01)]
+    assert alternative(ranked, chosen) is None
+    # a contender that already generates its matmuls: the machine already answers
+    ranked = [(graph("g"), 1.0), (graph("h"), 1.1)]
+    assert alternative(ranked, [ranked[0]]) is None
+    # not without costs, and not the original
+    assert alternative([(graph("g"), None)], [(graph("a"), None)]) is None
+    assert alternative([(graph("orig"), 1.0)], [(graph("a"), 1.0)]) is None
+
+
+def test_a_generating_candidate_whose_kernels_cannot_build_at_once_is_passed_over():
+    # its kernels need not build beside the contenders', but all at once
+    ranked = [(graph("a", 2), 1.0), (graph("three", 3), 1.1), (graph("g", 2), 1.2)]
+    picked = alternative(ranked, [ranked[0]], build_slots=2)
+    assert picked is not None and picked[0].hash() == "g"
+    assert alternative(ranked, [ranked[0]], build_slots=1) is None
+
+
+def head_then_matmul(out_features: int, dtype: str, fuse_matmul: bool) -> mj.KernelGraph:
+    """rms_norm(x) · g @ w, with w of `dtype`: the norm in a generated kernel, the matmul at
+    the kernel level (XLA's dot) or in a second generated kernel."""
+    kg = mj.KernelGraph()
+    x, g, w = (
+        kg.new_input((8, 64)),
+        kg.new_input((1, 64), dtype),
+        kg.new_input((64, out_features), dtype),
+    )
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=1)
+    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=-1)
+    gb = bg.new_input(g, imap=(-1, -1, -1), fmap=-1)
+    bg.new_output(bg.mul(gb, bg.rms_norm(xb, eps=1e-6)), omap=(-1, -1, -1))
+    (h,) = kg.customized([x, g], bg)
+    if not fuse_matmul:
+        kg.mark_output(kg.matmul(h, w))
+        return kg
+    mm = mj.BlockGraph(grid=(2, 1, 1), forloop_range=1)
+    hb = mm.new_input(h, imap=(-1, -1, -1), fmap=-1)
+    wb = mm.new_input(w, imap=(1, -1, -1), fmap=-1)
+    mm.new_output(mm.matmul(hb, wb), omap=(1, -1, -1))
+    (y,) = kg.customized([h, w], mm)
+    kg.mark_output(y)
+    return kg
+
+
+def test_what_widens_in_xla_and_what_generates_every_matmul():
+    library_bf16 = head_then_matmul(32, "bfloat16", fuse_matmul=False)
+    assert contenders.widens_in_library(library_bf16)
+    assert not contenders.generates_every_matmul(library_bf16)
+    assert not contenders.widens_in_library(head_then_matmul(32, "float32", fuse_matmul=False))
+    generated = head_then_matmul(32, "bfloat16", fuse_matmul=True)
+    assert contenders.generates_every_matmul(generated)
+    assert not contenders.widens_in_library(generated)
+    no_matmul = mj.KernelGraph()
+    no_matmul.mark_output(no_matmul.exp(no_matmul.new_input((4, 4))))
+    assert not contenders.generates_every_matmul(no_matmul)

@@ -350,15 +350,30 @@ def test_an_exception_in_the_hook_stops_the_search_and_propagates():
 def test_ctrl_c_stops_the_search_and_raises_keyboard_interrupt():
     # A search that would run for a minute, interrupted by a real SIGINT to this process
     # after a second; no progress hook, so the binding's own signal check must catch it.
-    timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
+    # A failure says what the search did instead (it failed this way in three local full
+    # suites, never alone and never in CI; the cause is not known).
+    fired: list[float] = []
+
+    def interrupt():
+        fired.append(time.monotonic() - start)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(1.0, interrupt)
     start = time.monotonic()
     timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
-            mj.search(reference(8, 256, 64), mj.SearchConfig(**ENDLESS), progress=False)
+        result = mj.search(reference(8, 256, 64), mj.SearchConfig(**ENDLESS), progress=False)
+    except KeyboardInterrupt:
+        result = None
     finally:
         timer.cancel()
     elapsed = time.monotonic() - start
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    assert result is None, (
+        f"no KeyboardInterrupt: the search returned after {elapsed:.1f} s (SIGINT sent at "
+        f"{fired} s), reason {result.reason!r}, {result.stats}; SIGINT handler "
+        f"{signal.getsignal(signal.SIGINT)!r}, signals blocked here {blocked}"
+    )
     assert 1.0 <= elapsed < 10, elapsed
 
 

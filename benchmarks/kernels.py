@@ -76,7 +76,7 @@ CASES = [
 ]
 
 
-def _inputs(graph, seed=0):
+def standard_normal_inputs(graph, seed=0):
     rng = np.random.default_rng(seed)
     return [
         jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
@@ -123,7 +123,7 @@ def main():
         if only and name not in only and f"{name}:{tiling}" not in only:
             continue
         ref, fused = build(**kwargs)
-        inputs = _inputs(ref)
+        inputs = standard_normal_inputs(ref)
         xla_fn = jax.jit(mj.compile(ref))
         mj_fn = jax.jit(mj.compile(fused))
         err = _max_rel_err(mj_fn(*inputs)[0], xla_fn(*inputs)[0])

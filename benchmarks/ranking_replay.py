@@ -37,7 +37,7 @@ import jax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernels import _inputs
+from kernels import standard_normal_inputs
 from ranking import Ranking, ranking, summarize
 from search_reach import CASES
 
@@ -56,7 +56,7 @@ def median_times(graphs: list[mj.KernelGraph], budget_s: float) -> list[float]:
     """Median seconds of each graph's compiled callable, timed as superoptimize times its
     candidates (mirage_jax/runtime/profile.py: rounds in a random order, inputs rotated past
     the last-level cache), so that a change in the machine's load moves all of them alike."""
-    args = _inputs(graphs[0])
+    args = standard_normal_inputs(graphs[0])
     fns = {str(i): jax.jit(mj.compile(g)) for i, g in enumerate(graphs)}
     times, _ = profile.median_times(fns, args, budget_s, cold_inputs.rotation(args))
     return [times[str(i)] for i in range(len(graphs))]

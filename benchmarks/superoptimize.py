@@ -41,7 +41,7 @@ import jax
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from kernels import _inputs, _max_rel_err, time_pair
+from kernels import _max_rel_err, standard_normal_inputs, time_pair
 from ranking import ranking, summarize
 
 import mirage_jax as mj
@@ -165,7 +165,7 @@ def main():
             skipped.append(
                 f"{name}: the cold superoptimize call took {cold:.0f} s (> 60 s); search: {search}"
             )
-        inputs = _inputs(ref)
+        inputs = standard_normal_inputs(ref)
         xla_fn = jax.jit(mj.compile(ref))
         err = _max_rel_err(opt(*inputs)[0], xla_fn(*inputs)[0])
         load = os.getloadavg()[0]

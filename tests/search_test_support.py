@@ -181,3 +181,18 @@ def install_counters(set_attribute) -> dict:
     set_attribute(search_module, "search", search)
     set_attribute(toolchain, "compile_cpu_library", compile_library)
     return counts
+
+
+def norm_then_library_matmul(original: mj.KernelGraph) -> mj.KernelGraph:
+    """rmsnorm_linear's reference (rms_norm(X)·g @ W) with the norm in a generated kernel and
+    the product left to XLA's dot, which widens a bfloat16 W in memory first."""
+    x, g, w = original.inputs
+    kg = mj.KernelGraph()
+    X, G, W = (kg.new_input(t.shape, t.dtype) for t in (x, g, w))
+    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=1)
+    xb = bg.new_input(X, imap=(-1, -1, -1), fmap=-1)
+    gb = bg.new_input(G, imap=(-1, -1, -1), fmap=-1)
+    bg.new_output(bg.mul(bg.rms_norm(xb, eps=1e-6), gb), omap=(-1, -1, -1))
+    (normed,) = kg.customized([X, G], bg)
+    kg.mark_output(kg.matmul(normed, W))
+    return kg

@@ -334,18 +334,10 @@ class _Run:
             # best others: a model that ranks the original first (it did for every bfloat16
             # region of GPT-2's decode step, whose kernels ran it 3.6x faster) would
             # otherwise leave a top_k=1 region with nothing to time.
-            contenders, self.tied = _contenders.choose(
-                list(zip(self.result.candidates, self.result.costs)),
-                original,
-                self.top_k,
-                _compile.build_slots(),
-            )
-            alternative = _contenders.generated_alternative(
-                list(zip(self.result.candidates, self.result.costs)),
-                original,
-                contenders,
-                _compile.build_slots(),
-            )
+            ranked = list(zip(self.result.candidates, self.result.costs))
+            slots = _compile.build_slots()
+            contenders, self.tied = _contenders.choose(ranked, original, self.top_k, slots)
+            alternative = _contenders.generated_alternative(ranked, original, contenders, slots)
             if alternative is not None:
                 contenders.append(alternative)
                 self.generated_alternative = True

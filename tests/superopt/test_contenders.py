@@ -4,7 +4,10 @@ as all their kernels build side by side."""
 
 import types
 
+from search_test_support import norm_then_library_matmul
+
 import mirage_jax as mj
+from mirage_jax.ir.paper_graphs import rmsnorm_linear
 from mirage_jax.superopt import contenders
 
 
@@ -167,40 +170,18 @@ def test_a_generating_candidate_whose_kernels_cannot_build_at_once_is_passed_ove
     assert alternative(ranked, [ranked[0]], build_slots=1) is None
 
 
-def head_then_matmul(out_features: int, dtype: str, fuse_matmul: bool) -> mj.KernelGraph:
-    """rms_norm(x) · g @ w, with w of `dtype`: the norm in a generated kernel, the matmul at
-    the kernel level (XLA's dot) or in a second generated kernel."""
-    kg = mj.KernelGraph()
-    x, g, w = (
-        kg.new_input((8, 64)),
-        kg.new_input((1, 64), dtype),
-        kg.new_input((64, out_features), dtype),
-    )
-    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=1)
-    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=-1)
-    gb = bg.new_input(g, imap=(-1, -1, -1), fmap=-1)
-    bg.new_output(bg.mul(gb, bg.rms_norm(xb, eps=1e-6)), omap=(-1, -1, -1))
-    (h,) = kg.customized([x, g], bg)
-    if not fuse_matmul:
-        kg.mark_output(kg.matmul(h, w))
-        return kg
-    mm = mj.BlockGraph(grid=(2, 1, 1), forloop_range=1)
-    hb = mm.new_input(h, imap=(-1, -1, -1), fmap=-1)
-    wb = mm.new_input(w, imap=(1, -1, -1), fmap=-1)
-    mm.new_output(mm.matmul(hb, wb), omap=(1, -1, -1))
-    (y,) = kg.customized([h, w], mm)
-    kg.mark_output(y)
-    return kg
-
-
 def test_what_widens_in_xla_and_what_generates_every_matmul():
-    library_bf16 = head_then_matmul(32, "bfloat16", fuse_matmul=False)
+    original, fused = rmsnorm_linear(8, 64, 32, col_tile=16, k_tile=16, dtype="bfloat16")
+    library_bf16 = norm_then_library_matmul(original)
+    assert mj.verify_equivalent(original, library_bf16).equivalent
     assert contenders.widens_in_library(library_bf16)
     assert not contenders.generates_every_matmul(library_bf16)
-    assert not contenders.widens_in_library(head_then_matmul(32, "float32", fuse_matmul=False))
-    generated = head_then_matmul(32, "bfloat16", fuse_matmul=True)
-    assert contenders.generates_every_matmul(generated)
-    assert not contenders.widens_in_library(generated)
+    assert contenders.generates_every_matmul(fused)
+    assert not contenders.widens_in_library(fused)
+    # the original's own dot widens too; in float32 nothing widens
+    assert contenders.widens_in_library(original)
+    f32, _ = rmsnorm_linear(8, 64, 32, col_tile=16, k_tile=16)
+    assert not contenders.widens_in_library(norm_then_library_matmul(f32))
     no_matmul = mj.KernelGraph()
     no_matmul.mark_output(no_matmul.exp(no_matmul.new_input((4, 4))))
     assert not contenders.generates_every_matmul(no_matmul)

@@ -23,7 +23,11 @@ from kernel_test_support import (  # noqa: F401 (session_kernel_cache is an auto
     random_inputs,
     session_kernel_cache,
 )
-from search_test_support import install_counters, skip_if_the_core_changed
+from search_test_support import (
+    install_counters,
+    norm_then_library_matmul,
+    skip_if_the_core_changed,
+)
 
 import mirage_jax as mj
 from mirage_jax import _core
@@ -528,21 +532,6 @@ def test_an_exp_without_its_max_stabilizer_is_dropped_by_the_adversarial_float_c
         for t in ref.inputs
     ]
     assert all(np.isfinite(np.asarray(y)).all() for y in f(*x))
-
-
-def norm_then_library_matmul(original: mj.KernelGraph) -> mj.KernelGraph:
-    """`original` (rms_norm(X)·g @ W) with the norm in a kernel and the product left to XLA's
-    dot: with a bfloat16 W, XLA widens it in memory first."""
-    x, g, w = original.inputs
-    kg = mj.KernelGraph()
-    X, G, W = (kg.new_input(t.shape, t.dtype) for t in (x, g, w))
-    bg = mj.BlockGraph(grid=(1, 1, 1), forloop_range=1)
-    xb = bg.new_input(X, imap=(-1, -1, -1), fmap=-1)
-    gb = bg.new_input(G, imap=(-1, -1, -1), fmap=-1)
-    bg.new_output(bg.mul(bg.rms_norm(xb, eps=1e-6), gb), omap=(-1, -1, -1))
-    (normed,) = kg.customized([X, G], bg)
-    kg.mark_output(kg.matmul(normed, W))
-    return kg
 
 
 def test_a_generated_product_is_timed_when_every_contender_widens_in_xla(monkeypatch):

@@ -31,9 +31,10 @@ WIDENED_DOT_SLACK of the best (`generated_alternative`). XLA widens such an oper
 new float32 buffer before its dot, which the model prices as one pass at the memory's rate
 (cc/cost/roofline.cc), the least it takes; the machine's handling of the new buffer's pages
 can make it five times that: widening a [1024, 7808] bfloat16 weight to float32 took 1.7 ms,
-a [1024, 7936] one (2% larger) 8.9 ms (benchmarks/widened_dots.py, 2026-12-06). Llama's bfloat16 logits, [256, 1024] @
-[1024, 8192], ran 31.8 ms under XLA and 31-34 ms as library-dot candidates that the model
-put at 20.0 ms, ahead of those generating the product (22.7 ms to the model, 24.7 ms run).
+a [1024, 7936] one (2% larger) 8.9 ms (benchmarks/widened_dots.py, 2026-12-06). Llama's
+bfloat16 logits, [256, 1024] @ [1024, 8192], ran 31.8 ms under XLA and 31-34 ms as
+library-dot candidates that the model (before the widening pass) put at 20.0 ms, ahead of
+those generating the product (22.7 ms to the model, 24.7 ms run).
 """
 
 from __future__ import annotations

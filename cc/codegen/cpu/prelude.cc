@@ -174,7 +174,8 @@ inline float max_of(float a, float b) { return (a > b || a != a) ? a : b; }
 // C stay in zero-initialized, fully unrolled register accumulators (or GCC spills them). Each
 // element of C still sums over k in ascending order. With kAhead != 0, every line of B read
 // also prefetches the line kAhead floats further on, where the tile read next lies (the next
-// iteration's or the next block's: KernelPlan::next_tile_offset). Wider vectors where the
+// iteration's or the next block's: KernelPlan::next_tile_offset), or a few rows further down
+// when that tile lies further below (matmul_rows). Wider vectors where the
 // target has them (AVX-512), generic GCC vectors otherwise.
 
 #if defined(__AVX512F__)
@@ -435,7 +436,14 @@ inline void matmul_rows(const TA* __restrict a, const TB* __restrict b, float* _
   // hardware prefetcher follows.
   constexpr int64_t kRowBytes = int64_t(N) * G * sizeof(TB);
   constexpr int64_t kRows = kBytesAhead / kRowBytes < 16 ? 16 : kBytesAhead / kRowBytes;
-  constexpr int64_t kAhead = kNext != 0 ? kNext : (K > kRows ? kRows * ldb : 0);
+  // A next tile straight below this one is fetched only kRows ahead too: a whole tile ahead
+  // put up to a megabyte of B in flight per core, and x[1, 4096] @ w[4096, 4096] over
+  // 128-row tiles ran at 0.7x the rate of 8-row tiles (benchmarks/gemv_tiles.py, w cold;
+  // 1.0x with this limit).
+  constexpr int64_t kNear = kRows * ldb;
+  constexpr bool kBelow = kNext == int64_t(K) * ldb;
+  constexpr int64_t kAhead =
+      kNext != 0 ? (kBelow && kNext > kNear ? kNear : kNext) : (K > kRows ? kNear : 0);
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
     for (int g = 0; g < G; ++g) {

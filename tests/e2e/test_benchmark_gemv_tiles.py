@@ -1,0 +1,41 @@
+"""benchmarks/gemv_tiles.py --quick: every grid and tile height that divides the shape is
+compiled, checked against XLA's dot and timed beside it; bad arguments are refused by name."""
+
+import json
+import subprocess
+import sys
+
+from benchmark_support import BENCHMARKS
+
+
+def _run(*args):
+    return subprocess.run(
+        [sys.executable, str(BENCHMARKS / "gemv_tiles.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_each_dividing_configuration_is_checked_and_timed_beside_xla(tmp_path):
+    out = tmp_path / "rows.json"
+    done = _run("--quick", "--blocks", "2,3", "--k-tiles", "8,64,48", "--json", str(out))
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (row,) = json.loads(out.read_text())
+    assert row["shape"] == [2, 64, 128]
+    # 3 divides neither n=128 nor is 48 a divisor of k=64: those are left out, not run.
+    assert row["configs"] == [[2, 8], [2, 64]]
+    assert set(row["ms"]) == {"XLA dot", "grid 2, k_tile 8", "grid 2, k_tile 64"}
+    assert all(t > 0 for t in row["ms"].values()) and row["error"] < 1e-4
+    assert done.stdout.count("x the fastest") == 2
+
+
+def test_bad_arguments_are_named():
+    done = _run("--shapes", "8x64")
+    assert done.returncode != 0 and "bad shape '8x64'" in done.stderr
+    done = _run("--blocks", "2,0")
+    assert done.returncode != 0 and "--blocks takes positive integers" in done.stderr
+    done = _run("--quick", "--blocks", "3", "--k-tiles", "48")
+    assert done.returncode != 0 and "no grid divides n=128" in done.stderr
+    done = _run("--budget", "-1")
+    assert done.returncode != 0 and "--budget must be positive" in done.stderr

@@ -74,7 +74,9 @@ KernelWork block_graph_work(const BlockGraph& g) {
       if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
       const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
       const double run_bytes = tensor_elements(tile.shape) * dtype_bytes(tile.dtype) / runs;
-      w.runs_loaded += runs * loads * blocks * std::min(1.0, kLineBytes / run_bytes);
+      if (!layout::cpu_streams_weight_tile(g, op)) {
+        w.runs_loaded += runs * loads * blocks * std::min(1.0, kLineBytes / run_bytes);
+      }
       if (op.fmap >= 0 && iterations > 1) {
         const double pages = runs * std::min(1.0, stride_bytes / kPageBytes);
         w.paged_loads.push_back({pages, loads * blocks});

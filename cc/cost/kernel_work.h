@@ -52,7 +52,9 @@ struct KernelWork {
   // a run of one line (64 bytes or less) counts 1, a longer one 64 / its bytes. On a CPU a
   // short run is a load the prefetchers did not see coming, a fixed cost besides its bytes;
   // a long one is a stream they follow. superopt/calibration.py measures a line-run's cost
-  // on a weight whose rows are walked one line at a time against whole rows.
+  // on a weight whose rows are walked one line at a time against whole rows. Weight tiles
+  // that the generated matmuls stream with prefetches of their own are left out
+  // (layout::cpu_streams_weight_tile).
   double runs_loaded = 0;
   // kCustomized: the bytes block-level concats move inside the blocks (their results,
   // read and written, in the float32 arena), over all blocks and iterations. No flops, yet

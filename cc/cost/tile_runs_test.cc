@@ -96,5 +96,23 @@ TEST(TileRuns, ContiguousTilesCrossNoExtraPages) {
   EXPECT_DOUBLE_EQ(w.paged_loads[0].first, 1);
 }
 
+// x[1, 4096] @ w[4096, 6144] over `blocks` blocks and 32 iterations: w's [128, n] tiles are
+// 128 runs each. Wide ones the generated matmuls stream with prefetches of their own, and
+// only x's runs (one of 512 bytes a load, an eighth of a line-run) count; [128, 16] tiles
+// take a product without prefetches, and their 64-byte runs count whole.
+std::shared_ptr<BlockGraph> gemv(int blocks) {
+  auto bg = std::make_shared<BlockGraph>(Dim3{blocks, 1, 1}, 32);
+  const int x = bg->new_input({1, 4096}, DType::kF32, {-1, -1, -1}, 1);
+  const int w = bg->new_input({4096, 6144}, DType::kF32, {1, -1, -1}, 0);
+  bg->new_output(bg->accum(OpKind::kAccumSum, bg->matmul(x, w)), {1, -1, -1}, DType::kF32);
+  return bg;
+}
+
+TEST(TileRuns, RunsOfAStreamedWeightTileAreNotCounted) {
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96)).runs_loaded, 96.0 * 32 / 8);  // [128, 64]
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(384)).runs_loaded,
+                   384.0 * 32 / 8 + 384.0 * 32 * 128);  // [128, 16]
+}
+
 }  // namespace
 }  // namespace mj::cost

@@ -52,4 +52,20 @@ bool cpu_reads_in_place(const BlockGraph& bg, const Op& input) {
   return matrices_lie_evenly(tile, kernel) && only_matmuls_read(bg, t);
 }
 
+bool cpu_streams_weight_tile(const BlockGraph& bg, const Op& input) {
+  if (input.fmap < 0 || bg.forloop_range() <= 1 || !cpu_reads_in_place(bg, input)) return false;
+  const int t = input.outputs.at(0);
+  bool read = false;
+  for (const Op& op : bg.ops()) {
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      if (op.inputs[i] != t) continue;
+      read = true;
+      const bool streamed_b = op.kind == OpKind::kMatmul && i == 1 && op.inputs.at(0) != t &&
+                              bg.tensor(op.outputs.at(0)).shape.back() > kStreamedMinColumns;
+      if (!streamed_b) return false;
+    }
+  }
+  return read;
+}
+
 }  // namespace mj::layout

@@ -72,5 +72,31 @@ TEST(CpuTileReads, BFloat16TilesAreReadInPlaceOnlyByProducts) {
   EXPECT_FALSE(cpu_reads_in_place(bg, input_op(bg, y)));
 }
 
+// x[8, 256] @ w[256, 512]: blocks over w's columns, a loop over k. The generated matmuls
+// stream w's tiles with prefetches of their own when they are wide enough for the row
+// panels; x, the first operand, is not streamed so, nor is a tile read once, a tile copied
+// because another op reads it, or one too narrow for the panels.
+TEST(CpuTileReads, OnlyLoopWalkedWeightTilesOfWideProductsAreStreamed) {
+  auto product = [](int blocks, int forloop, bool exp_of_w) {
+    BlockGraph bg({blocks, 1, 1}, forloop);
+    const int fmap_x = forloop > 1 ? 1 : -1, fmap_w = forloop > 1 ? 0 : -1;
+    const int x = bg.new_input({8, 256}, DType::kF32, {-1, -1, -1}, fmap_x);
+    const int w = bg.new_input({256, 512}, DType::kF32, {1, -1, -1}, fmap_w);
+    const int weight = exp_of_w ? bg.unary(OpKind::kExp, w) : w;
+    bg.new_output(bg.accum(OpKind::kAccumSum, bg.matmul(x, weight)), {1, -1, -1}, DType::kF32);
+    return std::make_pair(bg, std::make_pair(x, w));
+  };
+  const auto [wide, wide_io] = product(4, 8, false);  // [32, 128] tiles of w
+  EXPECT_TRUE(cpu_streams_weight_tile(wide, input_op(wide, wide_io.second)));
+  EXPECT_FALSE(cpu_streams_weight_tile(wide, input_op(wide, wide_io.first)));
+  const auto [once, once_io] = product(4, 1, false);  // [256, 128] tiles, no loop
+  EXPECT_FALSE(cpu_streams_weight_tile(once, input_op(once, once_io.second)));
+  const auto [narrow, narrow_io] = product(32, 8, false);  // [32, 16] tiles
+  EXPECT_FALSE(cpu_streams_weight_tile(narrow, input_op(narrow, narrow_io.second)));
+  const auto [copied, copied_io] = product(4, 8, true);  // exp(w) @ ...: w is copied
+  EXPECT_FALSE(cpu_reads_in_place(copied, input_op(copied, copied_io.second)));
+  EXPECT_FALSE(cpu_streams_weight_tile(copied, input_op(copied, copied_io.second)));
+}
+
 }  // namespace
 }  // namespace mj::layout

@@ -436,14 +436,18 @@ inline void matmul_rows(const TA* __restrict a, const TB* __restrict b, float* _
   // hardware prefetcher follows.
   constexpr int64_t kRowBytes = int64_t(N) * G * sizeof(TB);
   constexpr int64_t kRows = kBytesAhead / kRowBytes < 16 ? 16 : kBytesAhead / kRowBytes;
-  // A next tile straight below this one is fetched only kRows ahead too: a whole tile ahead
-  // put up to a megabyte of B in flight per core, and x[1, 4096] @ w[4096, 4096] over
-  // 128-row tiles ran at 0.7x the rate of 8-row tiles (benchmarks/gemv_tiles.py, w cold;
-  // 1.0x with this limit).
+  // A next tile straight below this one is not fetched a whole tile ahead: that put up to a
+  // megabyte of B in flight per core, and x[1, 4096] @ w[4096, 4096] over 128-row tiles ran
+  // at 0.7x the rate of 8-row tiles (benchmarks/gemv_tiles.py, w cold). Rows of up to
+  // kBytesAhead are fetched kRows ahead (1.0x). Longer rows are walked panel by panel across
+  // a chunk of rows, each row a stream of its own, so each line asks for the one 512 bytes
+  // further along its row: [4096, 11008] over two blocks of 128-row tiles went from 1.11x to
+  // 1.00x the time of 8-row tiles for one row of x, from 1.31-1.48x to 1.12-1.17x for eight.
   constexpr int64_t kNear = kRows * ldb;
+  constexpr int64_t kAlong = kRowBytes > kBytesAhead ? int64_t(512 / sizeof(TB)) : kNear;
   constexpr bool kBelow = kNext == int64_t(K) * ldb;
   constexpr int64_t kAhead =
-      kNext != 0 ? (kBelow && kNext > kNear ? kNear : kNext) : (K > kRows ? kNear : 0);
+      kNext != 0 ? (kBelow && kNext > kNear ? kAlong : kNext) : (K > kRows ? kNear : 0);
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C
     for (int g = 0; g < G; ++g) {

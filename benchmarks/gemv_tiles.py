@@ -22,10 +22,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import sys
 
 import jax
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from matmul_shapes import parse_shapes
 
 import mirage_jax as mj
 from mirage_jax.runtime import cold_inputs, profile
@@ -40,16 +45,6 @@ def _ints(flag: str, text: str) -> list[int]:
     if not all(i.isdigit() and int(i) > 0 for i in items):
         raise SystemExit(f"gemv_tiles: {flag} takes positive integers, got {text!r}")
     return [int(i) for i in items]
-
-
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    shapes = []
-    for item in text.split(","):
-        parts = item.split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise SystemExit(f"gemv_tiles: bad shape {item!r} (expected MxKxN, e.g. 1x4096x4096)")
-        shapes.append((int(parts[0]), int(parts[1]), int(parts[2])))
-    return shapes
 
 
 def product(m: int, k: int, n: int, blocks: int, k_tile: int) -> mj.KernelGraph:
@@ -114,7 +109,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.budget <= 0:
         raise SystemExit(f"gemv_tiles: --budget must be positive, got {args.budget}")
-    shapes = parse_shapes(args.shapes or (QUICK_SHAPES if args.quick else SHAPES))
+    shapes = parse_shapes(
+        args.shapes or (QUICK_SHAPES if args.quick else SHAPES), "gemv_tiles", "1x4096x4096"
+    )
     grids, k_tiles = _ints("--blocks", args.blocks), _ints("--k-tiles", args.k_tiles)
     rows = []
     for m, k, n in shapes:

@@ -21,29 +21,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from matmul_shapes import parse_shapes
+
 import mirage_jax as mj
 from mirage_jax.runtime import cold_inputs, profile
 
 SHAPES = "256x1024x1024,256x1024x2816,256x1024x8192"
 QUICK_SHAPES = "8x64x128"
-
-
-def parse_shapes(text: str) -> list[tuple[int, int, int]]:
-    shapes = []
-    for item in text.split(","):
-        parts = item.split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise SystemExit(
-                f"widened_dots: bad shape {item!r} (expected MxKxN, e.g. 256x1024x8192)"
-            )
-        shapes.append((int(parts[0]), int(parts[1]), int(parts[2])))
-    return shapes
 
 
 def generated_product(m: int, k: int, n: int):
@@ -95,7 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.budget <= 0:
         raise SystemExit(f"widened_dots: --budget must be positive, got {args.budget}")
-    shapes = parse_shapes(args.shapes or (QUICK_SHAPES if args.quick else SHAPES))
+    shapes = parse_shapes(
+        args.shapes or (QUICK_SHAPES if args.quick else SHAPES), "widened_dots", "256x1024x8192"
+    )
     rows = []
     for m, k, n in shapes:
         row = measure(m, k, n, 0.2 if args.quick else args.budget)

@@ -34,10 +34,11 @@ bool cpu_reads_in_place(const ir::BlockGraph& bg, const ir::Op& input);
 // Whether the generated CPU code streams the tile of block input op `input` as a matmul's
 // weight, asking in software for the rows it reads next: a tile read in place that moves
 // with the for-loop and that only matmuls read, as their second operand over more than
-// kStreamedMinColumns columns (codegen/cpu/prelude.cc, matmul_rows and packed_chunk; narrower
-// products take a path without prefetches). Short runs of such a tile cost what their bytes
-// do: a GEMV over 256-byte runs of its weight ran within 4% of one over 12 KB runs
-// (benchmarks/gemv_tiles.py --shapes 1x4096x6144,8x4096x6144 --blocks 2,96, grid 96 against
+// kStreamedMinColumns columns (codegen/cpu/prelude.cc, matmul_rows and packed_chunk; a
+// product of that many columns or fewer may take matmul_few_columns, which prefetches nothing,
+// depending on the rows and the vector width the kernel is compiled for). Short runs of such a tile
+// cost what their bytes do: a GEMV over 256-byte runs of its weight ran within 4% of one over 12 KB
+// runs (benchmarks/gemv_tiles.py --shapes 1x4096x6144,8x4096x6144 --blocks 2,96, grid 96 against
 // grid 2), where runs nothing prefetches cost tens of nanoseconds each
 // (superopt/calibration.py, line runs). A copied tile's copy prefetches too
 // (codegen/cpu/emit_tile_io.cc), unmeasured: its runs still count.

@@ -174,8 +174,9 @@ inline float max_of(float a, float b) { return (a > b || a != a) ? a : b; }
 // C stay in zero-initialized, fully unrolled register accumulators (or GCC spills them). Each
 // element of C still sums over k in ascending order. With kAhead != 0, every line of B read
 // also prefetches the line kAhead floats further on, where the tile read next lies (the next
-// iteration's or the next block's: KernelPlan::next_tile_offset), or a few rows further down
-// when that tile lies further below (matmul_rows). Wider vectors where the
+// iteration's or the next block's: KernelPlan::next_tile_offset), or, when that tile lies
+// further below, the line a few rows down or further along the row (matmul_rows). Wider
+// vectors where the
 // target has them (AVX-512), generic GCC vectors otherwise.
 
 #if defined(__AVX512F__)
@@ -441,8 +442,9 @@ inline void matmul_rows(const TA* __restrict a, const TB* __restrict b, float* _
   // at 0.7x the rate of 8-row tiles (benchmarks/gemv_tiles.py, w cold). Rows of up to
   // kBytesAhead are fetched kRows ahead (1.0x). Longer rows are walked panel by panel across
   // a chunk of rows, each row a stream of its own, so each line asks for the one 512 bytes
-  // further along its row: [4096, 11008] over two blocks of 128-row tiles went from 1.11x to
-  // 1.00x the time of 8-row tiles for one row of x, from 1.31-1.48x to 1.12-1.17x for eight.
+  // further along its row: kRows ahead left [4096, 11008] over two blocks of 128-row tiles
+  // at 1.11x the time of 8-row tiles for one row of x and 1.31-1.48x for eight; this way,
+  // 1.00x and 1.11-1.17x.
   constexpr int64_t kNear = kRows * ldb;
   constexpr int64_t kAlong = kRowBytes > kBytesAhead ? int64_t(512 / sizeof(TB)) : kNear;
   constexpr bool kBelow = kNext == int64_t(K) * ldb;

@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from matmul_shapes import parse_shapes
 
 import mirage_jax as mj
+from mirage_jax.ir.product_graphs import column_split_product
 from mirage_jax.runtime import cold_inputs, profile
 
 SHAPES = "1x4096x4096,8x4096x4096"
@@ -47,20 +48,6 @@ def _ints(flag: str, text: str) -> list[int]:
     return [int(i) for i in items]
 
 
-def product(m: int, k: int, n: int, blocks: int, k_tile: int) -> mj.KernelGraph:
-    """One generated kernel: `blocks` blocks over n, a loop over k taking k_tile rows of w."""
-    kg = mj.KernelGraph()
-    x, w = kg.new_input((m, k)), kg.new_input((k, n))
-    split = (1 if blocks > 1 else -1, -1, -1)
-    bg = mj.BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
-    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1)
-    wb = bg.new_input(w, imap=split, fmap=0)
-    bg.new_output(bg.accum_sum(bg.matmul(xb, wb)), omap=split)
-    (y,) = kg.customized([x, w], bg)
-    kg.mark_output(y)
-    return kg
-
-
 def label(blocks: int, k_tile: int) -> str:
     return f"grid {blocks}, k_tile {k_tile}"
 
@@ -73,7 +60,7 @@ def measure(
         raise SystemExit(f"gemv_tiles: no grid divides n={n} with a k_tile dividing k={k}")
     functions = {XLA: jax.jit(lambda a, b: a @ b)}
     for b, t in configs:
-        fn = mj.compile(product(m, k, n, b, t))
+        fn = mj.compile(column_split_product(m, k, n, b, t))
         functions[label(b, t)] = jax.jit(lambda a, w, fn=fn: fn(a, w)[0])
     rng = np.random.default_rng(0)
     args = [jax.device_put(rng.standard_normal(s, dtype=np.float32)) for s in ((m, k), (k, n))]

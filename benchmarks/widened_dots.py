@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from matmul_shapes import parse_shapes
 
 import mirage_jax as mj
+from mirage_jax.ir.product_graphs import column_split_product
 from mirage_jax.runtime import cold_inputs, profile
 
 SHAPES = "256x1024x1024,256x1024x2816,256x1024x8192"
@@ -43,15 +44,7 @@ def generated_product(m: int, k: int, n: int):
     """x[m, k] @ w[k, n] (w bfloat16) as one generated kernel: blocks over n, a loop over k."""
     blocks = max(d for d in (1, 2, 4, 8) if n % d == 0)
     k_tile = max(d for d in (1, 16, 32, 64) if k % d == 0)
-    kg = mj.KernelGraph()
-    x, w = kg.new_input((m, k)), kg.new_input((k, n), "bfloat16")
-    bg = mj.BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
-    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1)
-    wb = bg.new_input(w, imap=(1 if blocks > 1 else -1, -1, -1), fmap=0)
-    bg.new_output(bg.accum_sum(bg.matmul(xb, wb)), omap=(1 if blocks > 1 else -1, -1, -1))
-    (y,) = kg.customized([x, w], bg)
-    kg.mark_output(y)
-    fn = mj.compile(kg)
+    fn = mj.compile(column_split_product(m, k, n, blocks, k_tile, w_dtype="bfloat16"))
     return lambda a, b, _w32: fn(a, b)[0]
 
 

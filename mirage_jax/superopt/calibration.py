@@ -49,6 +49,7 @@ import numpy as np
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
+from mirage_jax.ir.product_graphs import column_split_product
 from mirage_jax.runtime import cold_inputs
 from mirage_jax.runtime import compile as runtime_compile
 from mirage_jax.runtime.profile import fastest_seconds, fastest_seconds_each
@@ -142,19 +143,6 @@ def usable_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def _matmul_kernel(m: int, k: int, n: int, blocks: int, k_tile: int) -> KernelGraph:
-    """x[m, k] @ w[k, n] as one generated kernel: `blocks` blocks over n, a loop over k."""
-    kg = KernelGraph()
-    x, w = kg.new_input((m, k)), kg.new_input((k, n))
-    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
-    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1)
-    wb = bg.new_input(w, imap=(1, -1, -1), fmap=0)
-    bg.new_output(bg.accum_sum(bg.matmul(xb, wb)), omap=(1, -1, -1))
-    (y,) = kg.customized([x, w], bg)
-    kg.mark_output(y)
-    return kg
-
-
 def _row_walk_kernel(n: int, k: int, blocks: int, k_tile: int) -> KernelGraph:
     """w[n, k] @ x[k, 1] as one generated kernel: `blocks` blocks over n, a loop over k
     reading `k_tile` floats of each of the block's rows per iteration."""
@@ -211,12 +199,14 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
     cache_bytes = cold_inputs.last_level_cache_bytes()
     n_stream = _stream_columns(cache_bytes)
     kernels = {
-        "stream": _matmul_kernel(1, _STREAM_K, n_stream, cores, 256),
-        "short runs": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
-        "page walks": _matmul_kernel(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2),
+        "stream": column_split_product(1, _STREAM_K, n_stream, cores, 256),
+        "short runs": column_split_product(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
+        "page walks": column_split_product(
+            1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2
+        ),
         "whole rows": _row_walk_kernel(n_stream, _STREAM_K, cores, _STREAM_K),
         "line runs": _row_walk_kernel(n_stream, _STREAM_K, cores, _LINE_FLOATS),
-        "compute": _matmul_kernel(128, 1024, 1024, 4 * cores, 128),
+        "compute": column_split_product(128, 1024, 1024, 4 * cores, 128),
         "one block": _scale_kernel(_TINY_BLOCKS, 1),
         "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
     }

@@ -14,24 +14,8 @@ import numpy as np
 import pytest
 from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixture)
 
-from mirage_jax.ir.graph import BlockGraph, KernelGraph
+from mirage_jax.ir.product_graphs import column_split_product
 from mirage_jax.runtime import compile as runtime_compile
-
-
-def _matmul(
-    m: int, k: int, n: int, blocks: int, k_tile: int, x_dtype: str, w_dtype: str
-) -> KernelGraph:
-    """x[m, k] @ w[k, n]: `blocks` blocks over n, a loop over k in tiles of `k_tile`."""
-    kg = KernelGraph()
-    x, w = kg.new_input((m, k), x_dtype), kg.new_input((k, n), w_dtype)
-    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
-    split = (1 if blocks > 1 else -1, -1, -1)  # the columns over the blocks
-    xb = bg.new_input(x, imap=(-1, -1, -1), fmap=1)
-    wb = bg.new_input(w, imap=split, fmap=0)
-    bg.new_output(bg.accum_sum(bg.matmul(xb, wb)), omap=split)
-    (y,) = kg.customized([x, w], bg)
-    kg.mark_output(y)
-    return kg
 
 
 @pytest.mark.parametrize(
@@ -72,7 +56,7 @@ def _matmul(
     [("float32", "float32"), ("float32", "bfloat16"), ("bfloat16", "bfloat16")],
 )
 def test_generated_matmul_matches_float64(m, k, n, blocks, k_tile, x_dtype, w_dtype):
-    kg = _matmul(m, k, n, blocks, k_tile, x_dtype, w_dtype)
+    kg = column_split_product(m, k, n, blocks, k_tile, x_dtype, w_dtype)
     rng = np.random.default_rng(m * 1000 + n)
     x = jnp.asarray(rng.standard_normal((m, k)), x_dtype)
     w = jnp.asarray(rng.standard_normal((k, n)), w_dtype)

@@ -3,11 +3,9 @@ kernels, XLA's chained dots, the one-block kernels and each product alone, with 
 ratios that follow from them; bad arguments are refused by name."""
 
 import json
-import subprocess
-import sys
 
 import pytest
-from benchmark_support import BENCHMARKS
+from benchmark_support import run_benchmark
 
 TIMED = (
     "kernels, chained",
@@ -19,12 +17,7 @@ TIMED = (
 
 
 def _run(*args, timeout=600):
-    return subprocess.run(
-        [sys.executable, str(BENCHMARKS / "gemv_chain.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_benchmark("gemv_chain.py", *args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -2,19 +2,12 @@
 compiled, checked against XLA's dot and timed beside it; bad arguments are refused by name."""
 
 import json
-import subprocess
-import sys
 
-from benchmark_support import BENCHMARKS
+from benchmark_support import run_benchmark
 
 
 def _run(*args):
-    return subprocess.run(
-        [sys.executable, str(BENCHMARKS / "gemv_tiles.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_benchmark("gemv_tiles.py", *args)
 
 
 def test_each_dividing_configuration_is_checked_and_timed_beside_xla(tmp_path):

@@ -3,10 +3,8 @@ bfloat16 weight, the widening alone and the generated product, which matches XLA
 arguments are refused by name."""
 
 import json
-import subprocess
-import sys
 
-from benchmark_support import BENCHMARKS
+from benchmark_support import run_benchmark
 
 TIMED = (
     "XLA dot, float32 weight",
@@ -17,12 +15,7 @@ TIMED = (
 
 
 def _run(*args):
-    return subprocess.run(
-        [sys.executable, str(BENCHMARKS / "widened_dots.py"), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_benchmark("widened_dots.py", *args)
 
 
 def test_every_shape_reports_each_function_and_a_matching_product(tmp_path):

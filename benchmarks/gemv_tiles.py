@@ -10,10 +10,13 @@ This is how the prefetch distance of the generated matmuls was found to cost a q
 the rate with tall tiles (cc/codegen/cpu/prelude.cc, matmul_rows).
 
     python benchmarks/gemv_tiles.py [--shapes 1x4096x4096,8x4096x4096] [--blocks 2,4,8]
-        [--k-tiles 8,32,64,128] [--budget 6] [--warm] [--json FILE] [--quick]
+        [--k-tiles 8,32,64,128] [--dtype f32|bf16] [--budget 6] [--warm] [--json FILE]
+        [--quick]
 
 --warm gives every call the same inputs, so that a weight the last-level cache holds is read
 from it (a small model's layers between decode steps); otherwise each call reads fresh copies.
+--dtype bf16 makes x, w and the result bfloat16 (XLA's dot in bfloat16 beside them); with
+more than 8 rows of x the kernels multiply on the AMX tile unit where the CPU has one.
 --quick runs one small shape (seconds; the suite runs it) whose times say nothing.
 """
 
@@ -52,29 +55,45 @@ def label(blocks: int, k_tile: int) -> str:
     return f"grid {blocks}, k_tile {k_tile}"
 
 
+DTYPES = {"f32": "float32", "bf16": "bfloat16"}
+# float32 sums of the same products in another order; a bfloat16 result is also rounded once
+TOLERANCE = {"f32": 1e-4, "bf16": 2.0**-7}
+
+
 def measure(
-    m: int, k: int, n: int, grids: list[int], k_tiles: list[int], budget_s: float, warm: bool
+    m: int,
+    k: int,
+    n: int,
+    grids: list[int],
+    k_tiles: list[int],
+    budget_s: float,
+    warm: bool,
+    dtype: str = "f32",
 ) -> dict:
     configs = [(b, t) for b, t in itertools.product(grids, k_tiles) if n % b == 0 and k % t == 0]
     if not configs:
         raise SystemExit(f"gemv_tiles: no grid divides n={n} with a k_tile dividing k={k}")
     functions = {XLA: jax.jit(lambda a, b: a @ b)}
     for b, t in configs:
-        fn = mj.compile(column_split_product(m, k, n, b, t))
+        fn = mj.compile(column_split_product(m, k, n, b, t, DTYPES[dtype], DTYPES[dtype]))
         functions[label(b, t)] = jax.jit(lambda a, w, fn=fn: fn(a, w)[0])
     rng = np.random.default_rng(0)
-    args = [jax.device_put(rng.standard_normal(s, dtype=np.float32)) for s in ((m, k), (k, n))]
+    args = [
+        jax.device_put(rng.standard_normal(s, dtype=np.float32).astype(DTYPES[dtype]))
+        for s in ((m, k), (k, n))
+    ]
     want = np.asarray(functions[XLA](*args), np.float64)
     errors = {}
     for name, fn in functions.items():
         got = np.asarray(fn(*args), np.float64)
         errors[name] = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-        if not errors[name] < 1e-4:  # float32 sums of the same products in another order
+        if not errors[name] < TOLERANCE[dtype]:
             raise SystemExit(f"gemv_tiles: {name} is off by {errors[name]:.2e} at {m}x{k}x{n}")
     rotation = None if warm else cold_inputs.rotation(args)
     times, rounds = profile.median_times(functions, args, budget_s, rotation)
     return {
         "shape": [m, k, n],
+        "dtype": dtype,
         "rounds": rounds,
         "ms": {name: times[name] * 1e3 for name in functions},
         "error": max(errors.values()),
@@ -87,6 +106,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--shapes", default=None, help=f"MxKxN,... (default {SHAPES})")
     parser.add_argument("--blocks", default="2,4,8", help="grids over n (default 2,4,8)")
     parser.add_argument("--k-tiles", default="8,32,64,128", help="rows of w per iteration")
+    parser.add_argument("--dtype", choices=sorted(DTYPES), default="f32", help="of x, w and x @ w")
     parser.add_argument("--budget", type=float, default=6.0, help="seconds of timing per shape")
     parser.add_argument(
         "--warm", action="store_true", help="the same inputs every call (w stays in the caches)"
@@ -102,15 +122,19 @@ def main(argv: list[str] | None = None) -> None:
     grids, k_tiles = _ints("--blocks", args.blocks), _ints("--k-tiles", args.k_tiles)
     rows = []
     for m, k, n in shapes:
-        row = measure(m, k, n, grids, k_tiles, 0.2 if args.quick else args.budget, args.warm)
+        budget_s = 0.2 if args.quick else args.budget
+        row = measure(m, k, n, grids, k_tiles, budget_s, args.warm, args.dtype)
         ms = row["ms"]
         fastest = min(t for name, t in ms.items() if name != XLA)
-        print(f"[{m}, {k}] @ [{k}, {n}], {row['rounds']} rounds: {XLA} {ms[XLA]:.3f} ms")
+        print(
+            f"[{m}, {k}] @ [{k}, {n}] {args.dtype}, {row['rounds']} rounds: {XLA} {ms[XLA]:.3f} ms"
+        )
         for b, t in row["configs"]:
             s = ms[label(b, t)]
-            rate = 4 * k * n / (s * 1e-3) / 1e9
+            rate = np.dtype(DTYPES[args.dtype]).itemsize * k * n / (s * 1e-3) / 1e9
+            flops = 2 * m * k * n / (s * 1e-3) / 1e9
             print(
-                f"  {label(b, t):22s} {s:8.3f} ms  {rate:5.1f} GB/s of w  "
+                f"  {label(b, t):22s} {s:8.3f} ms  {rate:5.1f} GB/s of w  {flops:6.1f} GFLOP/s  "
                 f"{ms[XLA] / s:5.2f}x XLA  {s / fastest:5.2f}x the fastest",
                 flush=True,
             )

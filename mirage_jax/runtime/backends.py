@@ -93,7 +93,11 @@ CPU = Backend(
     source_name="kernel.cc",
     generate=_cpu_generate,
     options=dict,
-    built_with=lambda options: {"compiler": toolchain.GXX, "flags": list(toolchain.GXX_FLAGS)},
+    built_with=lambda options: {
+        "compiler": toolchain.GXX,
+        "flags": list(toolchain.GXX_FLAGS),
+        "isa": toolchain.native_isa(),
+    },
     build=lambda source, library, options: toolchain.compile_cpu_library(source, library),
 )
 

@@ -17,6 +17,8 @@ checks the driver when it is loaded (mirage_jax.runtime.ffi_targets).
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import os
 import re
 import shutil
@@ -77,6 +79,24 @@ GXX_FLAGS = (
     "-std=c++17",
     "-fvisibility=hidden",
 )
+
+
+@functools.lru_cache(maxsize=1)
+def native_isa() -> str:
+    """A digest of the instruction sets this CPU reports (/proc/cpuinfo's flags), which
+    -march=native compiles for: a library built on one CPU may use instructions another lacks
+    (AVX-512 on an AVX2 machine, the AMX tiles of cc/codegen/cpu/prelude.cc on an AMD one),
+    so a kernel cache shared or exported across machines keys its libraries by it. "unknown"
+    where the flags cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "unknown"
+    for line in text.splitlines():
+        if line.lower().startswith("flags"):
+            flags = " ".join(sorted(set(line.split(":", 1)[1].split())))
+            return hashlib.sha256(flags.encode()).hexdigest()[:16]
+    return "unknown"
 
 
 def find_gxx() -> str:

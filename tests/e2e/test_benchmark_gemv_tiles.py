@@ -23,6 +23,28 @@ def test_each_dividing_configuration_is_checked_and_timed_beside_xla(tmp_path):
     assert done.stdout.count("x the fastest") == 2
 
 
+def test_bfloat16_products_are_checked_against_xlas_bfloat16_dot(tmp_path):
+    out = tmp_path / "rows.json"
+    # 40 rows of x: past the 8-row streaming order, where the AMX tile unit takes bfloat16
+    done = _run(
+        "--quick",
+        "--dtype",
+        "bf16",
+        "--shapes",
+        "40x64x64",
+        "--blocks",
+        "1,2",
+        "--k-tiles",
+        "32,64",
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    (row,) = json.loads(out.read_text())
+    assert row["dtype"] == "bf16" and row["configs"] == [[1, 32], [1, 64], [2, 32], [2, 64]]
+    assert row["error"] < 2.0**-7 and "40, 64] @ [64, 64] bf16" in done.stdout
+
+
 def test_bad_arguments_are_named():
     done = _run("--shapes", "8x64")
     assert done.returncode != 0 and "bad shape '8x64'" in done.stderr
@@ -30,5 +52,7 @@ def test_bad_arguments_are_named():
     assert done.returncode != 0 and "--blocks takes positive integers" in done.stderr
     done = _run("--quick", "--blocks", "3", "--k-tiles", "48")
     assert done.returncode != 0 and "no grid divides n=128" in done.stderr
+    done = _run("--dtype", "f16")
+    assert done.returncode != 0 and "invalid choice: 'f16'" in done.stderr
     done = _run("--budget", "-1")
     assert done.returncode != 0 and "--budget must be positive" in done.stderr

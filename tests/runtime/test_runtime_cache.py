@@ -56,6 +56,14 @@ def test_key_covers_source_and_compiler_flags(monkeypatch):
     assert kernel_cache.library_key("int x;") != key
 
 
+def test_key_covers_the_instruction_sets_march_native_compiles_for(monkeypatch):
+    # A library built where the CPU has AVX-512 or AMX must not be found on one without.
+    key = kernel_cache.library_key("int x;")
+    assert toolchain.native_isa() != "" and kernel_cache.library_key("int x;") == key
+    monkeypatch.setattr(toolchain, "native_isa", lambda: "another-cpu")
+    assert kernel_cache.library_key("int x;") != key
+
+
 def test_second_compile_of_a_graph_reuses_the_cached_library(fresh_cache, compiler_calls):
     _, fused = ntrans(batch=4, hidden=8, row_tile=2)
     inputs = random_inputs(fused)

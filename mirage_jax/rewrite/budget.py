@@ -4,7 +4,9 @@ regions that could, by their expected gain.
 
 The expected gain of a region is XLA's measured time on it minus the roofline bound of one
 fused kernel: its flops at the machine's matmul rate and its input and output bytes at the
-machine's copy bandwidth, both measured with XLA itself, once per process. A region whose
+machine's copy bandwidth, both measured with XLA itself, once per process. A region with a
+bfloat16 input takes the faster of that matmul rate and a generated bfloat16 product's
+(on a CPU with AMX tiles several times XLA's: cc/codegen/cpu/prelude.cc, matmul_amx). A region whose
 XLA time is already within SKIP_WITHIN of that bound (a large matmul XLA runs at full rate),
 or whose possible gain is below a kernel dispatch, is not searched at all.
 
@@ -26,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.ir.graph import KernelGraph
+from mirage_jax.ir.product_graphs import column_split_product
 from mirage_jax.runtime import cold_inputs as _cold_inputs
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
@@ -75,6 +78,35 @@ def machine_rates(platform: str = "cpu") -> MachineRates:
     return MachineRates(flops, max(read, copy))
 
 
+# The generated bfloat16 product timed for its rate: a prefill's projection, as the search
+# splits it (x[256, 1024] @ w[1024, 1024], 2 blocks of 256-row tiles).
+BF16_PROBE = (256, 1024, 1024, 2, 256)
+
+
+@functools.cache
+def bf16_flops_per_s(platform: str = "cpu") -> float:
+    """The faster of XLA's float32 matmul rate and a generated bfloat16 product's, measured
+    once per process (its kernel compiled once per machine, then loaded from the cache).
+    Only CPU kernels have a bfloat16 path of their own; elsewhere, XLA's rate."""
+    rate = machine_rates(platform).flops_per_s
+    if platform != "cpu":
+        return rate
+    m, k, n, blocks, k_tile = BF16_PROBE
+    kg = column_split_product(m, k, n, blocks, k_tile, "bfloat16", "bfloat16")
+    device = jax.devices(platform)[0]
+    with jax.ensure_compile_time_eval():
+        x = jax.device_put(np.full((m, k), 0.5, dtype=jnp.bfloat16), device)
+        w = jax.device_put(np.full((k, n), 0.5, dtype=jnp.bfloat16), device)
+        seconds = _profile.fastest_seconds(jax.jit(_compile.compile(kg, "cpu")), (x, w))
+    return max(rate, 2 * m * k * n / seconds)
+
+
+def _flops_per_s(kg: KernelGraph, platform: str) -> float:
+    if any(jnp.dtype(t.dtype) == jnp.bfloat16 for t in kg.inputs):
+        return bf16_flops_per_s(platform)
+    return machine_rates(platform).flops_per_s
+
+
 def _bytes(tensors) -> int:
     return sum(int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize for t in tensors)
 
@@ -109,7 +141,9 @@ def estimate(kg: KernelGraph, flops: float, backend: str, cold_caches: bool = Fa
     this machine."""
     platform = "gpu" if backend == "cuda" else "cpu"
     rates = machine_rates(platform)
-    bound = max(flops / rates.flops_per_s, _bytes([*kg.inputs, *kg.outputs]) / rates.bytes_per_s)
+    bound = max(
+        flops / _flops_per_s(kg, platform), _bytes([*kg.inputs, *kg.outputs]) / rates.bytes_per_s
+    )
     device = jax.devices(platform)[0]
     with jax.ensure_compile_time_eval():
         # XLA's time does not depend on the values; random ones would cost a generator run

@@ -10,6 +10,7 @@ from kernel_test_support import session_kernel_cache  # noqa: F401 (autouse fixt
 from optimize_test_support import inputs, kernels_always_win, normwise, rmsnorm_linear  # noqa: F401
 
 import mirage_jax as mj
+from mirage_jax.ir.product_graphs import column_split_product
 from mirage_jax.rewrite import budget, estimate_cache
 from mirage_jax.rewrite import region as _optimize_region
 
@@ -132,6 +133,37 @@ def test_estimates_are_kept_per_machine_and_loaded_by_the_next_process(monkeypat
     _optimize_region.forget()
     mj.optimize(rmsnorm_linear, cache_dir=tmp_path).regions(x, g, w)
     assert len(measured) == 2
+
+
+def test_bfloat16_regions_are_bounded_at_a_generated_bfloat16_products_rate(monkeypatch):
+    # XLA's float32 matmul rate would call a region XLA runs at that rate unwinnable, where
+    # the CPU kernels multiply bfloat16 on AMX tiles several times faster.
+    xla = budget.MachineRates(flops_per_s=1e11, bytes_per_s=1e12)
+    monkeypatch.setattr(budget, "machine_rates", lambda platform="cpu": xla)
+    monkeypatch.setattr(budget, "bf16_flops_per_s", lambda platform="cpu": 4e11)
+    flops = 2 * 64 * 256 * 128
+    for dtype, rate in (("float32", 1e11), ("bfloat16", 4e11)):
+        kg = column_split_product(64, 256, 128, 1, 256, dtype, dtype)
+        assert budget.estimate(kg, flops, "cpu").bound_s == pytest.approx(flops / rate)
+
+
+def test_the_bfloat16_rate_is_a_generated_bfloat16_products(monkeypatch):
+    timed = []
+
+    def fastest(fn, args, runs=3):
+        timed.append([(a.shape, a.dtype) for a in args])
+        jax.block_until_ready(fn(*args))  # the compiled kernel runs
+        return 1e-3
+
+    monkeypatch.setattr(budget._profile, "fastest_seconds", fastest)
+    monkeypatch.setattr(budget, "machine_rates", lambda p="cpu": budget.MachineRates(1e9, 1e12))
+    m, k, n, _, _ = budget.BF16_PROBE
+    assert budget.bf16_flops_per_s.__wrapped__("cpu") == pytest.approx(2 * m * k * n / 1e-3)
+    assert timed == [[((m, k), jnp.bfloat16), ((k, n), jnp.bfloat16)]]
+    # never below XLA's own float32 rate, and XLA's alone where kernels are not generated here
+    monkeypatch.setattr(budget, "machine_rates", lambda p="cpu": budget.MachineRates(1e15, 1e12))
+    assert budget.bf16_flops_per_s.__wrapped__("cpu") == 1e15
+    assert budget.bf16_flops_per_s.__wrapped__("gpu") == 1e15 and len(timed) == 2
 
 
 @pytest.mark.parametrize("bad", [0, -1, float("inf"), True, "20"])

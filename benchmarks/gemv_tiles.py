@@ -10,13 +10,14 @@ This is how the prefetch distance of the generated matmuls was found to cost a q
 the rate with tall tiles (cc/codegen/cpu/prelude.cc, matmul_rows).
 
     python benchmarks/gemv_tiles.py [--shapes 1x4096x4096,8x4096x4096] [--blocks 2,4,8]
-        [--k-tiles 8,32,64,128] [--dtype f32|bf16] [--budget 6] [--warm] [--json FILE]
+        [--k-tiles 8,32,64,128] [--dtype f32|bf16|f32-bf16] [--budget 6] [--warm] [--json FILE]
         [--quick]
 
 --warm gives every call the same inputs, so that a weight the last-level cache holds is read
 from it (a small model's layers between decode steps); otherwise each call reads fresh copies.
---dtype bf16 makes x, w and the result bfloat16 (XLA's dot in bfloat16 beside them); with
-more than 8 rows of x the kernels multiply on the AMX tile unit where the CPU has one.
+--dtype bf16 makes x, w and the result bfloat16 (XLA's dot in bfloat16 beside them), f32-bf16
+a float32 x times a bfloat16 w; with more than 8 rows of x the kernels multiply on the AMX
+tile unit where the CPU has one.
 --quick runs one small shape (seconds; the suite runs it) whose times say nothing.
 """
 
@@ -55,9 +56,14 @@ def label(blocks: int, k_tile: int) -> str:
     return f"grid {blocks}, k_tile {k_tile}"
 
 
-DTYPES = {"f32": "float32", "bf16": "bfloat16"}
+# --dtype: of x and of w (x @ w takes x's)
+DTYPES = {
+    "f32": ("float32", "float32"),
+    "bf16": ("bfloat16", "bfloat16"),
+    "f32-bf16": ("float32", "bfloat16"),
+}
 # float32 sums of the same products in another order; a bfloat16 result is also rounded once
-TOLERANCE = {"f32": 1e-4, "bf16": 2.0**-7}
+TOLERANCE = {"f32": 1e-4, "bf16": 2.0**-7, "f32-bf16": 1e-4}
 
 
 def measure(
@@ -75,12 +81,12 @@ def measure(
         raise SystemExit(f"gemv_tiles: no grid divides n={n} with a k_tile dividing k={k}")
     functions = {XLA: jax.jit(lambda a, b: a @ b)}
     for b, t in configs:
-        fn = mj.compile(column_split_product(m, k, n, b, t, DTYPES[dtype], DTYPES[dtype]))
+        fn = mj.compile(column_split_product(m, k, n, b, t, *DTYPES[dtype]))
         functions[label(b, t)] = jax.jit(lambda a, w, fn=fn: fn(a, w)[0])
     rng = np.random.default_rng(0)
     args = [
-        jax.device_put(rng.standard_normal(s, dtype=np.float32).astype(DTYPES[dtype]))
-        for s in ((m, k), (k, n))
+        jax.device_put(rng.standard_normal(s, dtype=np.float32).astype(d))
+        for s, d in zip(((m, k), (k, n)), DTYPES[dtype])
     ]
     want = np.asarray(functions[XLA](*args), np.float64)
     errors = {}
@@ -131,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         for b, t in row["configs"]:
             s = ms[label(b, t)]
-            rate = np.dtype(DTYPES[args.dtype]).itemsize * k * n / (s * 1e-3) / 1e9
+            rate = np.dtype(DTYPES[args.dtype][1]).itemsize * k * n / (s * 1e-3) / 1e9
             flops = 2 * m * k * n / (s * 1e-3) / 1e9
             print(
                 f"  {label(b, t):22s} {s:8.3f} ms  {rate:5.1f} GB/s of w  {flops:6.1f} GFLOP/s  "

@@ -3,6 +3,7 @@ compiled, checked against XLA's dot and timed beside it; bad arguments are refus
 
 import json
 
+import pytest
 from benchmark_support import run_benchmark
 
 
@@ -23,26 +24,18 @@ def test_each_dividing_configuration_is_checked_and_timed_beside_xla(tmp_path):
     assert done.stdout.count("x the fastest") == 2
 
 
-def test_bfloat16_products_are_checked_against_xlas_bfloat16_dot(tmp_path):
+@pytest.mark.parametrize("dtype, tolerance", [("bf16", 2.0**-7), ("f32-bf16", 1e-4)])
+def test_bfloat16_weights_are_checked_against_xlas_dot(tmp_path, dtype, tolerance):
     out = tmp_path / "rows.json"
-    # 40 rows of x: past the 8-row streaming order, where the AMX tile unit takes bfloat16
+    # 40 rows of x: past the 8-row streaming order, where the AMX tile unit takes them
     done = _run(
-        "--quick",
-        "--dtype",
-        "bf16",
-        "--shapes",
-        "40x64x64",
-        "--blocks",
-        "1,2",
-        "--k-tiles",
-        "32,64",
-        "--json",
-        str(out),
-    )
+        "--quick", "--dtype", dtype, "--shapes", "40x64x64", "--blocks", "1,2",
+        "--k-tiles", "32,64", "--json", str(out),
+    )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (row,) = json.loads(out.read_text())
-    assert row["dtype"] == "bf16" and row["configs"] == [[1, 32], [1, 64], [2, 32], [2, 64]]
-    assert row["error"] < 2.0**-7 and "40, 64] @ [64, 64] bf16" in done.stdout
+    assert row["dtype"] == dtype and row["configs"] == [[1, 32], [1, 64], [2, 32], [2, 64]]
+    assert row["error"] < tolerance and f"40, 64] @ [64, 64] {dtype}" in done.stdout
 
 
 def test_bad_arguments_are_named():

@@ -10,6 +10,7 @@ const std::string& cpu_prelude() {
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -760,19 +761,23 @@ template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
 inline void matmul_group(const TA* __restrict a, const TB* __restrict b, float* __restrict c);
 
 #if MJ_CPU_AMX
-// bfloat16 times bfloat16 on the AMX tile unit, where the target has it: one core here
+// Products with a bfloat16 B on the AMX tile unit, where the target has it: one core here
 // (Sapphire Rapids) multiplied bfloat16 tiles at 970 GFLOP/s against 166-180 for float32
 // FMAs on widened values (and 81-92 for AVX512-BF16's dot products). Products of two
-// bfloat16 values are exact in float32 and sums are float32, as on the vector path, in
-// another order; denormal inputs count as zero and denormal sums flush to zero (the tile
-// unit ignores MXCSR), below float32's normal range and within its rounding of zero.
+// bfloat16 values are exact in float32 and the unit sums in float32, as the vector path
+// does, in another order. A float32 A is multiplied as three bfloat16 parts whose sum is
+// exactly A (split_bf16): three passes of exact products, still about twice the FMAs' rate.
+// Denormal inputs count as zero and denormal sums flush to zero (the unit ignores MXCSR), as
+// in XLA's CPU runtime, which runs with denormals as zero. A product past float32's range is
+// infinite before it is added (an FMA adds it exact): a sum that overflows both ways is NaN
+// where XLA's is infinite, and the float checks keep XLA for a region where that happens.
 // C is computed kAmxBlock x kAmxBlock at a time (2 x 2 accumulator tiles of 16 x 16, two
 // tiles of A's rows, two of B's columns), over chunks of kAmxKChunk values of k whose B is
 // first packed in pairs of k, as the unit reads it.
 constexpr int kAmxTileRows = 16;
 constexpr int kAmxTileK = 32;  // bfloat16 values of k in a 64-byte row of an A tile
 constexpr int kAmxBlock = 2 * kAmxTileRows;
-constexpr int kAmxKChunk = 256;  // packed B: kAmxKChunk x kAmxBlock bfloat16, 16 KB
+constexpr int kAmxKChunk = 256;
 
 // Linux gives a process the tile registers only on request (ARCH_REQ_XCOMP_PERM for
 // XFEATURE_XTILEDATA); without it the first tile instruction faults. Refused (an older
@@ -791,24 +796,93 @@ struct alignas(64) AmxConfig {
 };
 
 // B[KC, kAmxBlock] in pairs of k: row p holds, for each column n, k = 2p then 2p + 1; the
-// first 64 bytes are the left tile's row, the next 64 the right one's.
+// first 64 bytes are the left tile's row, the next 64 the right one's. Two rows of B are
+// interleaved by two permutes (AVX-512 BW, which every CPU with AMX has): one element at a
+// time, packing took longer than the products of a 256-row A with the packed tile.
 template <int KC, int ldb>
 inline void amx_pack(const Bf16* __restrict b, uint16_t* __restrict packed) {
+  alignas(64) static constexpr uint16_t kLow[32] = {
+      0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
+      8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t kHigh[32] = {
+      16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
+      24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i low = _mm512_load_si512(kLow);
+  const __m512i high = _mm512_load_si512(kHigh);
   for (int p = 0; p < KC / 2; ++p) {
-    const Bf16* even = b + 2 * p * ldb;
-    const Bf16* odd = even + ldb;
+    const __m512i even = _mm512_loadu_si512(b + 2 * p * ldb);
+    const __m512i odd = _mm512_loadu_si512(b + (2 * p + 1) * ldb);
     uint16_t* out = packed + p * 2 * kAmxBlock;
-#pragma GCC unroll 32
-    for (int n = 0; n < kAmxBlock; ++n) {
-      out[2 * n] = even[n].bits;
-      out[2 * n + 1] = odd[n].bits;
+    _mm512_storeu_si512(out, _mm512_permutex2var_epi16(even, low, odd));
+    _mm512_storeu_si512(out + kAmxBlock, _mm512_permutex2var_epi16(even, high, odd));
+  }
+}
+
+// A float32 x as hi + mid + lo, each a bfloat16 holding 8 of x's 24 significant bits: hi
+// and mid cut off (truncated) the bits below them, so x - hi and what mid leaves of it are
+// exact, and lo is what remains, exact in bfloat16 unless it falls below float32's normal
+// range (|x| < 2^-110: lost as a denormal, a relative 2^-16 of such an x). Infinity and NaN
+// are their own hi (a NaN kept quiet), with zero parts.
+inline void split_bf16(float x, uint16_t& hi, uint16_t& mid, uint16_t& lo) {
+  const uint32_t u = float_to_bits(x);
+  const bool finite = (u & 0x7f800000u) != 0x7f800000u;
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const float rest = x - bits_to_float(u & 0xffff0000u);
+  const uint32_t r = float_to_bits(rest);
+  const uint32_t last = float_to_bits(rest - bits_to_float(r & 0xffff0000u));
+  hi = uint16_t((u >> 16) | (nan ? 0x40u : 0u));
+  mid = finite ? uint16_t(r >> 16) : 0;
+  lo = finite ? uint16_t(last >> 16) : 0;
+}
+
+// A's rows as the unit reads them: in place (bfloat16), or split into three parts
+// (float32), each kAmxBlock rows of KC values, one after the other.
+template <class TA>
+constexpr int amx_parts() {
+  return std::is_same_v<TA, Bf16> ? 1 : 3;
+}
+
+// split_bf16 a vector at a time (KC is a multiple of kAmxTileK, so of the vector width):
+// one element at a time it took longer than the tile products it feeds.
+template <int KC, int lda>
+inline void amx_split(const float* __restrict a, uint16_t* __restrict parts) {
+  using Mask = int32_t __attribute__((vector_size(kVecFloats * sizeof(int32_t))));
+  constexpr int kPart = kAmxBlock * KC;
+  const auto as_float = [](WordBits w) {
+    Vec v;
+    std::memcpy(&v, &w, sizeof v);
+    return v;
+  };
+  const auto as_bits = [](Vec v) {
+    WordBits w;
+    std::memcpy(&w, &v, sizeof w);
+    return w;
+  };
+  const auto store_half = [](uint16_t* p, WordBits w) {
+    const HalfBits h = __builtin_convertvector(w >> 16, HalfBits);
+    std::memcpy(p, &h, sizeof h);
+  };
+  for (int r = 0; r < kAmxBlock; ++r) {
+    for (int k = 0; k < KC; k += kVecFloats) {
+      const Vec x = load_vec(a + r * lda + k);
+      const WordBits u = as_bits(x);
+      const WordBits finite = WordBits(Mask((u & 0x7f800000u) != 0x7f800000u));
+      const WordBits nan = WordBits(Mask((u & 0x7fffffffu) > 0x7f800000u));
+      const Vec rest = x - as_float(u & 0xffff0000u);
+      const WordBits rb = as_bits(rest);
+      const WordBits last = as_bits(rest - as_float(rb & 0xffff0000u));
+      const int at = r * KC + k;
+      store_half(parts + at, u | (nan & 0x400000u));
+      store_half(parts + kPart + at, rb & finite);
+      store_half(parts + 2 * kPart + at, last & finite);
     }
   }
 }
 
-// C[32 rows, 32 columns] (+)= A @ packed B over KC values of k.
-template <int KC, int lda, int ldc, bool kLoad>
-inline void amx_block(const Bf16* a, const uint16_t* packed, float* c) {
+// C[32 rows, 32 columns] (+)= A @ packed B over KC values of k. A: kParts parts kPart
+// elements apart, each of rows kRow elements apart.
+template <int KC, int kParts, int kRow, int kPart, int ldc, bool kLoad>
+inline void amx_block(const uint16_t* a, const uint16_t* packed, float* c) {
   constexpr int kC = ldc * int(sizeof(float));
   if constexpr (kLoad) {
     _tile_loadd(0, c, kC);
@@ -821,19 +895,22 @@ inline void amx_block(const Bf16* a, const uint16_t* packed, float* c) {
     _tile_zero(2);
     _tile_zero(3);
   }
-  constexpr int kA = lda * int(sizeof(Bf16));
+  constexpr int kA = kRow * int(sizeof(uint16_t));
   constexpr int kB = 2 * kAmxBlock * int(sizeof(uint16_t));
 #pragma GCC unroll 8
   for (int k = 0; k < KC; k += kAmxTileK) {
-    _tile_loadd(4, a + k, kA);
-    _tile_loadd(5, a + 16 * lda + k, kA);
     const uint16_t* pb = packed + (k / 2) * 2 * kAmxBlock;
     _tile_loadd(6, pb, kB);
     _tile_loadd(7, pb + kAmxBlock, kB);
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
+#pragma GCC unroll 3
+    for (int part = 0; part < kParts; ++part) {
+      _tile_loadd(4, a + part * kPart + k, kA);
+      _tile_loadd(5, a + part * kPart + kAmxTileRows * kRow + k, kA);
+      _tile_dpbf16ps(0, 4, 6);
+      _tile_dpbf16ps(1, 4, 7);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
   }
   _tile_stored(0, c, kC);
   _tile_stored(1, c + 16, kC);
@@ -841,20 +918,65 @@ inline void amx_block(const Bf16* a, const uint16_t* packed, float* c) {
   _tile_stored(3, c + 16 * ldc + 16, kC);
 }
 
-template <int M, int KC, int N, int lda, int ldb, int ldc, bool kLoad>
-inline void amx_chunk(const Bf16* a, const Bf16* b, float* c) {
-  alignas(64) uint16_t packed[KC * kAmxBlock];
-  for (int j = 0; j < N; j += kAmxBlock) {
-    amx_pack<KC, ldb>(b + j, packed);
+// One chunk of KC values of k. A's rows are split once for all columns (float32); B is
+// packed kAmxPanel columns at a time, which every row block then reads from L2: packed for
+// all 4096 columns of a [256, 1024] @ [1024, 8192] product over two blocks (2 MB a chunk),
+// B fell out of L2 between row blocks.
+constexpr int kAmxPanel = 256;
+
+template <int M, int KC, int N, int lda, int ldb, int ldc, bool kLoad, class TA>
+inline void amx_chunk(const TA* a, const Bf16* b, float* c, uint16_t* packed_b,
+                      uint16_t* a_parts) {
+  constexpr int kParts = amx_parts<TA>();
+  constexpr int kRow = kParts == 1 ? lda : KC;  // between rows of A as the unit reads them
+  constexpr int kPart = kAmxBlock * KC;          // between the parts of a row block
+  if constexpr (kParts > 1) {
     for (int i = 0; i < M; i += kAmxBlock) {
-      amx_block<KC, lda, ldc, kLoad>(a + i * lda, packed, c + i * ldc + j);
+      amx_split<KC, lda>(a + i * lda, a_parts + i / kAmxBlock * kParts * kPart);
+    }
+  }
+  for (int j0 = 0; j0 < N; j0 += kAmxPanel) {
+    const int j1 = j0 + kAmxPanel < N ? j0 + kAmxPanel : N;
+    for (int j = j0; j < j1; j += kAmxBlock) {
+      amx_pack<KC, ldb>(b + j, packed_b + (j - j0) * KC);
+    }
+    for (int i = 0; i < M; i += kAmxBlock) {
+      const uint16_t* rows;
+      if constexpr (kParts == 1) {
+        rows = &a[i * lda].bits;
+      } else {
+        rows = a_parts + i / kAmxBlock * kParts * kPart;
+      }
+      for (int j = j0; j < j1; j += kAmxBlock) {
+        amx_block<KC, kParts, kRow, kPart, ldc, kLoad>(rows, packed_b + (j - j0) * KC,
+                                                       c + i * ldc + j);
+      }
     }
   }
 }
 
+// A thread's scratch for packed B and split A, kept from call to call: allocated for each
+// call, a buffer of 128 KB or more is mapped and faulted in afresh every time (malloc maps
+// such sizes), which made [256, 1024] @ [1024, 512] products 10% slower.
+inline uint16_t* amx_scratch(size_t elements) {
+  static thread_local std::unique_ptr<uint16_t[]> buffer;
+  static thread_local size_t capacity = 0;
+  if (capacity < elements) {
+    buffer.reset(new uint16_t[elements]);
+    capacity = elements;
+  }
+  return buffer.get();
+}
+
 // C (+)= A @ B for M, N and K multiples of 32.
-template <int M, int K, int N, int lda, int ldb, int ldc, bool kAccumulate>
-inline void amx_product(const Bf16* a, const Bf16* b, float* c) {
+template <int M, int K, int N, int lda, int ldb, int ldc, bool kAccumulate, class TA>
+inline void amx_product(const TA* a, const Bf16* b, float* c) {
+  constexpr int KC = K < kAmxKChunk ? K : kAmxKChunk;
+  constexpr int kPanel = N < kAmxPanel ? N : kAmxPanel;
+  constexpr size_t kPackedB = size_t(KC) * kPanel;
+  constexpr size_t kSplitA = amx_parts<TA>() > 1 ? size_t(amx_parts<TA>()) * M * KC : 0;
+  uint16_t* const packed_b = amx_scratch(kPackedB + kSplitA);
+  uint16_t* const a_parts = packed_b + kPackedB;
   AmxConfig config{};
   config.palette = 1;
   for (int t = 0; t < 8; ++t) {
@@ -862,15 +984,16 @@ inline void amx_product(const Bf16* a, const Bf16* b, float* c) {
     config.bytes_per_row[t] = 64;
   }
   _tile_loadconfig(&config);
-  constexpr int KC = K < kAmxKChunk ? K : kAmxKChunk;
   int k = 0;
   if constexpr (!kAccumulate) {
-    amx_chunk<M, KC, N, lda, ldb, ldc, false>(a, b, c);
+    amx_chunk<M, KC, N, lda, ldb, ldc, false>(a, b, c, packed_b, a_parts);
     k = KC;
   }
-  for (; k + KC <= K; k += KC) amx_chunk<M, KC, N, lda, ldb, ldc, true>(a + k, b + k * ldb, c);
+  for (; k + KC <= K; k += KC) {
+    amx_chunk<M, KC, N, lda, ldb, ldc, true>(a + k, b + k * ldb, c, packed_b, a_parts);
+  }
   if constexpr (K % KC != 0) {
-    amx_chunk<M, K % KC, N, lda, ldb, ldc, true>(a + k, b + k * ldb, c);
+    amx_chunk<M, K % KC, N, lda, ldb, ldc, true>(a + k, b + k * ldb, c, packed_b, a_parts);
   }
   _tile_release();
 }
@@ -878,8 +1001,8 @@ inline void amx_product(const Bf16* a, const Bf16* b, float* c) {
 // The tile unit takes the largest part whose sides are multiples of 32; the vector path the
 // rest: the last K % 32 values of k, then the last columns, then the last rows.
 template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
-          bool kAccumulate>
-inline void matmul_amx(const Bf16* a, const Bf16* b, float* c) {
+          bool kAccumulate, class TA>
+inline void matmul_amx(const TA* a, const Bf16* b, float* c) {
   constexpr int M32 = M / kAmxBlock * kAmxBlock;
   constexpr int N32 = N / kAmxBlock * kAmxBlock;
   constexpr int K32 = K / kAmxTileK * kAmxTileK;
@@ -918,8 +1041,9 @@ inline void matmul_group(const TA* __restrict a, const TB* __restrict b,
                 kAhead, kAccumulate>(a, b, c);
   } else {
 #if MJ_CPU_AMX
-    if constexpr (std::is_same_v<TA, Bf16> && std::is_same_v<TB, Bf16> && M >= kAmxBlock &&
-                  N >= kAmxBlock && K >= kAmxTileK) {
+    if constexpr ((std::is_same_v<TA, Bf16> || std::is_same_v<TA, float>) &&
+                  std::is_same_v<TB, Bf16> && M >= kAmxBlock && N >= kAmxBlock &&
+                  K >= kAmxTileK) {
       if (amx_permitted()) {
         matmul_amx<M, K, N, G, lda, ldb, ldc, kSlice, kAccumulate>(a, b, c);
         return;

@@ -125,6 +125,7 @@ def test_nonfinite_and_extreme_values_as_xla(x_dtype):
     x[5, :] = 1e-39  # row 5: bfloat16 denormals, times 2^100
     w[:, 30] = 2.0**100
     # Rounded on the host: a conversion by XLA would flush the denormals before the product.
+    x[8, :] = 0.5  # row 8: a float32 A with zero parts, times column 9's infinity: infinite
     # row 6: NaNs whose payload lies in the low bits, which a bfloat16 cut would make infinity
     x[6, 0::2].view(np.uint32)[:] = 0x7F800001 + np.arange(48, dtype=np.uint32)
     with np.errstate(invalid="ignore"):  # numpy's cast of those NaNs to bfloat16 warns
@@ -134,9 +135,14 @@ def test_nonfinite_and_extreme_values_as_xla(x_dtype):
     want = np.asarray(_reference(x, w), np.float64)
     finite, nan, infinite = np.isfinite(want), np.isnan(want), np.isinf(want)
     assert np.all(np.isnan(got[nan])) and np.all(np.isfinite(got[finite]))
-    # An overflowing sum is infinite as XLA's, or NaN where products overflowed both ways:
-    # the tile unit rounds each product before adding it, XLA's FMAs add it exactly.
-    assert np.all((got[infinite] == want[infinite]) | np.isnan(got[infinite]))
+    assert got[8, 9] == np.inf
+    # Where sums overflow (row 4), infinite as XLA's, or NaN where products overflowed both
+    # ways: the tile unit rounds each product before adding it, XLA's FMAs add it exact.
+    # Every other infinity is XLA's.
+    overflow = np.zeros_like(infinite)
+    overflow[4] = infinite[4]
+    np.testing.assert_array_equal(got[infinite & ~overflow], want[infinite & ~overflow])
+    assert np.all((got[overflow] == want[overflow]) | np.isnan(got[overflow]))
     assert got[4, 20] == np.inf  # 96 products of 3e38, each finite: the sum overflows
     assert np.all(got[2][finite[2]] == 0.0)
     np.testing.assert_array_equal(got[5], want[5])  # denormals as zero, as XLA's are

@@ -998,6 +998,20 @@ inline void amx_product(const TA* a, const Bf16* b, float* c) {
   _tile_release();
 }
 
+// Whether B[K, NN] holds no infinity and no NaN. A float32 A's parts can be zero where A is
+// not (0.5 is all hi), and a zero part times an infinite B is NaN where A times it is
+// infinite: with such a B a float32 A takes the vector path (checked for each product, a
+// pass over B's bytes beside the three over A's parts).
+template <int K, int NN, int ldb>
+inline bool amx_finite(const Bf16* b) {
+  for (int k = 0; k < K; ++k) {
+    uint32_t special = 0;
+    for (int n = 0; n < NN; ++n) special |= uint32_t((b[k * ldb + n].bits & 0x7f80u) == 0x7f80u);
+    if (special) return false;
+  }
+  return true;
+}
+
 // The tile unit takes the largest part whose sides are multiples of 32; the vector path the
 // rest: the last K % 32 values of k, then the last columns, then the last rows.
 template <int M, int K, int N, int G, int lda, int ldb, int ldc, int64_t kSlice,
@@ -1044,7 +1058,7 @@ inline void matmul_group(const TA* __restrict a, const TB* __restrict b,
     if constexpr ((std::is_same_v<TA, Bf16> || std::is_same_v<TA, float>) &&
                   std::is_same_v<TB, Bf16> && M >= kAmxBlock && N >= kAmxBlock &&
                   K >= kAmxTileK) {
-      if (amx_permitted()) {
+      if (amx_permitted() && (std::is_same_v<TA, Bf16> || amx_finite<K, G * N, ldb>(b))) {
         matmul_amx<M, K, N, G, lda, ldb, ldc, kSlice, kAccumulate>(a, b, c);
         return;
       }

@@ -146,13 +146,13 @@ def measure(seconds: float) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="mj_units_") as tmp:
         source, program = Path(tmp) / "units.cc", Path(tmp) / "units"
         source.write_text(SOURCE)
-        flags = [f for f in toolchain.GXX_FLAGS if f not in ("-shared", "-fPIC")]
-        subprocess.run(
-            [toolchain.find_gxx(), *flags, str(source), "-o", str(program)],
-            check=True,
+        built = subprocess.run(
+            [toolchain.find_gxx(), *toolchain.GXX_PROGRAM_FLAGS, str(source), "-o", str(program)],
             capture_output=True,
             text=True,
         )
+        if built.returncode != 0:
+            raise SystemExit(f"matrix_units: g++ failed on the probe:\n{built.stderr[-2000:]}")
         # about 0.02 s a unit at scale 1 on the 2026-12-06 machine
         scale = max(1, round(seconds / 0.02))
         done = subprocess.run(

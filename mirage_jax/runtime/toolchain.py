@@ -81,22 +81,35 @@ GXX_FLAGS = (
 )
 
 
+# g++ flags for a program (a probe, a benchmark) built as the kernels are, not as a library.
+GXX_PROGRAM_FLAGS = tuple(
+    f for f in GXX_FLAGS if f not in ("-shared", "-fPIC", "-fvisibility=hidden")
+)
+
+
 @functools.lru_cache(maxsize=1)
-def native_isa() -> str:
-    """A digest of the instruction sets this CPU reports (/proc/cpuinfo's flags), which
-    -march=native compiles for: a library built on one CPU may use instructions another lacks
-    (AVX-512 on an AVX2 machine, the AMX tiles of cc/codegen/cpu/prelude.cc on an AMD one),
-    so a kernel cache shared or exported across machines keys its libraries by it. "unknown"
-    where the flags cannot be read."""
+def cpu_flags() -> frozenset[str]:
+    """The instruction sets this CPU reports (/proc/cpuinfo's flags: avx512f, amx_bf16, ...),
+    which -march=native compiles for; empty where they cannot be read."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        return "unknown"
+        return frozenset()
     for line in text.splitlines():
         if line.lower().startswith("flags"):
-            flags = " ".join(sorted(set(line.split(":", 1)[1].split())))
-            return hashlib.sha256(flags.encode()).hexdigest()[:16]
-    return "unknown"
+            return frozenset(line.split(":", 1)[1].split())
+    return frozenset()
+
+
+def native_isa() -> str:
+    """A digest of cpu_flags(): a library built on one CPU may use instructions another lacks
+    (AVX-512 on an AVX2 machine, the AMX tiles of cc/codegen/cpu/prelude.cc on an AMD one), so
+    a kernel cache shared or exported across machines keys its libraries by it. "unknown"
+    where the flags cannot be read."""
+    flags = cpu_flags()
+    if not flags:
+        return "unknown"
+    return hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:16]
 
 
 def find_gxx() -> str:

@@ -11,6 +11,7 @@ import platform
 from pathlib import Path
 
 from mirage_jax import _core
+from mirage_jax.runtime import toolchain
 
 
 def cpu_model() -> str:
@@ -23,17 +24,10 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-@functools.lru_cache(maxsize=1)
 def vector_floats() -> int:
     """The float32 lanes of the generated CPU kernels' vectors: they compile for this machine
     (-march=native), 16 with AVX-512 and 8 otherwise (cc/codegen/cpu/prelude.cc)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.lower().startswith("flags"):
-                return 16 if "avx512f" in line.split(":", 1)[1].split() else 8
-    except OSError:
-        pass
-    return 8
+    return 16 if "avx512f" in toolchain.cpu_flags() else 8
 
 
 @functools.lru_cache(maxsize=1)

@@ -3,16 +3,10 @@ each unit's rate on one core (0 where this CPU lacks it, -1 where the tiles were
 bad arguments are refused by name."""
 
 import json
-from pathlib import Path
 
 from benchmark_support import run_benchmark
 
-
-def _cpu_flags() -> set[str]:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+from mirage_jax.runtime import toolchain
 
 
 def test_each_unit_the_cpu_has_reports_a_rate(tmp_path):
@@ -21,7 +15,7 @@ def test_each_unit_the_cpu_has_reports_a_rate(tmp_path):
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     rates = json.loads(out.read_text())
     assert set(rates) == {"fma", "dpbf16", "amx"} and rates["fma"] > 0
-    flags = _cpu_flags()
+    flags = toolchain.cpu_flags()
     assert (rates["dpbf16"] > 0) == ("avx512_bf16" in flags)
     assert (rates["amx"] != 0) == ("amx_bf16" in flags and "amx_tile" in flags)
     assert done.stdout.count("(one core)") == 3

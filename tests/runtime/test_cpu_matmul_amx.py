@@ -23,17 +23,8 @@ from mirage_jax.runtime import compile as runtime_compile
 from mirage_jax.runtime import toolchain
 
 
-def _cpu_has_amx() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return False
-    return " amx_bf16" in flags and " amx_tile" in flags
-
-
 def test_the_tile_unit_is_used_where_the_cpu_has_it(tmp_path):
-    if not _cpu_has_amx():
+    if not {"amx_bf16", "amx_tile"} <= toolchain.cpu_flags():
         pytest.skip("this CPU has no AMX tile unit: bfloat16 products take the vector path")
     source = runtime_compile.generate_code(
         column_split_product(64, 64, 64, 1, 64, "bfloat16", "bfloat16")
@@ -45,9 +36,14 @@ def test_the_tile_unit_is_used_where_the_cpu_has_it(tmp_path):
         source + "\nint main() {\n#if MJ_CPU_AMX\n"
         "  return mj_cpu::amx_permitted() ? 0 : 2;\n#else\n  return 3;\n#endif\n}\n"
     )
-    flags = [f for f in toolchain.GXX_FLAGS if f not in ("-shared", "-fPIC", "-fvisibility=hidden")]
     subprocess.run(
-        [toolchain.find_gxx(), *flags, str(program), "-o", str(tmp_path / "amx_permitted")],
+        [
+            toolchain.find_gxx(),
+            *toolchain.GXX_PROGRAM_FLAGS,
+            str(program),
+            "-o",
+            str(tmp_path / "amx_permitted"),
+        ],
         check=True,
         capture_output=True,
     )

@@ -59,9 +59,11 @@ def test_quickstart_optimizes_checks_and_times(tmp_path):
     ), out
     assert "primitives: mul reduce_sum" in out and "dot_general" in out
     # the graph that runs: chosen as a clear win, or a marginal one the whole program kept;
-    # with no kernel (a loaded machine), the reason
+    # with no kernel (a loaded machine; or XLA under 20 µs from the bound, not searched, as on
+    # a fast one), the reason
     if "0 run as generated kernels" in out:
-        assert "no candidate beat XLA" in out or "not clearly faster with it" in out, out
+        reasons = ("no candidate beat XLA", "not clearly faster with it", "not searched: XLA takes")
+        assert any(reason in out for reason in reasons), out
     else:
         assert "kernel graph" in out, out
     if "chosen: candidate" in out or "runner-up graph:" in out:

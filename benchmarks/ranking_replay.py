@@ -7,18 +7,21 @@ calibration (taken again after every change under cc/, and skewed when the machi
 This tool holds two of them still:
 
     python benchmarks/ranking_replay.py collect OUT.json [--budget 30] [--top 10]
-        [--time-budget 4] [--only lora,...]
-    python benchmarks/ranking_replay.py rank IN.json [--only ...] [--machine]
+        [--time-budget 4] [--only lora,...] [--cases paper|bf16-prefill]
+    python benchmarks/ranking_replay.py rank IN.json [--only ...] [--machine] [--flat-bf16]
     python benchmarks/ranking_replay.py retime IN.json OUT.json [--time-budget 4] [--only ...]
     python benchmarks/ranking_replay.py repeat FIRST.json SECOND.json [--only ...]
 
-`collect` searches each program of benchmarks/search_reach.py with default limits, keeps its
+`collect` searches each program of benchmarks/search_reach.py (`--cases bf16-prefill`:
+three of them at a bfloat16 prefill's shapes, BF16_PREFILL_CASES) with default limits, keeps its
 first `--top` distinct candidates and the paper's μGraph, times them as superoptimize does
 (rounds for about `--time-budget` seconds, inputs rotated past the last-level cache) and
 stores each one's graph (KernelGraph.to_json), median and estimate with the calibration it
 was costed under. `rank`
 costs the stored graphs with the current build under that stored calibration (`--machine`:
-this machine's calibration instead) and prints per program the Spearman correlation, the
+this machine's calibration instead; `--flat-bf16`: without the rates of products with a
+bfloat16 weight, every generated flop at the float32 rate, as the model priced them before it
+had them) and prints per program the Spearman correlation, the
 place of the fastest measured candidate in the model's order and the regret, as
 superoptimize reports them. `retime` measures the stored graphs again with the current build
 (for a code-generation change), keeping their stored calibration. `repeat` ranks a second
@@ -43,9 +46,44 @@ from search_reach import CASES
 
 import mirage_jax as mj
 from mirage_jax import _core
+from mirage_jax.ir import model_graphs as mg
+from mirage_jax.ir import paper_graphs as pg
 from mirage_jax.runtime import cold_inputs, profile
 from mirage_jax.superopt import calibration_cache
 from mirage_jax.superopt.calibration import Calibration
+
+# A prefill's projections in bfloat16 (256 rows, hidden 1024), whose candidates run on the
+# generated code's bfloat16-weight path (the AMX tiles where the CPU has them).
+BF16_PREFILL_CASES = [
+    (
+        "rmsnorm_linear_bf16",
+        lambda: pg.rmsnorm_linear(batch=256, hidden=1024, out_features=1024, dtype="bfloat16"),
+    ),
+    (
+        "gated_mlp_bf16",
+        lambda: pg.gated_mlp(batch=256, hidden=1024, intermediate=2816, dtype="bfloat16"),
+    ),
+    (
+        "layernorm_linear_bf16",
+        lambda: mg.layernorm_linear(batch=256, hidden=1024, out_features=1024, dtype="bfloat16"),
+    ),
+]
+CASE_SETS = {"paper": CASES, "bf16-prefill": BF16_PREFILL_CASES}
+
+_BF16_RATES = ("generated_bf16_flops", "generated_f32_bf16_flops")
+
+
+def stored_target(calibration: dict, flat_bf16: bool = False) -> _core.Target:
+    """The target of a stored calibration. One stored before the bfloat16-weight rates were
+    measured, or flat_bf16: those products priced at generated_flops (the rates zeroed)."""
+    fields = dict(calibration)
+    flat = flat_bf16 or any(name not in fields for name in _BF16_RATES)
+    for name in _BF16_RATES:
+        fields.setdefault(name, fields["generated_flops"])
+    target = Calibration.from_json(fields).target()
+    if flat:
+        target.generated_bf16_flops = target.generated_f32_bf16_flops = 0.0
+    return target
 
 
 def _say(line: str) -> None:
@@ -196,9 +234,11 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("out")
     c.add_argument("--budget", type=float, default=30.0)
     c.add_argument("--top", type=int, default=10)
+    c.add_argument("--cases", choices=sorted(CASE_SETS), default="paper")
     r = sub.add_parser("rank")
     r.add_argument("input")
     r.add_argument("--machine", action="store_true")
+    r.add_argument("--flat-bf16", action="store_true")
     t = sub.add_parser("retime")
     t.add_argument("input")
     t.add_argument("out")
@@ -215,7 +255,7 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.command == "collect":
         wanted = set(args.only.split(",")) if args.only else None
-        cases = [(n, b) for n, b in CASES if wanted is None or n in wanted]
+        cases = [(n, b) for n, b in CASE_SETS[args.cases] if wanted is None or n in wanted]
         if wanted and len(cases) != len(wanted):
             sys.exit(f"ranking_replay: unknown programs: {sorted(wanted - {n for n, _ in cases})}")
         doc = collect(cases, args.budget, args.top, args.time_budget)
@@ -223,8 +263,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     doc = _load(args.input, args.only)
     if args.command == "rank":
-        cal = calibration_cache.load_or_measure() if args.machine else None
-        rank(doc, (cal or Calibration.from_json(doc["calibration"])).target())
+        cal = calibration_cache.load_or_measure().to_json() if args.machine else None
+        rank(doc, stored_target(cal or doc["calibration"], args.flat_bf16))
     else:
         _write(args.out, retime(doc, args.time_budget))
 

@@ -27,6 +27,18 @@ constexpr double kPageBytes = 4096;
 // the prefetchers follow, costing about a line-run's fixed cost per this many of its bytes.
 constexpr double kLineBytes = 64;
 
+// The smallest side of a product that the generated CPU code sends to its bfloat16-weight
+// path (cc/codegen/cpu/prelude.cc, matmul_amx: 32 x 32 tiles, 32 values of k a step).
+constexpr double kMinWeightTile = 32;
+
+// Whether tensor t is an input tile of `dtype` that the generated CPU code reads in place;
+// every other tile it holds as float32.
+bool stored_in_place_as(const BlockGraph& g, int t, ir::DType dtype) {
+  const Op& producer = g.ops()[g.tensor(t).producer];
+  return producer.kind == OpKind::kInput && g.kernel_input_dtype(producer.io_index) == dtype &&
+         layout::cpu_reads_in_place(g, producer);
+}
+
 std::string grid_label(const BlockGraph& g) {
   return "customized grid(" + std::to_string(g.grid()[0]) + "," + std::to_string(g.grid()[1]) +
          "," + std::to_string(g.grid()[2]) + ") forloop " + std::to_string(g.forloop_range());
@@ -98,7 +110,16 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const Shape& c = g.tensor(op.outputs[0]).shape;
       const double m = double(c[c.size() - 2]), n = double(c.back());
       const double k = double(g.tensor(op.inputs[0]).shape.back());
-      w.matmul_tiles.push_back({m, k, n, times * tensor_elements(c) / (m * n)});
+      const double count = times * tensor_elements(c) / (m * n);
+      const bool bf16_weight = m >= kMinWeightTile && n >= kMinWeightTile && k >= kMinWeightTile &&
+                               stored_in_place_as(g, op.inputs[1], ir::DType::kBF16) &&
+                               !stored_in_place_as(g, op.inputs[0], ir::DType::kF16);
+      w.matmul_tiles.push_back({m, k, n, count, bf16_weight});
+      if (bf16_weight) {
+        const bool bf16_a = stored_in_place_as(g, op.inputs[0], ir::DType::kBF16);
+        (bf16_a ? w.bf16_weight_matmul_flops : w.f32_bf16_weight_matmul_flops) +=
+            2 * m * k * n * count;
+      }
     }
     const OpFlops f = op_flops(g, op);
     w.flops += f.total * times;

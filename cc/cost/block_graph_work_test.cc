@@ -118,5 +118,45 @@ TEST(BlockGraphWork, LowPrecisionTilesAreReadAtTheirStorageWidth) {
   EXPECT_DOUBLE_EQ(w.low_precision_matmul_flops, 96 * 32 * 2.0 * 8 * 64 * 128);
 }
 
+// x[m, 256] @ w[256, 256] over 2 blocks of w's columns, k in 4 steps of 64: both tiles are
+// read in place (only the matmul reads them, rows lying evenly).
+KernelWork plain_product(int64_t m, DType x_dtype, DType w_dtype) {
+  auto bg = std::make_shared<BlockGraph>(Dim3{2, 1, 1}, 4);
+  const int x = bg->new_input({m, 256}, x_dtype, {-1, -1, -1}, 1);
+  const int w = bg->new_input({256, 256}, w_dtype, {1, -1, -1}, 0);
+  bg->new_output(bg->accum(OpKind::kAccumSum, bg->matmul(x, w)), {1, -1, -1}, DType::kF32);
+  return block_graph_work(*bg);
+}
+
+TEST(BlockGraphWork, ProductsWithABfloat16WeightAreCountedByHowAIsHeld) {
+  const double flops = 2.0 * 64 * 64 * 128 * 4 * 2;  // [64, 64] @ [64, 128], 4 steps, 2 blocks
+  const KernelWork both = plain_product(64, DType::kBF16, DType::kBF16);
+  EXPECT_DOUBLE_EQ(both.bf16_weight_matmul_flops, flops);
+  EXPECT_DOUBLE_EQ(both.f32_bf16_weight_matmul_flops, 0);
+  ASSERT_EQ(both.matmul_tiles.size(), 1u);
+  EXPECT_TRUE(both.matmul_tiles[0].bf16_weight);
+  const KernelWork f32_x = plain_product(64, DType::kF32, DType::kBF16);
+  EXPECT_DOUBLE_EQ(f32_x.bf16_weight_matmul_flops, 0);
+  EXPECT_DOUBLE_EQ(f32_x.f32_bf16_weight_matmul_flops, flops);
+  // A float16 x is copied into the arena as float32.
+  EXPECT_DOUBLE_EQ(plain_product(64, DType::kF16, DType::kBF16).f32_bf16_weight_matmul_flops,
+                   flops);
+  // Under 32 rows, a float32 or float16 weight: the vector path's products.
+  for (const KernelWork& w :
+       {plain_product(16, DType::kBF16, DType::kBF16), plain_product(64, DType::kBF16, DType::kF32),
+        plain_product(64, DType::kF32, DType::kF16)}) {
+    EXPECT_DOUBLE_EQ(w.bf16_weight_matmul_flops + w.f32_bf16_weight_matmul_flops, 0);
+    EXPECT_FALSE(w.matmul_tiles.at(0).bf16_weight);
+  }
+  // The norm's output, computed, is float32 whatever the program's dtype says.
+  RmsNormLinearShape s;
+  s.m = 64;
+  s.dtype = DType::kBF16;
+  const KernelWork fused =
+      block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32, 1, s)));
+  EXPECT_DOUBLE_EQ(fused.f32_bf16_weight_matmul_flops, 96 * 32 * 2.0 * 64 * 64 * 128);
+  EXPECT_DOUBLE_EQ(fused.bf16_weight_matmul_flops, 0);
+}
+
 }  // namespace
 }  // namespace mj::cost

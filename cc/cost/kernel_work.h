@@ -33,7 +33,12 @@ struct KernelWork {
   double bytes_read = 0;     // everything loaded from kernel-level tensors, re-reads included
   double bytes_written = 0;  // kernel-level results, stored once
   double flops = 0;
-  double low_precision_matmul_flops = 0;   // part of flops (tensor cores on a GPU)
+  double low_precision_matmul_flops = 0;  // part of flops (tensor cores on a GPU)
+  // kCustomized, parts of flops: products of 32 rows, columns and k or more whose B is a
+  // bfloat16 input tile read in place, by how A is held (a bfloat16 tile read in place, or
+  // float32): a CPU runs them on its bfloat16-weight path (Target::generated_bf16_flops).
+  double bf16_weight_matmul_flops = 0;
+  double f32_bf16_weight_matmul_flops = 0;
   std::vector<ReplicatedRead> replicated;  // customized only
   // kLibraryMatmul: rows of each result matrix (the library picks its algorithm by it).
   int64_t matmul_rows = 0;
@@ -88,6 +93,7 @@ struct KernelWork {
   // of shuffles, and ran 2.8-11 ms where the model, counting 2mnk, said 0.76.
   struct MatmulTile {
     double m = 0, k = 0, n = 0, count = 0;
+    bool bf16_weight = false;  // counted in one of the *_bf16_weight_matmul_flops
   };
   std::vector<MatmulTile> matmul_tiles;
 };

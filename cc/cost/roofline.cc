@@ -37,6 +37,7 @@ double vector_padding_flops(const KernelWork& w, const Target& t) {
   const double lanes = t.vector_width_floats;
   double extra = 0;
   for (const KernelWork::MatmulTile& mm : w.matmul_tiles) {
+    if (mm.bf16_weight && t.generated_bf16_flops > 0) continue;  // priced at their own rates
     const bool along_k = mm.n <= lanes && (mm.m > kPanelRows || 2 * mm.n < lanes);
     double vector_ops;
     if (along_k) {
@@ -51,6 +52,17 @@ double vector_padding_flops(const KernelWork& w, const Target& t) {
   return extra;
 }
 
+// A generated kernel's products with a bfloat16 B at the rates measured for them, the rest
+// of its flops at generated_flops.
+double generated_seconds(const KernelWork& w, const Target& t, double flops) {
+  if (t.generated_bf16_flops <= 0) return flops / t.generated_flops;
+  const double f32_a_rate =
+      t.generated_f32_bf16_flops > 0 ? t.generated_f32_bf16_flops : t.generated_bf16_flops;
+  const double rest = flops - w.bf16_weight_matmul_flops - w.f32_bf16_weight_matmul_flops;
+  return rest / t.generated_flops + w.bf16_weight_matmul_flops / t.generated_bf16_flops +
+         w.f32_bf16_weight_matmul_flops / f32_a_rate;
+}
+
 double compute_seconds(const KernelWork& w, const Target& t) {
   if (t.kind == TargetKind::kGpu) {
     return w.low_precision_matmul_flops / t.tensor_core_flops +
@@ -60,7 +72,7 @@ double compute_seconds(const KernelWork& w, const Target& t) {
   const double cpu_flops = w.flops + w.cpu_extra_flops;
   const double flops = customized ? cpu_flops + vector_padding_flops(w, t) : cpu_flops;
   if (customized && t.generated_flops > 0) {
-    return flops / t.generated_flops + w.on_chip_copy_bytes / t.cache_bandwidth;
+    return generated_seconds(w, t, flops) + w.on_chip_copy_bytes / t.cache_bandwidth;
   }
   return flops / (library_small_m(w, t) ? t.library_small_m_matmul_flops : t.peak_flops);
 }

@@ -205,6 +205,32 @@ TEST(Roofline, GeneratedKernelsComputeAtTheirOwnRate) {
   EXPECT_DOUBLE_EQ(kernel_time(library, cpu).compute_s, 6e9 / 120e9);
 }
 
+TEST(Roofline, ProductsWithABfloat16WeightComputeAtTheirOwnRates) {
+  Target cpu = Target::cpu_host();
+  cpu.generated_flops = 100e9;
+  cpu.vector_width_floats = 16;
+  KernelWork w = customized(2, 0, 10e9);
+  w.matmul_tiles.push_back({256, 1024, 512, 10e9 / (2.0 * 256 * 1024 * 512), true});
+  w.bf16_weight_matmul_flops = 6e9;
+  w.f32_bf16_weight_matmul_flops = 2e9;
+  cpu.generated_bf16_flops = 1200e9;
+  cpu.generated_f32_bf16_flops = 400e9;
+  // No packing or lane flops for the tile products: their rates include them.
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, 2e9 / 100e9 + 6e9 / 1200e9 + 2e9 / 400e9);
+  // Without a float32-x rate, the bfloat16 one.
+  cpu.generated_f32_bf16_flops = 0;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).compute_s, 2e9 / 100e9 + 8e9 / 1200e9);
+  // Uncalibrated: every flop at generated_flops, the tiles' vector padding included.
+  cpu.generated_bf16_flops = 0;
+  EXPECT_GT(kernel_time(w, cpu).compute_s, 10e9 / 100e9);
+  // A negative or NaN rate is refused, named.
+  cpu.generated_bf16_flops = -1;
+  EXPECT_THROW(check_target(cpu), std::invalid_argument);
+  cpu.generated_bf16_flops = 0;
+  cpu.generated_f32_bf16_flops = std::nan("");
+  EXPECT_THROW(check_target(cpu), std::invalid_argument);
+}
+
 TEST(Roofline, OnChipCopiesTakeCpuTimeAtTheCacheBandwidth) {
   Target cpu = Target::cpu_host();
   cpu.generated_flops = 60e9;

@@ -129,8 +129,11 @@ void check_target(const Target& t) {
       !(t.block_overhead_s >= 0) || !(t.page_walk_s >= 0) || !(t.run_overhead_s >= 0)) {
     throw std::invalid_argument("target '" + t.name + "': overheads must not be negative");
   }
-  if (!(t.generated_flops >= 0)) {
-    throw std::invalid_argument("target '" + t.name + "': generated_flops must not be negative");
+  if (!(t.generated_flops >= 0) || !(t.generated_bf16_flops >= 0) ||
+      !(t.generated_f32_bf16_flops >= 0)) {
+    throw std::invalid_argument("target '" + t.name +
+                                "': generated_flops, generated_bf16_flops and "
+                                "generated_f32_bf16_flops must not be negative");
   }
 }
 

@@ -30,6 +30,12 @@ struct Target {
   // are the fp32 FMA pipes and generated_flops is not read.
   double peak_flops = 0;
   double generated_flops = 0;
+  // CPU: the flop/s of a generated product whose B is bfloat16, 32 rows or more, for a
+  // bfloat16 A and for a float32 A (kernel_work.h, *_bf16_weight_matmul_flops): on a CPU with
+  // AMX tiles several times generated_flops, a float32 A a third of that (it is split into
+  // three bfloat16 parts). 0: generated_flops.
+  double generated_bf16_flops = 0;
+  double generated_f32_bf16_flops = 0;
   // The cache that serves tiles re-read by the blocks a replicated input is shared by
   // (CPU L3, GPU L2), and its bandwidth. A replicated tensor that fits in half of it (the
   // other half is left to the streamed operands) is re-read from it, not from DRAM. On a

@@ -45,6 +45,8 @@ void bind_target(nb::module_& m) {
       .def_rw("dram_bandwidth", &Target::dram_bandwidth)
       .def_rw("peak_flops", &Target::peak_flops)
       .def_rw("generated_flops", &Target::generated_flops)
+      .def_rw("generated_bf16_flops", &Target::generated_bf16_flops)
+      .def_rw("generated_f32_bf16_flops", &Target::generated_f32_bf16_flops)
       .def_rw("last_level_cache_bytes", &Target::last_level_cache_bytes)
       .def_rw("cache_bandwidth", &Target::cache_bandwidth)
       .def_rw("custom_call_overhead_s", &Target::custom_call_overhead_s)

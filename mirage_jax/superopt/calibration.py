@@ -7,6 +7,10 @@ number the roofline divides by is measured with a small probe, the way candidate
 - dram_bandwidth: a generated kernel streaming a weight matrix twice the last-level cache
   (x[1, K] @ W[K, N], one block per core): the rate decode GEMVs get, not a library's.
 - generated_flops: a generated kernel's block matmuls on cache-resident tiles.
+- generated_bf16_flops, generated_f32_bf16_flops: the same product of 256 rows with a
+  bfloat16 weight, its x bfloat16 and float32: the rates of the generated code's
+  bfloat16-weight path (the AMX tiles where the CPU has them, cc/codegen/cpu/prelude.cc),
+  which the float32 rate misprices several times over.
 - peak_flops, library_small_m_matmul_flops: jitted XLA matmuls, large and of 8 rows.
 - library_small_m_bandwidth: a jitted XLA matmul of 8 rows over the streamed weight: XLA's
   small-M dots read a weight from memory far slower than a stream (or its one-row GEMV).
@@ -39,6 +43,7 @@ kept per machine, superopt/calibration_cache.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -62,6 +67,9 @@ _STREAM_MAX_BYTES = 256 * 2**20
 _TINY_BLOCKS = 64
 _SHORT_RUN_BLOCKS = 64
 _LINE_FLOATS = 16  # one 64-byte cache line of float32
+# The bfloat16-weight probes: a prefill's projection as the search splits it, x[256, 1024] @
+# w[1024, 1024] in blocks of 256-row tiles (rewrite/budget.py times the same product).
+_WEIGHT_PROBE = (256, 1024, 1024, 256)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +80,8 @@ class Calibration:
     last_level_cache_bytes: int
     dram_bandwidth: float  # bytes/s
     generated_flops: float  # flop/s
+    generated_bf16_flops: float  # flop/s
+    generated_f32_bf16_flops: float  # flop/s
     peak_flops: float  # flop/s
     library_small_m_matmul_flops: float  # flop/s
     library_small_m_bandwidth: float  # bytes/s
@@ -112,6 +122,8 @@ class Calibration:
         t.last_level_cache_bytes = self.last_level_cache_bytes
         t.dram_bandwidth = self.dram_bandwidth
         t.generated_flops = self.generated_flops
+        t.generated_bf16_flops = self.generated_bf16_flops
+        t.generated_f32_bf16_flops = self.generated_f32_bf16_flops
         t.peak_flops = self.peak_flops
         t.library_small_m_matmul_flops = self.library_small_m_matmul_flops
         t.library_small_m_bandwidth = self.library_small_m_bandwidth
@@ -126,7 +138,9 @@ class Calibration:
     def summary(self) -> str:
         return (
             f"{self.cores} cores, memory {self.dram_bandwidth / 1e9:.1f} GB/s, generated "
-            f"kernels {self.generated_flops / 1e9:.0f} GFLOP/s, XLA matmul "
+            f"kernels {self.generated_flops / 1e9:.0f} GFLOP/s (bfloat16 weights "
+            f"{self.generated_bf16_flops / 1e9:.0f}, with a float32 x "
+            f"{self.generated_f32_bf16_flops / 1e9:.0f}), XLA matmul "
             f"{self.peak_flops / 1e9:.0f} GFLOP/s ({self.library_small_m_matmul_flops / 1e9:.0f} "
             f"at 8 rows, streaming {self.library_small_m_bandwidth / 1e9:.1f} GB/s), custom "
             f"call {self.custom_call_overhead_s * 1e6:.1f} us, block "
@@ -170,6 +184,11 @@ def _scale_kernel(rows: int, blocks: int) -> KernelGraph:
     return kg
 
 
+def _weight_probe(cores: int, x_dtype: str) -> KernelGraph:
+    m, k, n, k_tile = _WEIGHT_PROBE
+    return column_split_product(m, k, n, math.gcd(n, cores), k_tile, x_dtype, "bfloat16")
+
+
 def _stream_columns(cache_bytes: int) -> int:
     """Columns of the streamed W[K, N]: twice the cache, a multiple of 256, within a cap."""
     wanted = min(2 * cache_bytes, _STREAM_MAX_BYTES) // (4 * _STREAM_K)
@@ -206,7 +225,10 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
         ),
         "whole rows": _row_walk_kernel(n_stream, _STREAM_K, cores, _STREAM_K),
         "line runs": _row_walk_kernel(n_stream, _STREAM_K, cores, _LINE_FLOATS),
-        "compute": column_split_product(128, 1024, 1024, 4 * cores, 128),
+        # Blocks that divide the columns whatever the number of cores (3 cores: 4 blocks).
+        "compute": column_split_product(128, 1024, 1024, math.gcd(1024, 4 * cores), 128),
+        "bf16 weight": _weight_probe(cores, "bfloat16"),
+        "f32 x bf16 weight": _weight_probe(cores, "float32"),
         "one block": _scale_kernel(_TINY_BLOCKS, 1),
         "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
     }
@@ -216,10 +238,21 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
     rng = np.random.default_rng(0)
 
     def inputs(kg: KernelGraph) -> list[jax.Array]:
-        return [jax.device_put(rng.standard_normal(t.shape, dtype=np.float32)) for t in kg.inputs]
+        return [
+            jax.device_put(rng.standard_normal(t.shape, dtype=np.float32).astype(t.dtype))
+            for t in kg.inputs
+        ]
 
     probe_inputs = {
-        name: inputs(kernels[name]) for name in ("stream", "whole rows", "one block", "compute")
+        name: inputs(kernels[name])
+        for name in (
+            "stream",
+            "whole rows",
+            "one block",
+            "compute",
+            "bf16 weight",
+            "f32 x bf16 weight",
+        )
     }
     found = []
     for round_ in range(rounds):
@@ -262,14 +295,18 @@ def _timed(
     # GFLOP/s for the same probe on one machine within an hour, XLA's 183-197). Stretches,
     # not single calls in turn: the probe is of cache-resident tiles, and each call of the
     # other matmul evicted them (145-159 GFLOP/s alternating call by call).
-    computed = probe_inputs["compute"]
+    rated = ("compute", "bf16 weight", "f32 x bf16 weight")
     rates = fastest_seconds_each(
-        {"compute": lambda: fns["compute"](*computed), "library": lambda: matmul(a, b)},
+        {
+            **{name: functools.partial(fns[name], *probe_inputs[name]) for name in rated},
+            "library": lambda: matmul(a, b),
+        },
         (),
         4 * RUNS,
         stretch=RUNS,
     )
     compute_s, library_s = rates["compute"], rates["library"]
+    m, k, n, _ = _WEIGHT_PROBE
     x8 = jax.device_put(rng.standard_normal((8, 2048), dtype=np.float32))
     w8 = jax.device_put(rng.standard_normal((2048, 1024), dtype=np.float32))
     small_m_s = fastest_seconds(matmul, [x8, w8], 4 * RUNS)
@@ -281,6 +318,8 @@ def _timed(
         last_level_cache_bytes=cache_bytes,
         dram_bandwidth=4.0 * _STREAM_K * n_stream / stream_s,
         generated_flops=2.0 * 128 * 1024 * 1024 / compute_s,
+        generated_bf16_flops=2.0 * m * k * n / rates["bf16 weight"],
+        generated_f32_bf16_flops=2.0 * m * k * n / rates["f32 x bf16 weight"],
         peak_flops=2.0 * 512 * 1024 * 1024 / library_s,
         library_small_m_matmul_flops=2.0 * 8 * 2048 * 1024 / small_m_s,
         library_small_m_bandwidth=4.0 * _STREAM_K * n_stream / small_m_stream_s,

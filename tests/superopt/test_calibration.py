@@ -21,6 +21,8 @@ FAKE = calibration.Calibration(
     last_level_cache_bytes=32 << 20,
     dram_bandwidth=10e9,
     generated_flops=20e9,
+    generated_bf16_flops=80e9,
+    generated_f32_bf16_flops=30e9,
     peak_flops=150e9,
     library_small_m_matmul_flops=40e9,
     library_small_m_bandwidth=3e9,
@@ -61,6 +63,8 @@ def test_the_probes_run_and_measure_usable_numbers():
     # failed to run, or timed nothing, does not.
     assert 1e8 < found.dram_bandwidth < 1e13
     assert 1e8 < found.generated_flops < 1e14
+    assert 1e8 < found.generated_bf16_flops < 1e15
+    assert 1e8 < found.generated_f32_bf16_flops < 1e15
     assert 1e8 < found.peak_flops < 1e14
     assert 1e7 < found.library_small_m_matmul_flops < 1e14
     assert 1e8 < found.library_small_m_bandwidth < 1e13
@@ -68,10 +72,12 @@ def test_the_probes_run_and_measure_usable_numbers():
     assert 0 <= found.block_overhead_s < 1e-3
     assert 0 <= found.run_overhead_s < 1e-6 and 0 <= found.page_walk_s < 1e-6
     target = found.target()
-    assert (target.dram_bandwidth, target.generated_flops) == (
+    assert (target.dram_bandwidth, target.generated_flops, target.generated_bf16_flops) == (
         found.dram_bandwidth,
         found.generated_flops,
+        found.generated_bf16_flops,
     )
+    assert target.generated_f32_bf16_flops == found.generated_f32_bf16_flops
 
 
 def test_the_compute_probes_are_timed_in_alternating_stretches(monkeypatch):
@@ -87,7 +93,8 @@ def test_the_compute_probes_are_timed_in_alternating_stretches(monkeypatch):
 
     monkeypatch.setattr(calibration, "fastest_seconds_each", recording)
     found = calibration.measure(rounds=1)
-    assert any({"compute", "library"} <= names for names in rounds), rounds
+    stretched = {"compute", "bf16 weight", "f32 x bf16 weight", "library"}
+    assert any(stretched <= names for names in rounds), rounds
     assert 1e8 < found.generated_flops < 1e14 and 1e8 < found.peak_flops < 1e14
 
 

@@ -59,9 +59,20 @@ def test_key_covers_source_and_compiler_flags(monkeypatch):
 def test_key_covers_the_instruction_sets_march_native_compiles_for(monkeypatch):
     # A library built where the CPU has AVX-512 or AMX must not be found on one without.
     key = kernel_cache.library_key("int x;")
-    assert toolchain.native_isa() != "" and kernel_cache.library_key("int x;") == key
+    assert kernel_cache.library_key("int x;") == key
     monkeypatch.setattr(toolchain, "native_isa", lambda: "another-cpu")
     assert kernel_cache.library_key("int x;") != key
+
+
+def test_the_instruction_set_digest_follows_the_cpus_flags(monkeypatch):
+    monkeypatch.setattr(toolchain, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    avx2 = toolchain.native_isa()
+    monkeypatch.setattr(toolchain, "cpu_flags", lambda: frozenset({"fma", "avx2"}))
+    assert toolchain.native_isa() == avx2  # a set: the order /proc/cpuinfo lists them in
+    monkeypatch.setattr(toolchain, "cpu_flags", lambda: frozenset({"avx2", "fma", "amx_bf16"}))
+    assert toolchain.native_isa() not in (avx2, "unknown")
+    monkeypatch.setattr(toolchain, "cpu_flags", lambda: frozenset())
+    assert toolchain.native_isa() == "unknown"
 
 
 def test_second_compile_of_a_graph_reuses_the_cached_library(fresh_cache, compiler_calls):

@@ -39,6 +39,7 @@ from mirage_jax.runtime import toolchain
 from mirage_jax.runtime.toolchain import KernelCompileError
 from mirage_jax.superopt import float_check as _float_check
 from mirage_jax.superopt import search_cache
+from mirage_jax.superopt import superoptimize as _superoptimize
 
 CONFIG = mj.SearchConfig(threads=2, time_budget_s=50, max_kernel_ops=1, max_block_ops=5)
 TOP_K = 2
@@ -250,6 +251,42 @@ def test_a_win_within_the_noise_is_timed_again_up_to_the_budget_and_xla_kept(ran
     assert extra and all(names == sorted(["xla", best]) for names, _ in extra)
     assert sum(b for _, b in extra) == pytest.approx(_decision.EXTRA_BUDGET_S)
     assert "not a clear win of 1.10x or more, so XLA is kept" in f.report()
+
+
+def test_when_the_fastest_candidate_loses_the_decision_the_next_one_is_decided(ranked, monkeypatch):
+    # The first timing puts `first` ahead of `second` within its noise; timed again alone
+    # with XLA, `first` is slower than XLA and `second` clearly faster: `second` is kept.
+    first, second = (c.hash() for c in ranked[:TOP_K])
+    xla = [1.0, 1.4, 0.6, 1.2, 0.8, 1.0, 1.3, 0.7]
+    initial = _profile.Times(
+        {
+            "xla": [t * 1e-3 for t in xla],
+            first: [t * 0.85e-3 for t in reversed(xla)],
+            second: [t * 0.88e-3 for t in reversed(xla)],
+        }
+    )
+    again = {"xla": 1.0e-3, first: 1.05e-3, second: 0.8e-3}
+    asked = []
+
+    def timer(functions, args, budget_s=None):
+        asked.append(sorted(functions))
+        if len(asked) == 1:
+            return initial, 8
+        return {n: again[n] for n in functions}, 8
+
+    monkeypatch.setattr(_profile, "median_times", timer)
+    f = superoptimize()
+    assert f.graph.hash() == second
+    assert asked[1:] == [sorted(["xla", first]), sorted(["xla", second])]
+    report = f.report()
+    assert f"dropped {first}: not a clear win over XLA" in report
+    assert "1.25x" in report.split("decision (paired bootstrap")[1].splitlines()[0]
+    # With one decision allowed, the first loser ends the timing, as before.
+    monkeypatch.setattr(_superoptimize, "DECISIONS", 1)
+    asked.clear()
+    with pytest.warns(RuntimeWarning, match="not a clear win over XLA"):
+        g = superoptimize()
+    assert g.graph.hash() == reference().hash() and asked[1:] == [sorted(["xla", first])]
 
 
 def test_a_clear_winner_is_kept_without_timing_again(ranked, monkeypatch):

@@ -17,6 +17,7 @@ double cpu_extra_element_flops(OpKind kind, bool generated) {
     case OpKind::kGelu: return 60;
     case OpKind::kErf:
     case OpKind::kErfc: return generated ? 110 : kExpFlops;
+    case OpKind::kGeluErf: return generated ? 110 : kExpFlops;  // an erfc and 3 flops
     case OpKind::kDiv:
     case OpKind::kRecip: return 12;
     case OpKind::kSqrt: return 16;

@@ -16,6 +16,7 @@
 //   gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),  tanh(u) = 1 - 2 / (exp(2u) + 1)
 //   erfc(x) = 1 - erf(x)   (floats, kernels and the finite field replace it: 1 - erf(x)
 //                           cancels for x > 1)
+//   gelu_erf(x) = 0.5 x erfc(-x / sqrt(2))   (jax.nn.gelu(approximate=False))
 #include <optional>
 #include <string>
 #include <utility>
@@ -50,6 +51,12 @@ typename D::Value gelu(const D& d, const typename D::Value& x) {
 template <class D>
 typename D::Value erfc(const D& d, const typename D::Value& x) {
   return d.sub(d.constant(1.0), d.erf(x));
+}
+
+template <class D>
+typename D::Value gelu_erf(const D& d, const typename D::Value& x) {
+  // 1/sqrt(2) as the double nearest to it, as gelu's constant.
+  return d.mul(d.mul(d.constant(0.5), x), erfc(d, d.mul(d.constant(-0.7071067811865476), x)));
 }
 
 namespace internal {

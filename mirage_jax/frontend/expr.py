@@ -208,6 +208,33 @@ def fuse_gelu(a: Value, b: Value) -> Value | None:
     return None
 
 
+def fuse_gelu_erf(a: Value, b: Value) -> Value | None:
+    """x · 0.5 · erfc(-x · 1/√2) as jax.nn.gelu(approximate=False) traces it (0.5 · x times
+    erfc of neg(x) scaled by 1/√2, in either order), its constant as the program's dtype holds
+    it."""
+    for half_x, e in ((a, b), (b, a)):
+        if half_x.groups != e.groups:
+            continue
+        half = scalar_op(half_x.d, "mul_scalar")
+        if not (half and np.isclose(half[1], 0.5)):
+            continue
+        x = half[0]
+        if not (e.d.op == "unary" and e.d.attr[0] == "erfc"):
+            continue
+        scaled = scalar_op(e.d.args[0], "mul_scalar")
+        if scaled is None:
+            continue
+        arg, c = scaled
+        if arg.op == "unary" and arg.attr[0] == "neg" and arg.args[0] is x:
+            c = -c
+        elif arg is not x:
+            continue
+        if not is_constant(-c, np.sqrt(0.5)):
+            continue
+        return Value(unary("gelu_erf", x), half_x.groups, half_x.shape)
+    return None
+
+
 def non_negative(d: Expr) -> bool:
     """d is never below 0 for any input (it may be NaN): squares, exponentials, their sums,
     means, maxima and products, scaled by c >= 0 or shifted by c >= 0. What lets

@@ -466,7 +466,7 @@ def _binary_of_tensors(kind: str, a: Value, b: Value, groups: Groups, so: tuple[
     if a.d is b.d and a.groups == b.groups and kind == "mul":
         return Value(expr.unary("square", a.d), groups, so)
     if kind == "mul":
-        fused = expr.fuse_silu(a, b) or expr.fuse_gelu(a, b)
+        fused = expr.fuse_silu(a, b) or expr.fuse_gelu(a, b) or expr.fuse_gelu_erf(a, b)
         if fused is not None:
             return Value(fused.d, groups, so)
     return Value(expr.binary(kind, a.d, b.d), groups, so)

@@ -99,6 +99,10 @@ class _Graph:
         """The tanh approximation, as jax.nn.gelu's default."""
         return self._unary("gelu", x)
 
+    def gelu_erf(self, x: Tensor) -> Tensor:
+        """0.5 x erfc(-x / sqrt(2)), as jax.nn.gelu(approximate=False)."""
+        return self._unary("gelu_erf", x)
+
     def relu(self, x: Tensor) -> Tensor:
         return self._unary("relu", x)
 

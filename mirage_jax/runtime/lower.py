@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-# The formulas of docs/ir-semantics.md; gelu is the tanh approximation.
+# The formulas of docs/ir-semantics.md; gelu is the tanh approximation, gelu_erf the exact
+# form.
 _UNARY: dict[str, Callable] = {
     "exp": jnp.exp,
     "square": jnp.square,
@@ -31,6 +32,7 @@ _UNARY: dict[str, Callable] = {
     "recip": jnp.reciprocal,
     "erf": lax.erf,
     "erfc": lax.erfc,
+    "gelu_erf": lambda x: 0.5 * x * lax.erfc(x * -0.7071067811865476),
 }
 _BINARY: dict[str, Callable] = {
     "add": jnp.add,

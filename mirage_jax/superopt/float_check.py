@@ -262,7 +262,7 @@ def _degree(kg: KernelGraph, scaled: set[int]) -> float:
             value = -ins[0] / 2
         elif kind == "recip":
             value = -ins[0]
-        elif kind in ("exp", "sigmoid", "silu", "gelu", "erf", "erfc", "rms_norm"):
+        elif kind in ("exp", "sigmoid", "silu", "gelu", "gelu_erf", "erf", "erfc", "rms_norm"):
             value = 0.0
         elif kind == "select":  # x or a constant: the mask does not scale it
             value = ins[0]

@@ -312,8 +312,8 @@ def test_custom_derivative_calls_are_recorded_whole_or_kept_opaque():
 
 def test_tanh_and_gelu():
     """tanh becomes 2·sigmoid(2z) - 1 (a kernel graph has no tanh); jax.nn.gelu's tanh
-    form is recognized as the kernel graph's gelu; the exact form (lax.erfc, and the formula
-    with lax.erf) converts with the kernel graph's erfc and erf."""
+    form is recognized as the kernel graph's gelu, the exact form (0.5·x·erfc(-x/√2)) as its
+    gelu_erf; the formula with lax.erf converts with the kernel graph's erf."""
     rng = np.random.default_rng(3)
     args = (_rand(rng, 8, 32), _rand(rng, 32, 16))
 
@@ -334,7 +334,23 @@ def test_tanh_and_gelu():
         return jax.nn.gelu(x @ w, approximate=False)
 
     (r,) = _whole(erf_gelu, *args).regions
-    _check_region(r, args, kinds=["erfc", "matmul"])
+    rg = _check_region(r, args, kinds=["gelu_erf", "matmul"])
+    assert "erfc" not in str(rg.graph) and "mul_scalar" not in str(rg.graph)
+
+    def erf_gelu_written_out(x, w):  # the same formula, its operands the other way round
+        h = x @ w
+        return jax.lax.erfc(h * np.float32(-np.sqrt(0.5))) * (h * 0.5)
+
+    (r,) = _whole(erf_gelu_written_out, *args).regions
+    _check_region(r, args, kinds=["gelu_erf", "matmul"])
+
+    def erf_gelu_of_another(x, w):  # 0.5·x times erfc of another value: not a GELU
+        h = x @ w
+        return (h * 0.5) * jax.lax.erfc(-(h + 1.0) * np.float32(np.sqrt(0.5)))
+
+    (r,) = _whole(erf_gelu_of_another, *args).regions
+    rg = _check_region(r, args, kinds=["erfc", "matmul"])
+    assert "gelu_erf" not in str(rg.graph)
 
     def erf_formula_gelu(x, w):
         h = x @ w

@@ -523,8 +523,9 @@ def test_unsplit_kernels_compute_what_the_interpreter_does_emulated(cuda_include
 
 
 def every_op_graph(dtype: str) -> mj.KernelGraph:
-    """One kernel using every elementwise op (with a broadcast operand), reduce sum/mean/max
-    along first, middle and last dims, rms_norm and concat along the first and last dims."""
+    """One kernel using every elementwise op but erf and select (with a broadcast operand),
+    reduce sum/mean/max along first, middle and last dims, rms_norm and concat along the first
+    and last dims."""
     g = mj.KernelGraph()
     X, Y = g.new_input((4, 8, 6), dtype), g.new_input((6,), dtype)
     bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=1)
@@ -533,6 +534,7 @@ def every_op_graph(dtype: str) -> mj.KernelGraph:
     chain = bg.div(bg.sigmoid(bg.add(bg.gelu(x), y)), bg.sqrt(one))
     chain = bg.sub(bg.mul(chain, bg.rsqrt(one)), bg.recip(one))
     chain = bg.add(chain, bg.relu(bg.neg(bg.silu(bg.exp(bg.mul_scalar(x, 0.5))))))
+    chain = bg.add(chain, bg.gelu_erf(bg.erfc(x)))
     outs = [
         chain,
         bg.reduce(x, 0, "mean"),

@@ -49,7 +49,8 @@ def special_rows() -> np.ndarray:
 
 def erf_graph():
     """X[4, 16]: erf and erfc at block level (blocks of two rows), GELU's erfc form after a
-    matmul with W[16, 8] at block level, and erf and erfc as kernel-level ops."""
+    matmul with W[16, 8] at block level, written out and as the one op gelu_erf, and erf,
+    erfc and gelu_erf as kernel-level ops."""
     g = mj.KernelGraph()
     X, W = g.new_input((4, 16), "float32"), g.new_input((16, 8), "float32")
     bg = mj.BlockGraph(grid=(2, 1, 1), forloop_range=1)
@@ -57,10 +58,10 @@ def erf_graph():
     w = bg.new_input(W, imap=(-1, -1, -1), fmap=-1)
     h = bg.matmul(x, w)
     gelu = bg.mul(bg.mul_scalar(h, 0.5), bg.erfc(bg.mul_scalar(h, -INV_SQRT2)))
-    for t in (bg.erf(x), bg.erfc(x), gelu):
+    for t in (bg.erf(x), bg.erfc(x), gelu, bg.gelu_erf(h)):
         bg.new_output(t, omap=(0, -1, -1))
     outs = list(g.customized([X, W], bg))
-    for t in [*outs, g.erf(X), g.erfc(X)]:
+    for t in [*outs, g.erf(X), g.erfc(X), g.gelu_erf(X)]:
         g.mark_output(t)
     return g
 
@@ -71,8 +72,10 @@ def erf_xla(x, w):
         jax.lax.erf(x),
         jax.lax.erfc(x),
         jax.nn.gelu(h, approximate=False),
+        jax.nn.gelu(h, approximate=False),  # the one op gelu_erf
         jax.lax.erf(x),
         jax.lax.erfc(x),
+        jax.nn.gelu(x, approximate=False),
     )
 
 

@@ -174,3 +174,29 @@ def test_a_wrong_constant_inside_erf_is_rejected():
         )
     )
     assert not mj.verify_equivalent(a, g)
+
+
+def test_the_one_op_gelu_erf_is_its_erfc_formula_and_nothing_else(rng):
+    """gelu_erf verifies against 0.5·x·erfc(-x/√2) written out, and is rejected against the
+    tanh GELU, the formula with 1 + erf (which loses erfc's tail), and the formula of another
+    constant; each rejected pair differs in floats."""
+    g, (x, _) = inputs()
+    g.mark_output(g.gelu_erf(x))
+    written, (x2, _) = inputs()
+    written.mark_output(
+        written.mul(written.mul_scalar(x2, 0.5), written.erfc(written.mul_scalar(x2, -INV_SQRT2)))
+    )
+    result = mj.verify_equivalent(g, written)
+    assert result, result
+    assert mj.verify_equivalent(written, g)
+    other, (x3, _) = inputs()
+    other.mark_output(other.mul(other.mul_scalar(x3, 0.5), other.erfc(other.mul_scalar(x3, -0.7))))
+    values = [rng.standard_normal((4, 8)) * 3 for _ in range(2)]
+    for wrong in (gelu_tanh_graph(), gelu_erf_graph(), other):
+        assert not mj.verify_equivalent(g, wrong)
+        assert not mj.verify_equivalent(wrong, g)
+    for wrong in (gelu_tanh_graph(), other):
+        assert not np.allclose(evaluate(g, values), evaluate(wrong, values), rtol=1e-6, atol=1e-6)
+    # -9: erfc's tail, 0.5·x·erfc(9/√2) about -5e-19, where 1 + erf(-9/√2) is 0
+    x9 = np.full((4, 8), -9.0)
+    assert evaluate(g, [x9, x9]).min() < 0 and not evaluate(gelu_erf_graph(), [x9, x9]).any()

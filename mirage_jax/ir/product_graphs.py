@@ -7,6 +7,11 @@ from __future__ import annotations
 
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
 
+# A prefill's projection as the search splits it, x[256, 1024] @ w[1024, 1024] in k tiles of
+# 256: the product whose bfloat16-weight rate the decorator's search estimate
+# (rewrite/budget.py) and the cost model's calibration (superopt/calibration.py) time.
+PREFILL_PROJECTION = (256, 1024, 1024, 256)
+
 
 def column_split_product(
     m: int,
@@ -34,3 +39,16 @@ def column_split_product(
     (y,) = kg.customized([x, w], bg)
     kg.mark_output(y)
     return kg
+
+
+def prefill_projection(blocks: int, x_dtype: str) -> KernelGraph:
+    """PREFILL_PROJECTION with a bfloat16 w, over as many blocks as divide its columns and do
+    not exceed `blocks` (3 cores: 2 blocks)."""
+    m, k, n, k_tile = PREFILL_PROJECTION
+    return column_split_product(m, k, n, fitting_blocks(n, blocks), k_tile, x_dtype, "bfloat16")
+
+
+def fitting_blocks(n: int, wanted: int) -> int:
+    """The most blocks, at most `wanted` (and at least 1), that split n columns evenly: a grid
+    per core on a machine whose core count does not divide the probe's columns."""
+    return max(b for b in range(1, max(1, wanted) + 1) if n % b == 0)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from mirage_jax.ir.graph import KernelGraph
-from mirage_jax.ir.product_graphs import column_split_product
+from mirage_jax.ir.product_graphs import PREFILL_PROJECTION, prefill_projection
 from mirage_jax.runtime import cold_inputs as _cold_inputs
 from mirage_jax.runtime import compile as _compile
 from mirage_jax.runtime import profile as _profile
@@ -78,11 +78,6 @@ def machine_rates(platform: str = "cpu") -> MachineRates:
     return MachineRates(flops, max(read, copy))
 
 
-# The generated bfloat16 product timed for its rate: a prefill's projection, as the search
-# splits it (x[256, 1024] @ w[1024, 1024], 2 blocks of 256-row tiles).
-BF16_PROBE = (256, 1024, 1024, 2, 256)
-
-
 @functools.cache
 def bf16_flops_per_s(platform: str = "cpu") -> float:
     """The faster of XLA's float32 matmul rate and a generated bfloat16 product's, measured
@@ -91,8 +86,8 @@ def bf16_flops_per_s(platform: str = "cpu") -> float:
     rate = machine_rates(platform).flops_per_s
     if platform != "cpu":
         return rate
-    m, k, n, blocks, k_tile = BF16_PROBE
-    kg = column_split_product(m, k, n, blocks, k_tile, "bfloat16", "bfloat16")
+    m, k, n, _ = PREFILL_PROJECTION
+    kg = prefill_projection(2, "bfloat16")
     device = jax.devices(platform)[0]
     with jax.ensure_compile_time_eval():
         x = jax.device_put(np.full((m, k), 0.5, dtype=jnp.bfloat16), device)

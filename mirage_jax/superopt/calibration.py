@@ -54,7 +54,12 @@ import numpy as np
 
 from mirage_jax import _core
 from mirage_jax.ir.graph import BlockGraph, KernelGraph
-from mirage_jax.ir.product_graphs import column_split_product
+from mirage_jax.ir.product_graphs import (
+    PREFILL_PROJECTION,
+    column_split_product,
+    fitting_blocks,
+    prefill_projection,
+)
 from mirage_jax.runtime import cold_inputs
 from mirage_jax.runtime import compile as runtime_compile
 from mirage_jax.runtime.profile import fastest_seconds, fastest_seconds_each
@@ -67,9 +72,6 @@ _STREAM_MAX_BYTES = 256 * 2**20
 _TINY_BLOCKS = 64
 _SHORT_RUN_BLOCKS = 64
 _LINE_FLOATS = 16  # one 64-byte cache line of float32
-# The bfloat16-weight probes: a prefill's projection as the search splits it, x[256, 1024] @
-# w[1024, 1024] in blocks of 256-row tiles (rewrite/budget.py times the same product).
-_WEIGHT_PROBE = (256, 1024, 1024, 256)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,9 +165,10 @@ def _row_walk_kernel(n: int, k: int, blocks: int, k_tile: int) -> KernelGraph:
     kg = KernelGraph()
     w, x = kg.new_input((n, k)), kg.new_input((k, 1))
     bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // k_tile)
-    wb = bg.new_input(w, imap=(0, -1, -1), fmap=1)
+    split = (0 if blocks > 1 else -1, -1, -1)  # one block: nothing to split (an IR error)
+    wb = bg.new_input(w, imap=split, fmap=1)
     xb = bg.new_input(x, imap=(-1, -1, -1), fmap=0)
-    bg.new_output(bg.accum_sum(bg.matmul(wb, xb)), omap=(0, -1, -1))
+    bg.new_output(bg.accum_sum(bg.matmul(wb, xb)), omap=split)
     (y,) = kg.customized([w, x], bg)
     kg.mark_output(y)
     return kg
@@ -184,15 +187,30 @@ def _scale_kernel(rows: int, blocks: int) -> KernelGraph:
     return kg
 
 
-def _weight_probe(cores: int, x_dtype: str) -> KernelGraph:
-    m, k, n, k_tile = _WEIGHT_PROBE
-    return column_split_product(m, k, n, math.gcd(n, cores), k_tile, x_dtype, "bfloat16")
-
-
 def _stream_columns(cache_bytes: int) -> int:
     """Columns of the streamed W[K, N]: twice the cache, a multiple of 256, within a cap."""
     wanted = min(2 * cache_bytes, _STREAM_MAX_BYTES) // (4 * _STREAM_K)
     return max(1024, (wanted // 256) * 256)
+
+
+def probe_kernels(cores: int, n_stream: int) -> dict[str, KernelGraph]:
+    """The probes, by name, each with a block per core where its columns split that evenly
+    (else the most blocks that do: a grid that does not divide them is an error)."""
+    per_core = fitting_blocks(n_stream, cores)
+    return {
+        "stream": column_split_product(1, _STREAM_K, n_stream, per_core, 256),
+        "short runs": column_split_product(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
+        "page walks": column_split_product(
+            1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2
+        ),
+        "whole rows": _row_walk_kernel(n_stream, _STREAM_K, per_core, _STREAM_K),
+        "line runs": _row_walk_kernel(n_stream, _STREAM_K, per_core, _LINE_FLOATS),
+        "compute": column_split_product(128, 1024, 1024, fitting_blocks(1024, 4 * cores), 128),
+        "bf16 weight": prefill_projection(cores, "bfloat16"),
+        "f32 x bf16 weight": prefill_projection(cores, "float32"),
+        "one block": _scale_kernel(_TINY_BLOCKS, 1),
+        "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
+    }
 
 
 def median_of(found: Sequence[Calibration]) -> Calibration:
@@ -217,21 +235,7 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
     cores = usable_cores()
     cache_bytes = cold_inputs.last_level_cache_bytes()
     n_stream = _stream_columns(cache_bytes)
-    kernels = {
-        "stream": column_split_product(1, _STREAM_K, n_stream, cores, 256),
-        "short runs": column_split_product(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
-        "page walks": column_split_product(
-            1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2
-        ),
-        "whole rows": _row_walk_kernel(n_stream, _STREAM_K, cores, _STREAM_K),
-        "line runs": _row_walk_kernel(n_stream, _STREAM_K, cores, _LINE_FLOATS),
-        # Blocks that divide the columns whatever the number of cores (3 cores: 4 blocks).
-        "compute": column_split_product(128, 1024, 1024, math.gcd(1024, 4 * cores), 128),
-        "bf16 weight": _weight_probe(cores, "bfloat16"),
-        "f32 x bf16 weight": _weight_probe(cores, "float32"),
-        "one block": _scale_kernel(_TINY_BLOCKS, 1),
-        "many blocks": _scale_kernel(_TINY_BLOCKS, _TINY_BLOCKS),
-    }
+    kernels = probe_kernels(cores, n_stream)
     log(f"compiling {len(kernels)} probe kernels")
     runtime_compile.prebuild(list(kernels.values()))
     fns = {name: jax.jit(runtime_compile.compile(kg)) for name, kg in kernels.items()}
@@ -306,7 +310,7 @@ def _timed(
         stretch=RUNS,
     )
     compute_s, library_s = rates["compute"], rates["library"]
-    m, k, n, _ = _WEIGHT_PROBE
+    m, k, n, _ = PREFILL_PROJECTION
     x8 = jax.device_put(rng.standard_normal((8, 2048), dtype=np.float32))
     w8 = jax.device_put(rng.standard_normal((2048, 1024), dtype=np.float32))
     small_m_s = fastest_seconds(matmul, [x8, w8], 4 * RUNS)
@@ -331,6 +335,6 @@ def _timed(
         # maps), where the short-run probe's loads of 256 rows fit it.
         run_overhead_s=max(0.0, line_runs_s - whole_rows_s)
         * cores
-        / (n_stream * (_STREAM_K // _LINE_FLOATS) - cores),
+        / (n_stream * (_STREAM_K // _LINE_FLOATS) - fitting_blocks(n_stream, cores)),
         page_walk_s=max(0.0, page_walks_s - short_runs_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
     )

@@ -157,7 +157,7 @@ def test_the_bfloat16_rate_is_a_generated_bfloat16_products(monkeypatch):
 
     monkeypatch.setattr(budget._profile, "fastest_seconds", fastest)
     monkeypatch.setattr(budget, "machine_rates", lambda p="cpu": budget.MachineRates(1e9, 1e12))
-    m, k, n, _, _ = budget.BF16_PROBE
+    m, k, n, _ = budget.PREFILL_PROJECTION
     assert budget.bf16_flops_per_s.__wrapped__("cpu") == pytest.approx(2 * m * k * n / 1e-3)
     assert timed == [[((m, k), jnp.bfloat16), ((k, n), jnp.bfloat16)]]
     # never below XLA's own float32 rate, and XLA's alone where kernels are not generated here

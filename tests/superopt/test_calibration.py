@@ -14,6 +14,7 @@ import mirage_jax as mj
 from mirage_jax import _core
 from mirage_jax.cli.main import main as cli_main
 from mirage_jax.ir import paper_graphs as pg
+from mirage_jax.ir.product_graphs import fitting_blocks
 from mirage_jax.superopt import calibration, calibration_cache, search_cache
 
 FAKE = calibration.Calibration(
@@ -78,6 +79,27 @@ def test_the_probes_run_and_measure_usable_numbers():
         found.generated_bf16_flops,
     )
     assert target.generated_f32_bf16_flops == found.generated_f32_bf16_flops
+
+
+@pytest.mark.parametrize("cores", [1, 2, 3, 5, 6, 8, 12])
+def test_the_probes_are_built_for_any_number_of_cores(cores):
+    """A grid that does not divide a probe's columns is an error, and so is a split over a
+    grid of 1: on 1, 3 or 6 cores every calibration failed and the model ranked with its
+    presets. Each probe now takes a block per
+    core where the columns split so, else the most blocks that do."""
+    n_stream = calibration._stream_columns(32 << 20)
+    kernels = calibration.probe_kernels(cores, n_stream)
+    most = max(b for b in range(1, cores + 1) if n_stream % b == 0)
+    for name in ("stream", "whole rows", "line runs"):
+        assert f"grid=({most}, 1, 1)" in str(kernels[name]), name
+    weight = max(b for b in range(1, cores + 1) if 1024 % b == 0)
+    assert f"grid=({weight}, 1, 1)" in str(kernels["bf16 weight"])
+    assert "float32" in str(kernels["f32 x bf16 weight"]).split("\n")[1]
+
+
+def test_fitting_blocks_is_the_most_that_divide():
+    assert [fitting_blocks(1024, w) for w in (0, 1, 3, 6, 12, 4096)] == [1, 1, 2, 4, 8, 1024]
+    assert fitting_blocks(96, 5) == 4 and fitting_blocks(7, 6) == 1
 
 
 def test_the_compute_probes_are_timed_in_alternating_stretches(monkeypatch):

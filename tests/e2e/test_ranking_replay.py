@@ -103,3 +103,25 @@ def test_a_file_without_stored_candidates_is_named(tmp_path):
 def test_unknown_programs_are_named():
     with pytest.raises(SystemExit, match="unknown programs: \\['nope'\\]"):
         replay.main(["collect", "unused.json", "--only", "lora,nope"])
+
+
+def test_stored_calibrations_rank_with_the_rates_they_hold(collected):
+    """The bfloat16-weight rates come from the stored calibration; a calibration stored before
+    they were measured, or --flat-bf16, ranks without them (every generated flop at the
+    float32 rate, as the model did then)."""
+    doc, _ = collected
+    stored = dict(doc["calibration"], generated_bf16_flops=3e12, generated_f32_bf16_flops=1e12)
+    target = replay.stored_target(stored)
+    assert (target.generated_bf16_flops, target.generated_f32_bf16_flops) == (3e12, 1e12)
+    flat = replay.stored_target(stored, flat_bf16=True)
+    assert (flat.generated_bf16_flops, flat.generated_f32_bf16_flops) == (0.0, 0.0)
+    older = {
+        k: v for k, v in stored.items() if not k.startswith("generated_") or k == "generated_flops"
+    }
+    old = replay.stored_target(older)
+    assert (old.generated_bf16_flops, old.generated_f32_bf16_flops) == (0.0, 0.0)
+    assert old.generated_flops == target.generated_flops == stored["generated_flops"]
+    # the bfloat16 prefill programs are bfloat16 throughout
+    for _, build in replay.CASE_SETS["bf16-prefill"]:
+        reference, _ = build()
+        assert {str(t.dtype) for t in reference.inputs} == {"bfloat16"}

@@ -801,8 +801,8 @@ struct alignas(64) AmxConfig {
 // the right one's. Two rows of B are interleaved by two permutes (AVX-512 BW, which every CPU
 // with AMX has): one element at a time, packing took longer than the products of a 256-row A
 // with the packed tile. B is read along its rows, the whole panel's width a pair of rows at a
-// time: read a block's 64 bytes at a time down the rows, a B fresh from memory came at the
-// latency of each line.
+// time: read a block's 64 bytes at a time down the rows, the best [256, 2816] @ [2816, 1024]
+// kernel of benchmarks/gemv_tiles.py ran at 1,537 GFLOP/s on 2 cores instead of 1,778.
 template <int KC, int ldb>
 inline void amx_pack(const Bf16* __restrict b, uint16_t* __restrict packed, int width) {
   alignas(64) static constexpr uint16_t kLow[32] = {
@@ -845,7 +845,8 @@ inline void split_bf16(float x, uint16_t& hi, uint16_t& mid, uint16_t& lo) {
 // A's rows as the unit reads them: copied (bfloat16), or split into three parts (float32),
 // each kAmxBlock rows of KC values, one after the other. Read in place, a bfloat16 A whose
 // rows lie 2 KB apart (k = 1024) puts a tile's 16 rows in 2 of L1's 64 sets, more than its
-// 12 ways: one core's blocks ran at 1,600 GFLOP/s from such rows, 1,900 from copied ones.
+// 12 ways: gemv_tiles' best [256, 1024] @ [1024, 1024] kernel ran at 1,419 GFLOP/s from such
+// rows, 1,573 from copied ones (2 cores; no gain at k = 2816, 1,778 and 1,695).
 template <class TA>
 constexpr int amx_parts() {
   return std::is_same_v<TA, Bf16> ? 1 : 3;
@@ -964,8 +965,8 @@ inline void amx_chunk(const TA* a, const Bf16* b, float* c, uint16_t* packed_b,
 // A thread's scratch for packed B and split A, kept from call to call: allocated for each
 // call, a buffer of 128 KB or more is mapped and faulted in afresh every time (malloc maps
 // such sizes), which made [256, 1024] @ [1024, 512] products 10% slower. Aligned to cache
-// lines: at malloc's 16 bytes every 64-byte tile row spans two lines, and one core's
-// [256, 1024] @ [1024, 1024] bfloat16 product ran at 570 GFLOP/s instead of 1,030.
+// lines: at malloc's 16 bytes every 64-byte tile row spans two lines, and gemv_tiles' best
+// float32 x bfloat16 w [256, 1024] @ [1024, 1024] kernel ran at 494 GFLOP/s instead of 668.
 struct alignas(64) AmxLine {
   uint16_t values[32];
 };

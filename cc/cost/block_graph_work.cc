@@ -32,7 +32,7 @@ constexpr double kLineBytes = 64;
 constexpr double kMinWeightTile = 32;
 
 // Whether tensor t is an input tile of `dtype` that the generated CPU code reads in place;
-// every other tile it holds as float32.
+// every other tile, a float16 one among them, it holds as float32.
 bool stored_in_place_as(const BlockGraph& g, int t, ir::DType dtype) {
   const Op& producer = g.ops()[g.tensor(t).producer];
   return producer.kind == OpKind::kInput && g.kernel_input_dtype(producer.io_index) == dtype &&
@@ -112,8 +112,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const double k = double(g.tensor(op.inputs[0]).shape.back());
       const double count = times * tensor_elements(c) / (m * n);
       const bool bf16_weight = m >= kMinWeightTile && n >= kMinWeightTile && k >= kMinWeightTile &&
-                               stored_in_place_as(g, op.inputs[1], ir::DType::kBF16) &&
-                               !stored_in_place_as(g, op.inputs[0], ir::DType::kF16);
+                               stored_in_place_as(g, op.inputs[1], ir::DType::kBF16);
       w.matmul_tiles.push_back({m, k, n, count, bf16_weight});
       if (bf16_weight) {
         const bool bf16_a = stored_in_place_as(g, op.inputs[0], ir::DType::kBF16);

@@ -43,8 +43,8 @@ from mirage_jax.runtime import compile as runtime_compile
         (6, 136, 2, 1, 136),
         (8, 64, 12, 2, 64),  # two blocks of 6 columns
         (20, 96, 8, 1, 96),  # one vector of columns (AVX2)
-        # 6 rows or more walk B 32 rows per stored panel (mj_cpu::stream_k_chunk): k tiles of
-        # whole chunks, of chunks and a rest, and shorter than one chunk
+        # 6 rows or more (the panels of one row chunk hold all of C's rows), B walked 8 rows
+        # per stored panel (mj_cpu::kKChunk): k tiles of whole chunks and of chunks and a rest
         (8, 192, 64, 2, 96),
         (6, 300, 40, 2, 100),
         (7, 60, 35, 1, 20),

@@ -301,21 +301,17 @@ inline float row_max(const float* __restrict x, int64_t n, float init) {
   return m;
 }
 
-constexpr int kKChunk = 8;
 constexpr int kMaxPanelRows = 8;
-// Rows of B a panel of R rows of C walks before it stores its accumulators. With few rows the
-// product waits on B's bytes, and short chunks keep the rows streamed at once few. From 6
-// rows on it waits on the FMAs, and storing and reloading C every 8 values of k was a
-// quarter of its loads and stores: `benchmarks/gemv_chain.py --warm --rows 8 --layers 2`
-// (weights re-read from L3) ran the chained kernels 1.60x and 1.30x XLA's speed with chunks of
-// 32, 1.46x and 1.24x with 8, in alternating builds. Streamed from DRAM it gains nothing:
-// Llama's batch-8 decode step ran 1.50x and 1.58x XLA's speed either way. At 4 rows the
-// longer chunk cost that step at batch 4 a sixth of its speed (1.42x to 1.16-1.25x): a panel
-// then has 32 rows of B in flight, more streams than the prefetchers follow.
-template <int R>
-constexpr int stream_k_chunk() {
-  return R >= 6 ? 32 : kKChunk;
-}
+// Rows of B a panel of R rows of C walks before it stores its accumulators: few, so that few
+// rows of B are streamed at once. From 6 rows on the product waits on the FMAs when B is warm,
+// and chunks of 32 had saved a quarter of the loads and stores of C there (gemv_chain.py
+// --warm --rows 8: 1.60x XLA's speed against 1.46x with 8, on the AMD machine; 0.159 against
+// 0.165 ms a product on the Intel one). From DRAM, 32 rows of B in flight are more streams
+// than the prefetchers follow: x[8, 4096] @ w[4096, 11008] over 64 blocks (a SwiGLU MLP's
+// gate, grouped four blocks a task) took 1.68x the time of the fastest grid with 32-row
+// chunks and 1.12x with 8, and the fastest went from 6.80 to 6.71 ms (gemv_tiles.py, w
+// cold); a panel of 4 rows had lost a sixth of Llama's batch-4 step to them.
+constexpr int kKChunk = 8;
 constexpr int64_t kBytesAhead = 4096;
 
 template <int R>
@@ -1064,7 +1060,7 @@ inline void matmul_group(const TA* __restrict a, const TB* __restrict b,
       matmul_few_columns<M, K, N, lda, ldb, ldc, kAccumulate>(a, b + g * N, c + g * kSlice);
     }
   } else if constexpr (M <= kMaxPanelRows) {  // B streamed once, kKChunk rows at a time
-    matmul_rows<M, panel_vectors<M>(), stream_k_chunk<M>(), K, N, G, lda, ldb, ldc, kSlice,
+    matmul_rows<M, panel_vectors<M>(), kKChunk, K, N, G, lda, ldb, ldc, kSlice,
                 kAhead, kAccumulate>(a, b, c);
   } else {
 #if MJ_CPU_AMX

@@ -9,6 +9,7 @@ This tool holds two of them still:
     python benchmarks/ranking_replay.py collect OUT.json [--budget 30] [--top 10]
         [--time-budget 4] [--only lora,...] [--cases paper|bf16-prefill]
     python benchmarks/ranking_replay.py rank IN.json [--only ...] [--machine] [--flat-bf16]
+        [--split-ratio R]
     python benchmarks/ranking_replay.py retime IN.json OUT.json [--time-budget 4] [--only ...]
     python benchmarks/ranking_replay.py repeat FIRST.json SECOND.json [--only ...]
 
@@ -21,7 +22,9 @@ was costed under. `rank`
 costs the stored graphs with the current build under that stored calibration (`--machine`:
 this machine's calibration instead; `--flat-bf16`: without the rates of products with a
 bfloat16 weight, every generated flop at the float32 rate, as the model priced them before it
-had them) and prints per program the Spearman correlation, the
+had them; `--split-ratio R`: kernels of more blocks than cores streaming at R times
+dram_bandwidth, for a calibration stored before split_stream_bandwidth was measured) and
+prints per program the Spearman correlation, the
 place of the fastest measured candidate in the model's order and the regret, as
 superoptimize reports them. `retime` measures the stored graphs again with the current build
 (for a code-generation change), keeping their stored calibration. `repeat` ranks a second
@@ -73,13 +76,21 @@ CASE_SETS = {"paper": CASES, "bf16-prefill": BF16_PREFILL_CASES}
 _BF16_RATES = ("generated_bf16_flops", "generated_f32_bf16_flops")
 
 
-def stored_target(calibration: dict, flat_bf16: bool = False) -> _core.Target:
+def stored_target(
+    calibration: dict, flat_bf16: bool = False, split_ratio: float | None = None
+) -> _core.Target:
     """The target of a stored calibration. One stored before the bfloat16-weight rates were
-    measured, or flat_bf16: those products priced at generated_flops (the rates zeroed)."""
+    measured, or flat_bf16: those products priced at generated_flops (the rates zeroed). One
+    stored before split_stream_bandwidth was measured streams split kernels at
+    dram_bandwidth, as the model did then; split_ratio sets it to that share of
+    dram_bandwidth instead (the ratio a calibration measures on the machine)."""
     fields = dict(calibration)
     flat = flat_bf16 or any(name not in fields for name in _BF16_RATES)
     for name in _BF16_RATES:
         fields.setdefault(name, fields["generated_flops"])
+    fields.setdefault("split_stream_bandwidth", fields["dram_bandwidth"])
+    if split_ratio is not None:
+        fields["split_stream_bandwidth"] = split_ratio * fields["dram_bandwidth"]
     target = Calibration.from_json(fields).target()
     if flat:
         target.generated_bf16_flops = target.generated_f32_bf16_flops = 0.0
@@ -239,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("input")
     r.add_argument("--machine", action="store_true")
     r.add_argument("--flat-bf16", action="store_true")
+    r.add_argument("--split-ratio", type=float, help="split_stream_bandwidth / dram_bandwidth")
     t = sub.add_parser("retime")
     t.add_argument("input")
     t.add_argument("out")
@@ -264,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     doc = _load(args.input, args.only)
     if args.command == "rank":
         cal = calibration_cache.load_or_measure().to_json() if args.machine else None
-        rank(doc, stored_target(cal or doc["calibration"], args.flat_bf16))
+        rank(doc, stored_target(cal or doc["calibration"], args.flat_bf16, args.split_ratio))
     else:
         _write(args.out, retime(doc, args.time_budget))
 

@@ -18,7 +18,10 @@ bool library_small_m(const KernelWork& w, const Target& t) {
 double dram_seconds(const KernelWork& w, const Target& t, double bytes) {
   const bool slow_stream =
       library_small_m(w, t) && w.matmul_rows > 1 && t.library_small_m_bandwidth > 0;
-  return bytes / (slow_stream ? t.library_small_m_bandwidth : t.dram_bandwidth);
+  if (slow_stream) return bytes / t.library_small_m_bandwidth;
+  const bool split_stream = w.kind == KernelKind::kCustomized && t.kind == TargetKind::kCpu &&
+                            w.blocks > t.parallel_units() && t.split_stream_bandwidth > 0;
+  return bytes / (split_stream ? t.split_stream_bandwidth : t.dram_bandwidth);
 }
 
 // Rows of C up to which the generated CPU matmul streams B's rows as vectors along n

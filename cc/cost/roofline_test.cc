@@ -147,6 +147,26 @@ TEST(Roofline, SmallMLibraryMatmulStreamsAtTheLibraryBandwidth) {
   EXPECT_DOUBLE_EQ(kernel_time(w, unmodeled).memory_s, 64e6 / 21e9);
 }
 
+TEST(Roofline, AStreamSplitOverMoreBlocksThanCoresRunsAtItsOwnRate) {
+  Target cpu = Target::cpu_host();  // 2 cores, 21 GB/s
+  cpu.split_stream_bandwidth = 20e9;
+  EXPECT_DOUBLE_EQ(kernel_time(customized(2, 60e6, 0), cpu).memory_s, 60e6 / 21e9);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(3, 60e6, 0), cpu).memory_s, 60e6 / 20e9);
+  EXPECT_DOUBLE_EQ(kernel_time(customized(64, 60e6, 0), cpu).memory_s, 60e6 / 20e9);
+  // One core: two blocks are already two strips in turn.
+  Target one = cpu;
+  one.cores = 1;
+  EXPECT_DOUBLE_EQ(kernel_time(customized(2, 60e6, 0), one).memory_s, 60e6 / 20e9);
+  // Library kernels are XLA's; 0 is not modeled; GPUs spread blocks over SMs, not strips.
+  EXPECT_DOUBLE_EQ(kernel_time(library_matmul(512, 60e6), cpu).memory_s, 60e6 / 21e9);
+  Target unmodeled = cpu;
+  unmodeled.split_stream_bandwidth = 0;
+  EXPECT_DOUBLE_EQ(kernel_time(customized(64, 60e6, 0), unmodeled).memory_s, 60e6 / 21e9);
+  Target gpu = Target::h100();
+  gpu.split_stream_bandwidth = gpu.dram_bandwidth / 2;
+  EXPECT_DOUBLE_EQ(kernel_time(customized(1000, 60e6, 0), gpu).memory_s, 60e6 / gpu.dram_bandwidth);
+}
+
 TEST(Roofline, CpuLibraryMatmulWidensSixteenBitOperandsInMemory) {
   const Target cpu = Target::cpu_host();
   KernelWork w = library_matmul(512, 10e6);

@@ -113,9 +113,10 @@ void check_target(const Target& t) {
   if (t.library_small_m_rows > 0) {
     require_positive(t, "library_small_m_matmul_flops", t.library_small_m_matmul_flops);
   }
-  if (!(t.library_small_m_bandwidth >= 0)) {
+  if (!(t.library_small_m_bandwidth >= 0) || !(t.split_stream_bandwidth >= 0)) {
     throw std::invalid_argument("target '" + t.name +
-                                "': library_small_m_bandwidth must not be negative");
+                                "': library_small_m_bandwidth and split_stream_bandwidth "
+                                "must not be negative");
   }
   if (t.kind == TargetKind::kCpu) {
     require_positive(t, "cores", t.cores);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
 
 namespace mj::cost {
@@ -79,6 +80,14 @@ TEST(Target, CheckNamesTheUnusableField) {
     FAIL() << "negative small-M bandwidth accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("library_small_m_bandwidth"), std::string::npos);
+  }
+  c = Target::cpu_host();
+  c.split_stream_bandwidth = std::nan("");
+  try {
+    check_target(c);
+    FAIL() << "NaN split-stream bandwidth accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("split_stream_bandwidth"), std::string::npos);
   }
 }
 

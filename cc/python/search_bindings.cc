@@ -54,6 +54,7 @@ void bind_target(nb::module_& m) {
       .def_rw("library_small_m_rows", &Target::library_small_m_rows)
       .def_rw("library_small_m_matmul_flops", &Target::library_small_m_matmul_flops)
       .def_rw("library_small_m_bandwidth", &Target::library_small_m_bandwidth)
+      .def_rw("split_stream_bandwidth", &Target::split_stream_bandwidth)
       .def_rw("library_widens_16_bit", &Target::library_widens_16_bit)
       .def_rw("cores", &Target::cores)
       .def_rw("page_walk_s", &Target::page_walk_s)

@@ -14,6 +14,10 @@ number the roofline divides by is measured with a small probe, the way candidate
 - peak_flops, library_small_m_matmul_flops: jitted XLA matmuls, large and of 8 rows.
 - library_small_m_bandwidth: a jitted XLA matmul of 8 rows over the streamed weight: XLA's
   small-M dots read a weight from memory far slower than a stream (or its one-row GEMV).
+- split_stream_bandwidth: the same stream cut into 64 column blocks (grouped into tasks of
+  4 KB runs by the code generator), each core walking several strips in turn: 5-9% slower
+  than one strip a core on the Intel development machine, an order of the candidates the
+  model otherwise ties (cc/cost/target.h).
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.
@@ -29,7 +33,7 @@ number the roofline divides by is measured with a small probe, the way candidate
 
 Each probe keeps its fastest of several runs: load from other processes only slows runs, so
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
-load of the moment. The probes whose differences are figures (stream, short runs and page
+load of the moment. The probes whose differences are figures (stream, split stream and page
 walks; one block, many blocks and XLA's tiny op) run in turn, round after round, so that
 each difference compares minima taken under the same load. The whole measurement runs
 ROUNDS times and each figure is the median of its rounds: a fastest run can still be one
@@ -70,7 +74,7 @@ ROUNDS = 3  # whole measurements; each figure's median counts
 _STREAM_K = 8192
 _STREAM_MAX_BYTES = 256 * 2**20
 _TINY_BLOCKS = 64
-_SHORT_RUN_BLOCKS = 64
+_SPLIT_BLOCKS = 64
 _LINE_FLOATS = 16  # one 64-byte cache line of float32
 
 
@@ -87,6 +91,7 @@ class Calibration:
     peak_flops: float  # flop/s
     library_small_m_matmul_flops: float  # flop/s
     library_small_m_bandwidth: float  # bytes/s
+    split_stream_bandwidth: float  # bytes/s
     custom_call_overhead_s: float
     block_overhead_s: float
     run_overhead_s: float
@@ -129,6 +134,7 @@ class Calibration:
         t.peak_flops = self.peak_flops
         t.library_small_m_matmul_flops = self.library_small_m_matmul_flops
         t.library_small_m_bandwidth = self.library_small_m_bandwidth
+        t.split_stream_bandwidth = self.split_stream_bandwidth
         t.custom_call_overhead_s = self.custom_call_overhead_s
         t.block_overhead_s = self.block_overhead_s
         t.run_overhead_s = self.run_overhead_s
@@ -139,7 +145,8 @@ class Calibration:
 
     def summary(self) -> str:
         return (
-            f"{self.cores} cores, memory {self.dram_bandwidth / 1e9:.1f} GB/s, generated "
+            f"{self.cores} cores, memory {self.dram_bandwidth / 1e9:.1f} GB/s "
+            f"({self.split_stream_bandwidth / 1e9:.1f} split over more blocks), generated "
             f"kernels {self.generated_flops / 1e9:.0f} GFLOP/s (bfloat16 weights "
             f"{self.generated_bf16_flops / 1e9:.0f}, with a float32 x "
             f"{self.generated_f32_bf16_flops / 1e9:.0f}), XLA matmul "
@@ -199,10 +206,8 @@ def probe_kernels(cores: int, n_stream: int) -> dict[str, KernelGraph]:
     per_core = fitting_blocks(n_stream, cores)
     return {
         "stream": column_split_product(1, _STREAM_K, n_stream, per_core, 256),
-        "short runs": column_split_product(1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, 256),
-        "page walks": column_split_product(
-            1, _STREAM_K, n_stream, _SHORT_RUN_BLOCKS, _STREAM_K // 2
-        ),
+        "split stream": column_split_product(1, _STREAM_K, n_stream, _SPLIT_BLOCKS, 256),
+        "page walks": column_split_product(1, _STREAM_K, n_stream, _SPLIT_BLOCKS, _STREAM_K // 2),
         "whole rows": _row_walk_kernel(n_stream, _STREAM_K, per_core, _STREAM_K),
         "line runs": _row_walk_kernel(n_stream, _STREAM_K, per_core, _LINE_FLOATS),
         "compute": column_split_product(128, 1024, 1024, fitting_blocks(1024, 4 * cores), 128),
@@ -275,9 +280,9 @@ def _timed(
 ) -> Calibration:
     """One measurement of every figure with the compiled probes."""
     streamed = probe_inputs["stream"]
-    walked = {name: fns[name] for name in ("stream", "short runs", "page walks")}
+    walked = {name: fns[name] for name in ("stream", "split stream", "page walks")}
     walks = fastest_seconds_each(walked, streamed, 2 * RUNS)
-    stream_s, short_runs_s, page_walks_s = (walks[name] for name in walked)
+    stream_s, split_stream_s, page_walks_s = (walks[name] for name in walked)
     rows = {name: fns[name] for name in ("whole rows", "line runs")}
     row_walks = fastest_seconds_each(rows, probe_inputs["whole rows"], RUNS)
     whole_rows_s, line_runs_s = (row_walks[name] for name in rows)
@@ -327,14 +332,15 @@ def _timed(
         peak_flops=2.0 * 512 * 1024 * 1024 / library_s,
         library_small_m_matmul_flops=2.0 * 8 * 2048 * 1024 / small_m_s,
         library_small_m_bandwidth=4.0 * _STREAM_K * n_stream / small_m_stream_s,
+        split_stream_bandwidth=4.0 * _STREAM_K * n_stream / split_stream_s,
         custom_call_overhead_s=max(0.0, one_block_s - xla_tiny_s),
         block_overhead_s=max(0.0, many_blocks_s - one_block_s) / math.ceil(_TINY_BLOCKS / cores),
         # The model spreads runs and page walks over the cores (cc/cost/roofline.cc). The
         # line-run probe loads n * k / _LINE_FLOATS runs where whole rows are one run per
         # block; the page-walk probe's 64 blocks each walk K/2 pages twice (more than the TLB
-        # maps), where the short-run probe's loads of 256 rows fit it.
+        # maps), where the split stream's loads of 256 rows fit it.
         run_overhead_s=max(0.0, line_runs_s - whole_rows_s)
         * cores
         / (n_stream * (_STREAM_K // _LINE_FLOATS) - fitting_blocks(n_stream, cores)),
-        page_walk_s=max(0.0, page_walks_s - short_runs_s) * cores / (_STREAM_K * _SHORT_RUN_BLOCKS),
+        page_walk_s=max(0.0, page_walks_s - split_stream_s) * cores / (_STREAM_K * _SPLIT_BLOCKS),
     )

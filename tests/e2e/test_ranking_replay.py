@@ -121,6 +121,13 @@ def test_stored_calibrations_rank_with_the_rates_they_hold(collected):
     old = replay.stored_target(older)
     assert (old.generated_bf16_flops, old.generated_f32_bf16_flops) == (0.0, 0.0)
     assert old.generated_flops == target.generated_flops == stored["generated_flops"]
+    # one stored before the split stream was measured streams split kernels at
+    # dram_bandwidth, as the model did then; --split-ratio gives them a share of it
+    assert target.split_stream_bandwidth == stored["split_stream_bandwidth"]
+    without_split = {k: v for k, v in stored.items() if k != "split_stream_bandwidth"}
+    assert replay.stored_target(without_split).split_stream_bandwidth == stored["dram_bandwidth"]
+    halved = replay.stored_target(without_split, split_ratio=0.5)
+    assert halved.split_stream_bandwidth == 0.5 * stored["dram_bandwidth"]
     # the bfloat16 prefill programs are bfloat16 throughout
     for _, build in replay.CASE_SETS["bf16-prefill"]:
         reference, _ = build()

@@ -27,6 +27,7 @@ FAKE = calibration.Calibration(
     peak_flops=150e9,
     library_small_m_matmul_flops=40e9,
     library_small_m_bandwidth=3e9,
+    split_stream_bandwidth=9e9,
     custom_call_overhead_s=3e-6,
     block_overhead_s=1e-7,
     run_overhead_s=0.0,
@@ -69,6 +70,7 @@ def test_the_probes_run_and_measure_usable_numbers():
     assert 1e8 < found.peak_flops < 1e14
     assert 1e7 < found.library_small_m_matmul_flops < 1e14
     assert 1e8 < found.library_small_m_bandwidth < 1e13
+    assert 1e8 < found.split_stream_bandwidth < 1e13
     assert 0 <= found.custom_call_overhead_s < 1e-2
     assert 0 <= found.block_overhead_s < 1e-3
     assert 0 <= found.run_overhead_s < 1e-6 and 0 <= found.page_walk_s < 1e-6
@@ -79,6 +81,7 @@ def test_the_probes_run_and_measure_usable_numbers():
         found.generated_bf16_flops,
     )
     assert target.generated_f32_bf16_flops == found.generated_f32_bf16_flops
+    assert target.split_stream_bandwidth == found.split_stream_bandwidth
 
 
 @pytest.mark.parametrize("cores", [1, 2, 3, 5, 6, 8, 12])
@@ -234,7 +237,7 @@ def test_the_cli_measures_once_then_shows_the_stored_numbers(measured, capsys):
     assert cli_main(["calibrate"]) == 0
     out = capsys.readouterr().out
     assert out.count("measuring this machine") == 1
-    assert "memory 10.0 GB/s, generated kernels 20 GFLOP/s" in out
+    assert "memory 10.0 GB/s (9.0 split over more blocks), generated kernels 20 GFLOP/s" in out
     assert len(calls) == 1
 
 

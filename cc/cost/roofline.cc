@@ -14,13 +14,16 @@ bool library_small_m(const KernelWork& w, const Target& t) {
          w.matmul_rows <= t.library_small_m_rows;
 }
 
-// One-row dots are XLA's GEMV, which streams at the full rate.
+// One-row dots are XLA's GEMV, which shards its weight over more tasks than cores: it streams
+// at the split rate (x[1, 4096] @ w[4096, 11008]: 6.6 ms, a generated product over 2 blocks
+// 5.9-6.0, over 16 or 64 blocks 6.2-6.4; benchmarks/gemv_tiles.py).
 double dram_seconds(const KernelWork& w, const Target& t, double bytes) {
   const bool slow_stream =
       library_small_m(w, t) && w.matmul_rows > 1 && t.library_small_m_bandwidth > 0;
   if (slow_stream) return bytes / t.library_small_m_bandwidth;
-  const bool split_stream = w.kind == KernelKind::kCustomized && t.kind == TargetKind::kCpu &&
-                            w.blocks > t.parallel_units() && t.split_stream_bandwidth > 0;
+  const bool split_stream = t.kind == TargetKind::kCpu && t.split_stream_bandwidth > 0 &&
+                            ((w.kind == KernelKind::kCustomized && w.blocks > t.parallel_units()) ||
+                             (w.kind == KernelKind::kLibraryMatmul && w.matmul_rows == 1));
   return bytes / (split_stream ? t.split_stream_bandwidth : t.dram_bandwidth);
 }
 

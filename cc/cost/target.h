@@ -82,8 +82,8 @@ struct Target {
   // walking several strips one after another: 5-9% under dram_bandwidth (one strip a core)
   // on the Intel development machine whatever the strips' width or tile height
   // (benchmarks/gemv_tiles.py: x[8, 4096] @ w[4096, 6144] over 2 blocks 4.2 ms, over 4 or 8
-  // 4.4-4.6), which ordered a dozen of a program's candidates that the model tied. 0:
-  // dram_bandwidth.
+  // 4.4-4.6), which ordered a dozen of a program's candidates that the model tied. XLA's
+  // one-row dot shards its weight likewise and streams at it too. 0: dram_bandwidth.
   double split_stream_bandwidth = 0;
   // The fixed cost of one block (a task on the thread pool: its hand-off, its tile set-up and
   // the epilogue that stores its outputs), paid by the core that runs it; 0: not modeled.

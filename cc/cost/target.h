@@ -79,11 +79,12 @@ struct Target {
   // The fixed cost of one contiguous run of a loop-walked tile (kernel_work.h, runs_loaded).
   double run_overhead_s = 0;
   // The bytes/s of a generated kernel's stream cut into more blocks than cores, each core
-  // walking several strips one after another: 5-9% under dram_bandwidth (one strip a core)
+  // walking several strips one after another: 5-12% under dram_bandwidth (one strip a core)
   // on the Intel development machine whatever the strips' width or tile height
   // (benchmarks/gemv_tiles.py: x[8, 4096] @ w[4096, 6144] over 2 blocks 4.2 ms, over 4 or 8
-  // 4.4-4.6), which ordered a dozen of a program's candidates that the model tied. XLA's
-  // one-row dot shards its weight likewise and streams at it too. 0: dram_bandwidth.
+  // 4.4-4.6), 18% in the calibration's probe, which ordered a dozen of a program's candidates
+  // that the model tied. XLA's one-row dot shards its weight likewise and streams at it too.
+  // 0: dram_bandwidth.
   double split_stream_bandwidth = 0;
   // The fixed cost of one block (a task on the thread pool: its hand-off, its tile set-up and
   // the epilogue that stores its outputs), paid by the core that runs it; 0: not modeled.

@@ -14,10 +14,13 @@ number the roofline divides by is measured with a small probe, the way candidate
 - peak_flops, library_small_m_matmul_flops: jitted XLA matmuls, large and of 8 rows.
 - library_small_m_bandwidth: a jitted XLA matmul of 8 rows over the streamed weight: XLA's
   small-M dots read a weight from memory far slower than a stream (or its one-row GEMV).
-- split_stream_bandwidth: the same stream cut into 64 column blocks (grouped into tasks of
-  4 KB runs by the code generator), each core walking several strips in turn: 5-9% slower
-  than one strip a core on the Intel development machine, an order of the candidates the
-  model otherwise ties (cc/cost/target.h).
+- split_stream_bandwidth: dram_bandwidth times how much slower a stream of 8 rows of x
+  runs cut into 64 column blocks (grouped into tasks of 4 KB runs by the code generator),
+  each core walking several strips in turn, than with a block per core: 5-9% on the Intel
+  development machine, an order of the candidates the model otherwise ties
+  (cc/cost/target.h). At one row of x the same split measured 1-4%, which ranked a stored
+  paper suite's candidates at a mean Spearman 0.43-0.52 where 8 rows' ratio gave 0.52-0.59
+  (benchmarks/ranking_replay.py rank --split-ratio).
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.
@@ -33,7 +36,7 @@ number the roofline divides by is measured with a small probe, the way candidate
 
 Each probe keeps its fastest of several runs: load from other processes only slows runs, so
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
-load of the moment. The probes whose differences are figures (stream, split stream and page
+load of the moment. The probes whose differences are figures (streams, strips and page
 walks; one block, many blocks and XLA's tiny op) run in turn, round after round, so that
 each difference compares minima taken under the same load. The whole measurement runs
 ROUNDS times and each figure is the median of its rounds: a fastest run can still be one
@@ -206,7 +209,9 @@ def probe_kernels(cores: int, n_stream: int) -> dict[str, KernelGraph]:
     per_core = fitting_blocks(n_stream, cores)
     return {
         "stream": column_split_product(1, _STREAM_K, n_stream, per_core, 256),
-        "split stream": column_split_product(1, _STREAM_K, n_stream, _SPLIT_BLOCKS, 256),
+        "strips": column_split_product(1, _STREAM_K, n_stream, _SPLIT_BLOCKS, 256),
+        "stream, 8 rows": column_split_product(8, _STREAM_K, n_stream, per_core, 256),
+        "strips, 8 rows": column_split_product(8, _STREAM_K, n_stream, _SPLIT_BLOCKS, 256),
         "page walks": column_split_product(1, _STREAM_K, n_stream, _SPLIT_BLOCKS, _STREAM_K // 2),
         "whole rows": _row_walk_kernel(n_stream, _STREAM_K, per_core, _STREAM_K),
         "line runs": _row_walk_kernel(n_stream, _STREAM_K, per_core, _LINE_FLOATS),
@@ -263,6 +268,8 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
             "f32 x bf16 weight",
         )
     }
+    x8 = rng.standard_normal((8, _STREAM_K), dtype=np.float32)
+    probe_inputs["stream, 8 rows"] = [jax.device_put(x8), probe_inputs["stream"][1]]
     found = []
     for round_ in range(rounds):
         log(f"timing the probes ({round_ + 1} of {rounds})")
@@ -280,9 +287,12 @@ def _timed(
 ) -> Calibration:
     """One measurement of every figure with the compiled probes."""
     streamed = probe_inputs["stream"]
-    walked = {name: fns[name] for name in ("stream", "split stream", "page walks")}
+    walked = {name: fns[name] for name in ("stream", "strips", "page walks")}
     walks = fastest_seconds_each(walked, streamed, 2 * RUNS)
-    stream_s, split_stream_s, page_walks_s = (walks[name] for name in walked)
+    stream_s, strips_s, page_walks_s = (walks[name] for name in walked)
+    split = {name: fns[name] for name in ("stream, 8 rows", "strips, 8 rows")}
+    splits = fastest_seconds_each(split, probe_inputs["stream, 8 rows"], RUNS)
+    stream8_s, strips8_s = (splits[name] for name in split)
     rows = {name: fns[name] for name in ("whole rows", "line runs")}
     row_walks = fastest_seconds_each(rows, probe_inputs["whole rows"], RUNS)
     whole_rows_s, line_runs_s = (row_walks[name] for name in rows)
@@ -332,15 +342,15 @@ def _timed(
         peak_flops=2.0 * 512 * 1024 * 1024 / library_s,
         library_small_m_matmul_flops=2.0 * 8 * 2048 * 1024 / small_m_s,
         library_small_m_bandwidth=4.0 * _STREAM_K * n_stream / small_m_stream_s,
-        split_stream_bandwidth=4.0 * _STREAM_K * n_stream / split_stream_s,
+        split_stream_bandwidth=4.0 * _STREAM_K * n_stream / stream_s * stream8_s / strips8_s,
         custom_call_overhead_s=max(0.0, one_block_s - xla_tiny_s),
         block_overhead_s=max(0.0, many_blocks_s - one_block_s) / math.ceil(_TINY_BLOCKS / cores),
         # The model spreads runs and page walks over the cores (cc/cost/roofline.cc). The
         # line-run probe loads n * k / _LINE_FLOATS runs where whole rows are one run per
         # block; the page-walk probe's 64 blocks each walk K/2 pages twice (more than the TLB
-        # maps), where the split stream's loads of 256 rows fit it.
+        # maps), where the strips' loads of 256 rows fit it.
         run_overhead_s=max(0.0, line_runs_s - whole_rows_s)
         * cores
         / (n_stream * (_STREAM_K // _LINE_FLOATS) - fitting_blocks(n_stream, cores)),
-        page_walk_s=max(0.0, page_walks_s - split_stream_s) * cores / (_STREAM_K * _SPLIT_BLOCKS),
+        page_walk_s=max(0.0, page_walks_s - strips_s) * cores / (_STREAM_K * _SPLIT_BLOCKS),
     )

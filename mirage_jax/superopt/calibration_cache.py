@@ -1,7 +1,8 @@
 """The "cpu" target the search ranks for: the calibration of this machine
 (superopt/calibration.py), measured once and kept in the cache as one kind of entry of the
 shared store, keyed by the machine (machine_description: CPU model, usable cores, the C++
-core, versions), so another machine, or this one after an upgrade, measures afresh.
+core, the probes' code, versions), so another machine, or this one after an upgrade or a
+change of the probes, measures afresh.
 
 $MIRAGE_JAX_CALIBRATION=0 ranks with the presets instead (cc/cost/target.cc), with only the
 core count and last-level cache taken from this machine: the test suite sets it, so that
@@ -52,6 +53,7 @@ def machine_description() -> dict[str, object]:
         "cores": calibration.usable_cores(),
         "arch": platform.machine(),
         "core": machine.core_digest(),
+        "calibration_code": machine.calibration_code_digest(),
         **store.versions(),
     }
 

@@ -51,6 +51,14 @@ def search_code_digest() -> str:
     return digest.hexdigest()
 
 
+@functools.cache
+def calibration_code_digest() -> str:
+    """The sha256 of calibration.py: its probes and how it derives each figure from them. A
+    calibration stored by other probes (the split stream's once came from one row of x, a
+    ratio the ranking moved with) is measured again."""
+    return hashlib.sha256((Path(__file__).parent / "calibration.py").read_bytes()).hexdigest()
+
+
 def now() -> str:
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 

@@ -145,6 +145,19 @@ def test_the_calibration_is_measured_once_and_kept(measured):
     assert calibration_cache.location().is_file()
 
 
+def test_other_probes_measure_again(measured, monkeypatch):
+    """A calibration stored by other probes (calibration.py changed, same version and core)
+    is not the one this code would measure: the split stream's figure once came from one row
+    of x, and a stored one kept ranking with it."""
+    calls, answers = measured
+    calibration_cache.load_or_measure()
+    calibration_cache._measured.clear()
+    monkeypatch.setattr(calibration_cache.machine, "calibration_code_digest", lambda: "other")
+    answers[0] = dataclasses.replace(FAKE, split_stream_bandwidth=8e9)
+    assert calibration_cache.load_or_measure().split_stream_bandwidth == 8e9
+    assert len(calls) == 2
+
+
 def test_a_process_ranks_by_one_calibration_across_cache_roots(measured, monkeypatch, tmp_path):
     calls, answers = measured
     first = calibration_cache.load_or_measure()

@@ -26,6 +26,13 @@ constexpr double kPageBytes = 4096;
 // A run of this many bytes or fewer is one load of a cache line; a longer run is a stream
 // the prefetchers follow, costing about a line-run's fixed cost per this many of its bytes.
 constexpr double kLineBytes = 64;
+// A tile walked along its rows continues each row's run where the previous iteration ended:
+// this many rows or fewer are as many sequential streams, which the prefetchers follow, and
+// their runs cost nothing beyond their bytes. The activations x[8, k] of a GEMV walked 8 or
+// 16 values of k a step had been charged a line-run per row and step, which ranked two-block
+// products over 4-8 rows of the weight a step below the same products over 16 and 32, 2-7%
+// faster on the machine (benchmarks/ranking_replay.py: the gated MLP and SwiGLU + down).
+constexpr double kFollowedStreams = 16;
 
 // The smallest side of a product that the generated CPU code sends to its bfloat16-weight
 // path (cc/codegen/cpu/prelude.cc, matmul_amx: 32 x 32 tiles, 32 values of k a step).
@@ -86,7 +93,8 @@ KernelWork block_graph_work(const BlockGraph& g) {
       if (read > tensor_bytes) w.replicated.push_back({tensor_bytes, read - tensor_bytes});
       const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
       const double run_bytes = tensor_elements(tile.shape) * dtype_bytes(tile.dtype) / runs;
-      if (!layout::cpu_streams_weight_tile(g, op)) {
+      const bool followed = op.fmap == last && runs <= kFollowedStreams;
+      if (!followed && !layout::cpu_streams_weight_tile(g, op)) {
         w.runs_loaded += runs * loads * blocks * std::min(1.0, kLineBytes / run_bytes);
       }
       if (op.fmap >= 0 && iterations > 1) {

@@ -96,22 +96,27 @@ TEST(TileRuns, ContiguousTilesCrossNoExtraPages) {
   EXPECT_DOUBLE_EQ(w.paged_loads[0].first, 1);
 }
 
-// x[1, 4096] @ w[4096, 6144] over `blocks` blocks and 32 iterations: w's [128, n] tiles are
-// 128 runs each. Wide ones the generated matmuls stream with prefetches of their own, and
-// only x's runs (one of 512 bytes a load, an eighth of a line-run) count; [128, 16] tiles
-// take a product without prefetches, and their 64-byte runs count whole.
-std::shared_ptr<BlockGraph> gemv(int blocks) {
+// x[rows, 4096] @ w[4096, 6144] over `blocks` blocks and 32 iterations: w's [128, n] tiles
+// are 128 runs each. Wide ones the generated matmuls stream with prefetches of their own;
+// [128, 16] tiles take a product without prefetches, and their 64-byte runs count whole.
+// x's [rows, 128] tiles continue each row where the last iteration ended: up to 16 rows
+// are streams the prefetchers follow, more count (512 bytes a run, an eighth of a line-run).
+std::shared_ptr<BlockGraph> gemv(int blocks, int rows = 1) {
   auto bg = std::make_shared<BlockGraph>(Dim3{blocks, 1, 1}, 32);
-  const int x = bg->new_input({1, 4096}, DType::kF32, {-1, -1, -1}, 1);
+  const int x = bg->new_input({rows, 4096}, DType::kF32, {-1, -1, -1}, 1);
   const int w = bg->new_input({4096, 6144}, DType::kF32, {1, -1, -1}, 0);
   bg->new_output(bg->accum(OpKind::kAccumSum, bg->matmul(x, w)), {1, -1, -1}, DType::kF32);
   return bg;
 }
 
 TEST(TileRuns, RunsOfAStreamedWeightTileAreNotCounted) {
-  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96)).runs_loaded, 96.0 * 32 / 8);  // [128, 64]
-  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(384)).runs_loaded,
-                   384.0 * 32 / 8 + 384.0 * 32 * 128);  // [128, 16]
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96)).runs_loaded, 0);                  // [128, 64]
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(384)).runs_loaded, 384.0 * 32 * 128);  // [128, 16]
+}
+
+TEST(TileRuns, FewRowsWalkedAlongThemAreFollowedStreams) {
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96, 16)).runs_loaded, 0);
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96, 32)).runs_loaded, 96.0 * 32 * 32 / 8);
 }
 
 }  // namespace

@@ -16,11 +16,12 @@ number the roofline divides by is measured with a small probe, the way candidate
   small-M dots read a weight from memory far slower than a stream (or its one-row GEMV).
 - split_stream_bandwidth: dram_bandwidth times how much slower a stream of 8 rows of x
   runs cut into 64 column blocks (grouped into tasks of 4 KB runs by the code generator),
-  each core walking several strips in turn, than with a block per core: 5-9% on the Intel
-  development machine, an order of the candidates the model otherwise ties
-  (cc/cost/target.h). At one row of x the same split measured 1-4%, which ranked a stored
-  paper suite's candidates at a mean Spearman 0.43-0.52 where 8 rows' ratio gave 0.52-0.59
-  (benchmarks/ranking_replay.py rank --split-ratio).
+  each core walking several strips in turn, than with a block per core: 18% on the Intel
+  development machine (5-12% in benchmarks/gemv_tiles.py's grids), an order of the
+  candidates the model otherwise ties (cc/cost/target.h). At one row of x the same split
+  measured 1-4%, which ranked two stored timings of the paper suite's candidates at a mean
+  Spearman of 0.43 where 8 rows' ratio gave 0.52 and 0.60 (benchmarks/ranking_replay.py rank
+  --split-ratio).
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.

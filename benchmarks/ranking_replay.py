@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -95,6 +96,17 @@ def stored_target(
     if flat:
         target.generated_bf16_flops = target.generated_f32_bf16_flops = 0.0
     return target
+
+
+def _share(text: str) -> float:
+    """A ratio in (0, 1]: a split stream no faster than one strip a core."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"takes a number in (0, 1], got {text!r}")
+    return value
 
 
 def _say(line: str) -> None:
@@ -250,7 +262,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("input")
     r.add_argument("--machine", action="store_true")
     r.add_argument("--flat-bf16", action="store_true")
-    r.add_argument("--split-ratio", type=float, help="split_stream_bandwidth / dram_bandwidth")
+    r.add_argument("--split-ratio", type=_share, help="split_stream_bandwidth / dram_bandwidth")
     t = sub.add_parser("retime")
     t.add_argument("input")
     t.add_argument("out")

@@ -105,6 +105,13 @@ def test_unknown_programs_are_named():
         replay.main(["collect", "unused.json", "--only", "lora,nope"])
 
 
+@pytest.mark.parametrize("ratio", ["0", "1.5", "-0.2", "nan", "fast"])
+def test_a_split_ratio_outside_zero_to_one_is_named(ratio, capsys):
+    with pytest.raises(SystemExit):
+        replay.main(["rank", "unused.json", "--split-ratio", ratio])
+    assert f"takes a number in (0, 1], got {ratio!r}" in capsys.readouterr().err
+
+
 def test_stored_calibrations_rank_with_the_rates_they_hold(collected):
     """The bfloat16-weight rates come from the stored calibration; a calibration stored before
     they were measured, or --flat-bf16, ranks without them (every generated flop at the

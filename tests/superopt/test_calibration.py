@@ -8,6 +8,7 @@ import dataclasses
 import math
 import warnings
 
+import numpy as np
 import pytest
 
 import mirage_jax as mj
@@ -121,6 +122,44 @@ def test_the_compute_probes_are_timed_in_alternating_stretches(monkeypatch):
     stretched = {"compute", "bf16 weight", "f32 x bf16 weight", "library"}
     assert any(stretched <= names for names in rounds), rounds
     assert 1e8 < found.generated_flops < 1e14 and 1e8 < found.peak_flops < 1e14
+
+
+def test_each_figure_comes_from_its_probes(monkeypatch):
+    """The figures from fixed probe times: the split stream is the one-row stream's bandwidth
+    times the 8-row stream's time over the 8-row strips' (a wrong pairing, the 1-row strips
+    say, gives another number), and XLA's small-M stream reads the streamed W."""
+    times = {
+        "stream": 2e-3, "strips": 2.1e-3, "page walks": 2.5e-3,
+        "stream, 8 rows": 4e-3, "strips, 8 rows": 5e-3,
+        "whole rows": 3e-3, "line runs": 3.5e-3,
+        "one block": 10e-6, "many blocks": 12e-6, "xla": 8e-6,
+        "compute": 1e-3, "bf16 weight": 1e-4, "f32 x bf16 weight": 2e-4, "library": 1e-3,
+    }  # fmt: skip
+    calls = []
+
+    def each(functions, args, runs=3, **kwargs):
+        return {name: times[name] for name in functions}
+
+    def one(function, args, runs=3):
+        calls.append([tuple(a.shape) for a in args])
+        return 6e-3 if args[0].shape == (8, calibration._STREAM_K) else 2e-4
+
+    monkeypatch.setattr(calibration, "fastest_seconds_each", each)
+    monkeypatch.setattr(calibration, "fastest_seconds", one)
+    n = 1024
+    w = np.zeros((calibration._STREAM_K, n), np.float32)
+    x8 = np.zeros((8, calibration._STREAM_K), np.float32)
+    inputs = {name: [] for name in ("compute", "bf16 weight", "f32 x bf16 weight")}
+    inputs.update({"stream": [None, w], "whole rows": [], "one block": []})
+    inputs["stream, 8 rows"] = [x8, w]
+    fns = {name: (lambda *a: None) for name in times}
+    found = calibration._timed(2, 32 << 20, n, fns, inputs, np.random.default_rng(0))
+    stream_bytes = 4.0 * calibration._STREAM_K * n
+    assert found.dram_bandwidth == pytest.approx(stream_bytes / 2e-3)
+    assert found.split_stream_bandwidth == pytest.approx(stream_bytes / 2e-3 * 4e-3 / 5e-3)
+    assert found.library_small_m_bandwidth == pytest.approx(stream_bytes / 6e-3)
+    assert [(8, calibration._STREAM_K), (calibration._STREAM_K, n)] in calls
+    assert found.page_walk_s == pytest.approx(0.4e-3 * 2 / (calibration._STREAM_K * 64))
 
 
 def test_each_figure_is_its_median_over_the_rounds():

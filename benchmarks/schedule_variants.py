@@ -20,7 +20,6 @@ each variant (a grid or for-loop that does not divide its tensors is refused by 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys

@@ -329,12 +329,27 @@ void emit_head(CodeWriter& w, const BlockGraph& bg, const KernelPlan& plan, size
   }
 }
 
+// Rows of C up to which the generated product streams B once (prelude.cc, kMaxPanelRows).
+constexpr int64_t kStreamedBRows = 8;
+
 }  // namespace
 
 void emit_batched_matmul(CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
                          const MatmulOperand& c, bool accumulate, int64_t b_ahead) {
   const int rank = int(c.shape.size());
   const int64_t m = c.shape[rank - 2], n = c.shape[rank - 1], k = a.shape.back();
+  // A block over several matrices of B (decode attention's heads) streams one after the
+  // other in every loop step, so the next step's tile of the same matrix is a whole round
+  // of the others away and its prefetched lines are gone by then; the next matrix's tile is
+  // read right after this one. gqa_decode with 8 heads a block ran 1.23x the time of one
+  // head a block with the next step's tile prefetched, 1.04x with the next head's
+  // (benchmarks/schedule_variants.py). Past kStreamedBRows rows B is packed, not streamed.
+  const Shape b_batch = batch_of(b.shape);
+  int64_t b_matrices = 1;
+  for (int64_t d : b_batch) b_matrices *= d;
+  if (b_ahead != 0 && m <= kStreamedBRows && b_matrices > 1 && b_batch == batch_of(c.shape)) {
+    b_ahead = b.matrix_stride;
+  }
   IndexLoops batches(w, batch_of(c.shape), {batch_of(a.shape), batch_of(b.shape)}, "mb");
   w.line("mj_cpu::matmul<" + str(m) + ", " + str(k) + ", " + str(n) + ", " + str(a.row_stride) +
          ", " + str(b.row_stride) + ", " + str(c.row_stride) + ", " + str(b_ahead) + ", " +

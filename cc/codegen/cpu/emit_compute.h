@@ -25,6 +25,7 @@ struct MatmulOperand {
 
 // C[...] (+)= A[...] @ B[...] with batch dims broadcast like numpy. `b_ahead`: floats from
 // B's tile to the next iteration's tile, for prefetching; 0 when there is none to prefetch.
+// A streamed product over several matrices of B prefetches the next matrix instead.
 void emit_batched_matmul(common::CodeWriter& w, const MatmulOperand& a, const MatmulOperand& b,
                          const MatmulOperand& c, bool accumulate, int64_t b_ahead = 0);
 

@@ -6,7 +6,8 @@ with every remainder (rows not a multiple of 6, columns not of 16, k tiles past 
 a multiple of it), in one block and in several that share A (a group product), compiled and
 run, against a float64 reference. A bfloat16 operand is read in place and widened as it is
 loaded (mj_cpu::Bf16): the same shapes with a bfloat16 weight, and with bfloat16 on both
-sides. From 6 rows on the streaming order walks 32 rows of B per panel instead of 8."""
+sides. The streaming order walks B 8 rows per stored panel at any row count, and rows of B
+longer than 4 KB ask for lines along their rows ahead of them, not in the next tile."""
 
 import jax
 import jax.numpy as jnp
@@ -49,6 +50,12 @@ from mirage_jax.runtime import compile as runtime_compile
         (6, 300, 40, 2, 100),
         (7, 60, 35, 1, 20),
         (8, 2048, 64, 8, 256),  # 8 blocks of 8 columns, grouped: one product for the group
+        # rows of B longer than 4 KB walked 16 and 8 rows a step: each line fetches the one
+        # 512 bytes along its row (past the tile's last column too); 4 rows a step, the
+        # next tile
+        (8, 64, 2112, 2, 16),
+        (3, 96, 2080, 1, 8),
+        (2, 64, 2080, 1, 4),
     ],
 )
 @pytest.mark.parametrize(

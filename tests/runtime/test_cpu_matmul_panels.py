@@ -7,7 +7,7 @@ a multiple of it), in one block and in several that share A (a group product), c
 run, against a float64 reference. A bfloat16 operand is read in place and widened as it is
 loaded (mj_cpu::Bf16): the same shapes with a bfloat16 weight, and with bfloat16 on both
 sides. The streaming order walks B 8 rows per stored panel at any row count, and rows of B
-longer than 4 KB ask for lines along their rows ahead of them, not in the next tile."""
+of 8 KB or more ask for lines along their rows ahead of them, not in the next tile."""
 
 import jax
 import jax.numpy as jnp
@@ -50,12 +50,13 @@ from mirage_jax.runtime import compile as runtime_compile
         (6, 300, 40, 2, 100),
         (7, 60, 35, 1, 20),
         (8, 2048, 64, 8, 256),  # 8 blocks of 8 columns, grouped: one product for the group
-        # rows of B longer than 4 KB walked 16 and 8 rows a step: each line fetches the one
-        # 512 bytes along its row (past the tile's last column too); 4 rows a step, the
-        # next tile
-        (8, 64, 2112, 2, 16),
+        # rows of B of 8 KB or more walked 16 and 8 rows a step: each line fetches the one
+        # 512 bytes along its row (past the tile's last column too); 4 rows a step, and
+        # rows of 4-8 KB, the next tile
+        (8, 64, 4224, 2, 16),
         (3, 96, 2080, 1, 8),
         (2, 64, 2080, 1, 4),
+        (8, 64, 2112, 2, 16),
     ],
 )
 @pytest.mark.parametrize(

@@ -446,17 +446,20 @@ inline void matmul_rows(const TA* __restrict a, const TB* __restrict b, float* _
   // a chunk of rows, each row a stream of its own, so each line asks for the one 512 bytes
   // further along its row: kRows ahead left [4096, 11008] over two blocks of 128-row tiles
   // at 1.11x the time of 8-row tiles for one row of x and 1.31-1.48x for eight; this way,
-  // 1.00x and 1.11-1.17x. So do tiles of a chunk of rows (KC0) or taller: fetching
-  // the tile below (8 or 16 rows down) left `gemv_tiles.py --shapes 8x4096x11008 --blocks 2
-  // --k-tiles 8,16,32` at 1.03-1.10 / 1.12-1.23 / 1.00 (16 rows: 1.13-1.19 at one row of
-  // x), this way 1.00-1.01 for all three, and the gated MLP's 16-row tiles at 1.05x its 8-row
-  // ones. Tiles under a chunk (4 rows a step) still fetch the next one: along their rows
-  // they ran up to 1.10x the time.
+  // 1.00x and 1.11-1.17x. So do tiles of a chunk of rows (KC0) or taller whose rows are 8
+  // KB or longer: fetching the tile below (8 or 16 rows down) left `gemv_tiles.py --shapes
+  // 8x4096x11008 --blocks 2 --k-tiles 8,16,32` at 1.09-1.12 / 1.20-1.26 / 1.00 (16 rows:
+  // 1.13-1.19 at one row of x; [8, 1024] @ [1024, 8192], rows of 16 KB: 1.03-1.04 /
+  // 1.09-1.12), this way 1.00-1.01 for all of them, and the gated MLP's 16-row tiles at
+  // 1.05x its 8-row ones. Rows of 4-8 KB keep the tile below ([8, 1024] @ [1024, 2816], 5.5
+  // KB: 8-row tiles 0.96x the time of 64-row ones, along their rows 1.00-1.02x), and so do
+  // tiles under a chunk (4 rows a step: along their rows up to 1.10x the time).
   constexpr int64_t kNear = kRows * ldb;
   constexpr bool kLongRows = kRowBytes > kBytesAhead;
   constexpr int64_t kAlong = kLongRows ? int64_t(512 / sizeof(TB)) : kNear;
   constexpr bool kBelow = kNext == int64_t(K) * ldb;
-  constexpr bool kFetchAlong = kBelow && (kNext > kNear || (kLongRows && K >= KC0));
+  constexpr bool kFetchAlong =
+      kBelow && (kNext > kNear || (kRowBytes >= 2 * kBytesAhead && K >= KC0));
   constexpr int64_t kAhead = kNext != 0 ? (kFetchAlong ? kAlong : kNext) : (K > kRows ? kNear : 0);
   int k = 0;
   if constexpr (!kAccumulate) {  // the first chunk starts from zero instead of C

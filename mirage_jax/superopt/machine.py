@@ -42,13 +42,18 @@ def core_digest() -> str:
 SEARCH_MODULES = ("search", "parts", "split", "cones", "lift", "deepening", "config")
 
 
+def _sources_digest(modules: tuple[str, ...]) -> str:
+    """The sha256 of these modules' sources (names in this package folder)."""
+    digest = hashlib.sha256()
+    for name in modules:
+        digest.update((Path(__file__).parent / f"{name}.py").read_bytes())
+    return digest.hexdigest()
+
+
 @functools.cache
 def search_code_digest() -> str:
     """The sha256 of the SEARCH_MODULES' sources."""
-    digest = hashlib.sha256()
-    for name in SEARCH_MODULES:
-        digest.update((Path(__file__).parent / f"{name}.py").read_bytes())
-    return digest.hexdigest()
+    return _sources_digest(SEARCH_MODULES)
 
 
 @functools.cache
@@ -56,7 +61,7 @@ def calibration_code_digest() -> str:
     """The sha256 of calibration.py: its probes and how it derives each figure from them. A
     calibration stored by other probes (the split stream's once came from one row of x, a
     ratio the ranking moved with) is measured again."""
-    return hashlib.sha256((Path(__file__).parent / "calibration.py").read_bytes()).hexdigest()
+    return _sources_digest(("calibration",))
 
 
 def now() -> str:

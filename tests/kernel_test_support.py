@@ -40,6 +40,21 @@ def assert_close(got, want, rtol: float, what: str, floor: float = 1e-3) -> None
     )
 
 
+def assert_float32_product(got, subscripts: str, a, b, what: str) -> None:
+    """got is np.einsum(subscripts, a, b) summed in float32: within one float32 ulp per
+    summed term of the sum of the terms' magnitudes (the bound of any summation order)."""
+    got = np.asarray(got, np.float64)
+    a64, b64 = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    want = np.einsum(subscripts, a64, b64)
+    inputs, output = subscripts.split("->")
+    sizes = dict(zip(inputs.replace(",", ""), (*a64.shape, *b64.shape)))
+    terms = np.prod([sizes[i] for i in sizes if i not in output])  # products in each element
+    bound = terms * np.finfo(np.float32).eps * np.einsum(subscripts, np.abs(a64), np.abs(b64))
+    excess = np.abs(got - want) - bound
+    worst = np.unravel_index(np.argmax(excess), excess.shape)
+    assert excess[worst] <= 0, f"{what}: element {worst} is {got[worst]}, expected {want[worst]}"
+
+
 def storage_rtol(dtype: str) -> float:
     """Float32 kernels round once, when they store: half an ulp of the stored dtype, plus
     float32 accumulation error (bounded by 1e-5 for these small shapes)."""

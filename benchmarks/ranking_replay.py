@@ -18,7 +18,7 @@ three of them at a bfloat16 prefill's shapes, BF16_PREFILL_CASES) with default l
 first `--top` distinct candidates and the paper's μGraph, times them as superoptimize does
 (rounds for about `--time-budget` seconds, inputs rotated past the last-level cache) and
 stores each one's graph (KernelGraph.to_json), median and estimate with the calibration it
-was costed under. `rank`
+was costed under, and each program's reference graph (what XLA runs). `rank`
 costs the stored graphs with the current build under that stored calibration (`--machine`:
 this machine's calibration instead; `--flat-bf16`: without the rates of products with a
 bfloat16 weight, every generated flop at the float32 rate, as the model priced them before it
@@ -134,9 +134,10 @@ def collect(cases, search_s: float, top: int, budget_s: float, log=_say) -> dict
     """cases: (name, builder of (reference, paper μGraph or None))."""
     calibration = calibration_cache.load_or_measure()
     target = calibration.target()
-    rows = []
+    rows, references = [], {}
     for name, build in cases:
         reference, paper = build()
+        references[name] = reference.to_json()
         found = mj.search(reference, config=mj.SearchConfig(time_budget_s=search_s, threads=2))
         labelled, seen = [], set()
         for label, g in [(f"c{i}", g) for i, g in enumerate(found.candidates)] + [("paper", paper)]:
@@ -161,7 +162,7 @@ def collect(cases, search_s: float, top: int, budget_s: float, log=_say) -> dict
                 )
             )
             log(f"  {label:6s} model {estimate * 1e3:8.3f} ms  measured {median * 1e3:8.3f} ms")
-    return dict(calibration=calibration.to_json(), candidates=rows)
+    return dict(calibration=calibration.to_json(), candidates=rows, references=references)
 
 
 def rank(doc: dict, target: _core.Target, log=_say) -> dict:
@@ -233,7 +234,7 @@ def _only(doc: dict, only: str | None) -> dict:
     return dict(doc, candidates=[r for r in doc["candidates"] if r["program"] in names])
 
 
-def _load(path: str, only: str | None) -> dict:
+def load(path: str, only: str | None) -> dict:
     """A file `collect` or `retime` wrote; SystemExit naming the problem otherwise."""
     try:
         with open(path) as f:
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--only")
     args = parser.parse_args(argv)
     if args.command == "repeat":
-        repeatability(_load(args.first, args.only), _load(args.second, args.only))
+        repeatability(load(args.first, args.only), load(args.second, args.only))
         return
     if args.command == "collect":
         wanted = set(args.only.split(",")) if args.only else None
@@ -285,7 +286,7 @@ def main(argv: list[str] | None = None) -> None:
         doc = collect(cases, args.budget, args.top, args.time_budget)
         _write(args.out, doc)
         return
-    doc = _load(args.input, args.only)
+    doc = load(args.input, args.only)
     if args.command == "rank":
         cal = calibration_cache.load_or_measure().to_json() if args.machine else None
         rank(doc, stored_target(cal or doc["calibration"], args.flat_bf16, args.split_ratio))

@@ -11,6 +11,10 @@ under the stored calibration:
     python benchmarks/schedule_variants.py IN.json PROGRAM LABEL --grids 8x1,8x8
         [--forloops 32,128] [--kernel 0] [--time-budget 12] [--repeat 2]
 
+XLA's run of the program (its reference graph, as collect stores it, or as
+benchmarks/search_reach.py builds it for files stored before) is timed in the same rounds,
+and every time is printed beside it.
+
 A grid keeps the stored kernel's maps on the axes it splits (an axis of size 1 maps nothing),
 so a variant can split only along the axes the stored candidate splits: start from its most
 split form (decode attention's grid (8, 8) gives (8, 1), (8, 2) and (8, 4)). The IR checks
@@ -27,7 +31,8 @@ from collections.abc import Sequence
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from ranking_replay import _load, median_times, stored_target
+from ranking_replay import load, median_times, stored_target
+from search_reach import CASES
 
 import mirage_jax as mj
 from mirage_jax import _core
@@ -97,6 +102,29 @@ def variants(
     return out
 
 
+def reference(doc: dict, program: str) -> mj.KernelGraph | None:
+    """The program's reference graph (what XLA runs): stored by collect, else built by
+    search_reach's case of that name; None for neither."""
+    stored = doc.get("references", {}).get(program)
+    if stored is not None:
+        return mj.KernelGraph.from_json(stored)
+    build = dict(CASES).get(program)
+    return None if build is None else build()[0]
+
+
+def _positive(kind: type):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"takes a positive number, got {text!r}")
+        return value
+
+    return parse
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("input", help="a file ranking_replay.py collect wrote")
@@ -105,10 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--grids", type=lambda s: [_grid(g) for g in s.split(",")], required=True)
     parser.add_argument("--forloops", type=lambda s: [int(f) for f in s.split(",")])
     parser.add_argument("--kernel", type=int, default=0, help="which generated kernel, from 0")
-    parser.add_argument("--time-budget", type=float, default=12.0, help="seconds per timing")
-    parser.add_argument("--repeat", type=int, default=2, help="timings of all variants")
+    parser.add_argument(
+        "--time-budget", type=_positive(float), default=12.0, help="seconds per timing"
+    )
+    parser.add_argument("--repeat", type=_positive(int), default=2, help="timings of all")
     args = parser.parse_args(argv)
-    doc = _load(args.input, args.program)
+    doc = load(args.input, args.program)
     rows = [r for r in doc["candidates"] if r["label"] == args.label]
     if not rows:
         sys.exit(f"schedule_variants: no candidate {args.label} of {args.program} in {args.input}")
@@ -117,13 +147,19 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as e:
         sys.exit(f"schedule_variants: {e}")
     target = stored_target(doc["calibration"])
+    estimates = {name: _core.estimate_cost(g._core, target)[0] for name, g in graphs.items()}
+    xla = reference(doc, args.program)
+    if xla is not None:
+        graphs["xla"] = xla
     timings = [median_times(list(graphs.values()), args.time_budget) for _ in range(args.repeat)]
     fastest = min(min(t) for t in timings)
-    for i, (name, graph) in enumerate(graphs.items()):
-        estimate = _core.estimate_cost(graph._core, target)[0]
+    xla_s = min(t[-1] for t in timings) if xla is not None else None
+    for i, name in enumerate(graphs):
+        model = f"model {estimates[name] * 1e3:8.3f} ms" if name in estimates else " " * 17
         measured = "  ".join(f"{t[i] * 1e3:8.3f}" for t in timings)
-        ratio = min(t[i] for t in timings) / fastest
-        print(f"{name:28s} model {estimate * 1e3:8.3f} ms  measured {measured} ms  {ratio:.2f}x")
+        best = min(t[i] for t in timings)
+        over_xla = f"  {xla_s / best:.2f}x XLA" if xla_s is not None else ""
+        print(f"{name:28s} {model}  measured {measured} ms  {best / fastest:.2f}x{over_xla}")
 
 
 if __name__ == "__main__":

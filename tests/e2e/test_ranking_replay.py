@@ -30,8 +30,9 @@ def test_collect_stores_distinct_timed_candidates_and_the_paper_graph(collected)
     assert "paper" in labels and 2 <= len(rows) <= 4 and len(set(labels)) == len(labels)
     assert len({r["graph"] for r in rows}) == len(rows)
     assert all(r["median_s"] > 0 and r["estimate_s"] > 0 for r in rows)
-    _, paper = small_rmsnorm_linear()
+    reference, paper = small_rmsnorm_linear()
     assert next(r["graph"] for r in rows if r["label"] == "paper") == paper.to_json()
+    assert doc["references"] == {"rmsnorm": reference.to_json()}
     assert lines[0].startswith("rmsnorm: timing")
 
 

@@ -1,6 +1,6 @@
 """benchmarks/schedule_variants.py: a stored kernel recut over other grids and for-loops
 computes what it computed, a cut the stored kernel cannot take is refused by name, and the
-command times every variant beside the model's estimate."""
+command times every variant beside the model's estimate and XLA's run of the program."""
 
 import json
 
@@ -8,6 +8,7 @@ import jax
 import numpy as np
 import pytest
 from benchmark_support import import_benchmarks
+from kernel_test_support import assert_float32_product
 
 import mirage_jax as mj
 from mirage_jax.ir.product_graphs import column_split_product
@@ -56,10 +57,9 @@ def test_each_variant_computes_the_product():
     assert all(
         m == [-1, -1, -1] for op in whole_bg["ops"] for m in (op.get("imap"), op.get("omap")) if m
     )
-    want = x.astype(np.float64) @ w.astype(np.float64)
     for name, graph in graphs.items():
         (got,) = jax.jit(mj.compile(graph))(x, w)
-        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-2, err_msg=name)
+        assert_float32_product(np.asarray(got), "mk,kn->mn", x, w, name)
 
 
 def test_a_cut_the_stored_kernel_cannot_take_is_refused_by_name():
@@ -74,9 +74,19 @@ def test_a_cut_the_stored_kernel_cannot_take_is_refused_by_name():
         variants_tool.schedule_variant(row["graph"], (4,), kernel=1)
 
 
-def test_the_command_times_every_variant(tmp_path, capsys):
+def reference_graph() -> mj.KernelGraph:
+    """x @ w as one kernel-level matmul: what XLA runs."""
+    kg = mj.KernelGraph()
+    x, w = kg.new_input((M, K)), kg.new_input((K, N))
+    kg.mark_output(kg.matmul(x, w))
+    return kg
+
+
+def test_the_command_times_every_variant_beside_xla(tmp_path, capsys):
     path = tmp_path / "stored.json"
-    path.write_text(json.dumps(dict(calibration=CALIBRATION, candidates=[stored_row()])))
+    doc = dict(calibration=CALIBRATION, candidates=[stored_row()])
+    doc["references"] = {"gemv": reference_graph().to_json()}
+    path.write_text(json.dumps(doc))
     argv = [str(path), "gemv", "c0", "--grids", "2,8", "--forloops", "4"]
     variants_tool.main([*argv, "--time-budget", "0.2", "--repeat", "1"])
     lines = capsys.readouterr().out.splitlines()
@@ -84,9 +94,20 @@ def test_the_command_times_every_variant(tmp_path, capsys):
         "stored",
         "grid 2, forloop 4",
         "grid 8, forloop 4",
+        "xla",
     ]
-    assert all(" model " in line and line.endswith("x") for line in lines)
+    assert all(" model " in line and line.endswith("x XLA") for line in lines[:3])
+    assert " model " not in lines[3]
+    # a file stored before collect kept references, of a program search_reach does not
+    # build: the variants alone
+    path.write_text(json.dumps(dict(calibration=CALIBRATION, candidates=[stored_row()])))
+    variants_tool.main([str(path), "gemv", "c0", "--grids", "2", "--time-budget", "0.2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and not any("XLA" in line for line in lines)
     with pytest.raises(SystemExit, match="no candidate c9 of gemv"):
         variants_tool.main([str(path), "gemv", "c9", "--grids", "2"])
     with pytest.raises(SystemExit, match="splits nothing"):
         variants_tool.main([str(path), "gemv", "c0", "--grids", "2x2"])
+    with pytest.raises(SystemExit):
+        variants_tool.main([str(path), "gemv", "c0", "--grids", "2", "--repeat", "0"])
+    assert "takes a positive number, got '0'" in capsys.readouterr().err

@@ -584,15 +584,26 @@ def _matmul(
 
 
 def _vector_product(
-    b: Builder, node: Node, out: Var, x: Operand, y: Operand, lhs: dot.Side, rhs: dot.Side
+    b: Builder,
+    node: Node,
+    out: Var,
+    x: Operand,
+    y: Operand,
+    lhs: dot.Side,
+    rhs: dot.Side,
+    last: set[int],
 ) -> Value | None:
     """The dot as a broadcast product and a sum (dot.vector_product) where a matmul would copy
-    the larger operand at the boundary and this copies only the vector; else None."""
+    the larger operand at the boundary and this copies only the vector; else None. The
+    matmul compared is the one _matmul would build, with `last` (the dims a later reduction
+    reduces) on the result's last axis: decode scores over a [B, K, S, H] cache need no copy
+    with the keys on the rows, but a softmax wants them last, and that matmul copies K (the
+    paper's gqa_decode: 33.5M elements a call, which lost the region its 1.48x)."""
     vp = dot.vector_product(lhs, rhs)
     if vp is None or not isinstance(x, Lazy) or not isinstance(y, Lazy):
         return None
     big, vec = (x, y) if vp.big_is_lhs else (y, x)
-    arr = dot.arrange(lhs, rhs, set())
+    arr = dot.arrange(lhs, rhs, last)
     if arr is not None and arr.copies <= 2 * (prod(vec.shape) + prod(out.shape)):
         return None
     big_val = b.place(big, vp.big_groups)
@@ -612,10 +623,11 @@ def _convert_dot_general(b: Builder, node: Node, out: Var, x: Operand, y: Operan
         y.groups if isinstance(y, Value) else None,
         (x.perm if isinstance(x, Lazy) else None, y.perm if isinstance(y, Lazy) else None),
     )
-    summed = _vector_product(b, node, out, x, y, lhs, rhs)
+    last = _reduced_later(b, out)
+    summed = _vector_product(b, node, out, x, y, lhs, rhs, last)
     if summed is not None:
         return summed
-    v, _ = _matmul(b, node, x, y, lhs, rhs, _reduced_later(b, out))
+    v, _ = _matmul(b, node, x, y, lhs, rhs, last)
     return Value(v.d, v.groups, out.shape)
 
 

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from mirage_jax.frontend import partition, region_to_graph
+from mirage_jax.frontend import dot, partition, region_to_graph
 from mirage_jax.frontend.chains import MIN_CHAIN_K
 from mirage_jax.frontend.flat import run_nodes
 
@@ -88,7 +88,10 @@ def attention(q, k, v):
 def test_attention_stays_whole():
     rng = np.random.default_rng(2)
     seq = 2 * MIN_CHAIN_K  # P @ V contracts over more than MIN_CHAIN_K keys
-    args = (_rand(rng, ROWS, 64), _rand(rng, seq, 64), _rand(rng, seq, 64))
+    # A prefill's block of queries: up to VECTOR_FREE query rows, the scores are a product
+    # that reads K as stored, and P @ V a region of its own (test_frontend_vector_product.py).
+    rows = 2 * dot.VECTOR_FREE
+    args = (_rand(rng, rows, 64), _rand(rng, seq, 64), _rand(rng, seq, 64))
     (whole,) = _regions(attention, *args)
     assert whole.count("dot_general") == 2 and "exp" in whole
 

@@ -5,7 +5,9 @@ would be copied into [B, N, S, H] at every call). Grouped-query attention's quer
 of heads per KV head ([B, T, K, G, H]): the group gets one more axis, which the cache
 broadcasts along, so its product is rank 5. The region's KernelGraph, run by the float64
 interpreter, computes what jax computes. A prefill's P @ V (several queries) stays a matmul, and
-so does a decode's against a cache a matmul reads without a copy ([B, N, H, S])."""
+so does a decode's against a cache a matmul reads without a copy ([B, N, H, S]). Decode scores
+against a cache held [B, K, S, H] are a product too: a matmul reads that cache as stored only
+with the keys on its rows, and the softmax after it wants them on the last axis."""
 
 import jax
 import jax.numpy as jnp
@@ -146,3 +148,32 @@ def test_a_query_group_wider_than_vector_free_stays_a_matmul(group):
     kinds = [op.kind for op in rg.graph.ops]
     assert ("matmul" in kinds) == (group > dot.VECTOR_FREE), kinds
     _check(region, rg, values)
+
+
+def heads_major_attention(q, k, v, mask):
+    """Decode attention as the paper's programs write it (benchmarks/programs.py): the cache
+    held [B, K, S, H], the G query heads of a group folded into rows, softmax over the keys.
+    A matmul could read K as stored only with the keys on the scores' rows; the softmax wants
+    them on the last axis, which as a matmul copies all of K at every call."""
+    s = jnp.einsum("bkgh,bksh->bkgs", q, k) * HG**-0.5 + mask[:, None, None, :]
+    return jnp.einsum("bkgs,bksh->bkgh", jax.nn.softmax(s, axis=-1), v)
+
+
+def test_heads_major_decode_scores_do_not_copy_the_cache():
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((B, K, G, HG)).astype(np.float32)
+    k = (4 * rng.standard_normal((B, K, SG, HG))).astype(np.float32)  # large logits
+    v = rng.standard_normal((B, K, SG, HG)).astype(np.float32)
+    mask = np.zeros((B, SG), np.float32)
+    mask[1, 3:] = -1e9  # a padded row: all but three keys masked
+    jaxpr = jax.make_jaxpr(heads_major_attention)(q, k, v, mask)
+    part = partition(jaxpr)
+    env = dict(part.program.consts)
+    env.update(zip(part.program.invars, (q, k, v, mask)))
+    run_nodes(part.program.nodes, env)
+    assert part.regions
+    for region in part.regions:
+        rg = region_to_graph(region)
+        # the scores, probabilities and output at most; never K or V
+        assert rg.copies < k.size, rg.layout_ops()
+        _check(region, rg, [env[x] for x in region.inputs])

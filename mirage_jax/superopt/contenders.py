@@ -45,8 +45,9 @@ from mirage_jax import _core
 from mirage_jax.ir.graph import KernelGraph
 
 # Costs within this fraction of the best contender's are a tie (cc/cost/rank.h, kCostTie): the
-# model's errors on the kernels it does rank apart are tens of percent (the README's ranking
-# table). The search's own order already puts its ties least-cut first (cc/search/result_set.cc).
+# model's errors on the kernels it does rank apart are tens of percent (the ranking tables of
+# docs/benchmark-history.md, "μGraph level"). The search's own order already puts its ties
+# least-cut first (cc/search/result_set.cc).
 COST_TIE: float = _core.COST_TIE
 # How much more than the best contender a candidate that generates its matmuls may cost the
 # model and still be timed beside contenders that all widen a 16-bit operand in XLA (above).

@@ -119,19 +119,22 @@ def test_grouped_query_decode_reads_the_cache_as_stored(f, operands):
     _check(region, rg, values)
 
 
-def test_grouped_query_decode_attention_regions():
-    q, k, v, mask = _gqa_inputs(np.random.default_rng(4))
-    jaxpr = jax.make_jaxpr(gqa_attention)(q, k, v, mask)
-    part = partition(jaxpr)
+def _program_regions(f, *args):
+    """Each region of f's program with its graph and its input values."""
+    part = partition(jax.make_jaxpr(f)(*args))
     env = dict(part.program.consts)
-    env.update(zip(part.program.invars, (q, k, v, mask)))
+    env.update(zip(part.program.invars, args))
     run_nodes(part.program.nodes, env)
     assert part.regions
-    for region in part.regions:
-        rg = region_to_graph(region)
+    return [(r, region_to_graph(r), [env[x] for x in r.inputs]) for r in part.regions]
+
+
+def test_grouped_query_decode_attention_regions():
+    q, k, v, mask = _gqa_inputs(np.random.default_rng(4))
+    for region, rg, values in _program_regions(gqa_attention, q, k, v, mask):
         assert "matmul" not in [op.kind for op in rg.graph.ops], rg.graph
         assert rg.copies < k.size, rg.layout_ops()
-        _check(region, rg, [env[x] for x in region.inputs])
+        _check(region, rg, values)
 
 
 @pytest.mark.parametrize("group", [dot.VECTOR_FREE, 2 * dot.VECTOR_FREE])
@@ -166,14 +169,7 @@ def test_heads_major_decode_scores_do_not_copy_the_cache():
     v = rng.standard_normal((B, K, SG, HG)).astype(np.float32)
     mask = np.zeros((B, SG), np.float32)
     mask[1, 3:] = -1e9  # a padded row: all but three keys masked
-    jaxpr = jax.make_jaxpr(heads_major_attention)(q, k, v, mask)
-    part = partition(jaxpr)
-    env = dict(part.program.consts)
-    env.update(zip(part.program.invars, (q, k, v, mask)))
-    run_nodes(part.program.nodes, env)
-    assert part.regions
-    for region in part.regions:
-        rg = region_to_graph(region)
+    for region, rg, values in _program_regions(heads_major_attention, q, k, v, mask):
         # the scores, probabilities and output at most; never K or V
         assert rg.copies < k.size, rg.layout_ops()
-        _check(region, rg, [env[x] for x in region.inputs])
+        _check(region, rg, values)

@@ -15,7 +15,7 @@ This tool holds two of them still:
 
 `collect` searches each program of benchmarks/search_reach.py (`--cases bf16-prefill`:
 three of them at a bfloat16 prefill's shapes, BF16_PREFILL_CASES) with default limits, keeps its
-first `--top` distinct candidates and the paper's μGraph, times them as superoptimize does
+first `--top` candidates of distinct code and the paper's μGraph, times them as superoptimize does
 (rounds for about `--time-budget` seconds, inputs rotated past the last-level cache) and
 stores each one's graph (KernelGraph.to_json), median and estimate with the calibration it
 was costed under, and each program's reference graph (what XLA runs). `rank`
@@ -139,11 +139,17 @@ def collect(cases, search_s: float, top: int, budget_s: float, log=_say) -> dict
         reference, paper = build()
         references[name] = reference.to_json()
         found = mj.search(reference, config=mj.SearchConfig(time_budget_s=search_s, threads=2))
+        # Candidates the generator makes the same kernels of (a loop cut into 4-row steps
+        # runs as the 8-row cut, cc/codegen/cpu/loop_steps.h) are one candidate, as
+        # superoptimize times them; the paper's μGraph is kept unless it is one of them.
         labelled, seen = [], set()
         for label, g in [(f"c{i}", g) for i, g in enumerate(found.candidates)] + [("paper", paper)]:
-            if g is None or g.to_json() in seen or (label != "paper" and len(labelled) >= top):
+            if g is None or (label != "paper" and len(labelled) >= top):
                 continue
-            seen.add(g.to_json())
+            code = _core.cpu_code_hash(g._core)
+            if code in seen:
+                continue
+            seen.add(code)
             labelled.append((label, g))
         if not labelled:
             log(f"{name}: no candidate to time")

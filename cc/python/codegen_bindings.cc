@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 
 #include "cc/codegen/cpu/generate.h"
+#include "cc/codegen/cpu/loop_steps.h"
 #include "cc/codegen/cuda/cuda_plan.h"
 #include "cc/codegen/cuda/generate.h"
 #include "cc/codegen/cuda/roofline_estimate.h"
@@ -18,6 +19,10 @@ namespace mj::python {
 void bind_codegen(nb::module_& m) {
   m.def("generate_cpu_kernel", &codegen::cpu::generate_cpu_kernel, "block_graph"_a, "symbol"_a);
   m.def("cpu_kernel_symbol", &codegen::cpu::cpu_kernel_symbol, "block_graph"_a);
+  m.def("cpu_code_hash", &codegen::cpu::cpu_code_hash, "graph"_a,
+        "A content hash of the graph as the CPU code generator builds it (each loop run as "
+        "many steps an iteration as its products need): equal for graphs whose kernels are "
+        "the same code.");
   m.def(
       "generate_cuda_kernel",
       [](const ir::BlockGraph& bg, const std::string& symbol, int64_t smem_limit_bytes,

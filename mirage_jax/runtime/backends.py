@@ -36,6 +36,10 @@ class Backend:
     build: Callable[[Path, Path, dict[str, Any]], None]
     # At most this many of one graph's kernels are compiled side by side.
     parallel_builds: int = 1
+    # (C++ kernel graph) -> a key equal for graphs this backend generates the same code
+    # for (a candidate whose key another one has adds nothing to time); the content hash
+    # where the generator adds no equivalences of its own.
+    code_key: Callable[[Any], str] = lambda graph: graph.hash()
 
 
 def _cpu_generate(block_graph: Any, options: dict[str, Any]) -> tuple[str, str]:
@@ -99,6 +103,9 @@ CPU = Backend(
         "isa": toolchain.native_isa(),
     },
     build=lambda source, library, options: toolchain.compile_cpu_library(source, library),
+    # Loops whose steps are shorter than their products take run several steps an
+    # iteration (cc/codegen/cpu/loop_steps.h): finer cuts of k generate the same kernel.
+    code_key=_core.cpu_code_hash,
 )
 
 CUDA = Backend(

@@ -89,6 +89,23 @@ def tie_order(
     return head + list(others[tied:])
 
 
+def distinct_code(
+    ranked: Sequence[tuple[KernelGraph, float | None]], code_key: Callable[[KernelGraph], str]
+) -> list[tuple[KernelGraph, float | None]]:
+    """`ranked` (best first) without the candidates whose `code_key` (the backend's: equal
+    for graphs it generates the same kernels for) an earlier one has: a loop cut into 4-row
+    steps generates the 8-row cut's CPU kernel (cc/codegen/cpu/loop_steps.h), and timing
+    both would spend a build and a contender's slot on noise."""
+    seen: set[str] = set()
+    kept = []
+    for graph, cost in ranked:
+        key = code_key(graph)
+        if key not in seen:
+            seen.add(key)
+            kept.append((graph, cost))
+    return kept
+
+
 def choose(
     ranked: Sequence[tuple[KernelGraph, float | None]],
     original: str,

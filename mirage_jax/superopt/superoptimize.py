@@ -339,7 +339,11 @@ class _Run:
             # best others: a model that ranks the original first (it did for every bfloat16
             # region of GPT-2's decode step, whose kernels ran it 3.6x faster) would
             # otherwise leave a top_k=1 region with nothing to time.
-            ranked = list(zip(self.result.candidates, self.result.costs))
+            code_key = backends.backend_named(self.backend, "superoptimize").code_key
+            ranked = _contenders.distinct_code(
+                list(zip(self.result.candidates, self.result.costs)),
+                lambda graph: code_key(graph._core),
+            )
             slots = _compile.build_slots()
             contenders, self.tied = _contenders.choose(ranked, original, self.top_k, slots)
             alternative = _contenders.generated_alternative(ranked, original, contenders, slots)

@@ -185,3 +185,21 @@ def test_what_widens_in_xla_and_what_generates_every_matmul():
     no_matmul = mj.KernelGraph()
     no_matmul.mark_output(no_matmul.exp(no_matmul.new_input((4, 4))))
     assert not contenders.generates_every_matmul(no_matmul)
+
+
+def test_candidates_of_the_same_code_are_timed_once():
+    # "a4" and "a8" cut k into 4- and 8-row steps: one CPU kernel (the backend's code key).
+    ranked = [(graph("a4"), 1.0), (graph("b"), 1.01), (graph("a8"), 1.02), (graph("c"), 1.2)]
+    kept = contenders.distinct_code(ranked, lambda g: g.hash().rstrip("48"))
+    assert names(kept) == ["a4", "b", "c"]
+    assert [cost for _, cost in kept] == [1.0, 1.01, 1.2]
+
+
+def test_the_cpu_code_key_joins_finer_cuts_of_k():
+    from mirage_jax.runtime.backends import BACKENDS
+
+    coarse, fine = (rmsnorm_linear(k_tile=k)[1] for k in (8, 2))  # 8- and 2-row steps
+    cpu, cuda = BACKENDS["cpu"].code_key, BACKENDS["cuda"].code_key
+    assert coarse.hash() != fine.hash()
+    assert cpu(coarse._core) == cpu(fine._core)
+    assert cuda(coarse._core) != cuda(fine._core)

@@ -5,7 +5,9 @@ next loop step's tile only where B is a single matrix or the product has more th
 matrix is a whole round of the other matrices away: gqa_decode's 8-block candidates (8
 heads a block) ran 1.23x the fastest (one head a block) with it and 1.04x with the next
 head's tile
-(benchmarks/schedule_variants.py). Each kernel also runs, against a float64 reference."""
+(benchmarks/schedule_variants.py). A product of more than 8 rows runs its loop 128 rows of k
+an iteration (cc/codegen/cpu/loop_steps.h), so its next step is 128 rows on. Each kernel
+also runs, against a float64 reference."""
 
 import re
 
@@ -24,14 +26,14 @@ from mirage_jax.runtime import compile as runtime_compile
 HEADS, K, N, K_TILE = 4, 64, 48, 16
 
 
-def batched_product(rows: int, heads_per_block: int) -> KernelGraph:
+def batched_product(rows: int, heads_per_block: int, k: int = K) -> KernelGraph:
     """y[h] = x[h] @ w[h] for HEADS matrices, `heads_per_block` of them a block, a loop over
     k taking K_TILE rows of each w per step."""
     kg = KernelGraph()
-    x = kg.new_input((HEADS, rows, K))
-    w = kg.new_input((HEADS, K, N))
+    x = kg.new_input((HEADS, rows, k))
+    w = kg.new_input((HEADS, k, N))
     blocks = HEADS // heads_per_block
-    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=K // K_TILE)
+    bg = BlockGraph(grid=(blocks, 1, 1), forloop_range=k // K_TILE)
     split = (0 if blocks > 1 else -1, -1, -1)
     xb = bg.new_input(x, imap=split, fmap=2)
     wb = bg.new_input(w, imap=split, fmap=1)
@@ -48,20 +50,20 @@ def b_ahead(source: str) -> set[int]:
 
 
 @pytest.mark.parametrize(
-    "rows, heads_per_block, ahead",
+    "rows, heads_per_block, k, ahead",
     [
-        (4, 4, K * N),  # four matrices a block: the next one's tile
-        (8, 2, K * N),
-        (4, 1, K_TILE * N),  # one matrix a block: its next step's tile
-        (12, 4, K_TILE * N),  # more than 8 rows: B is packed, not streamed
+        (4, 4, K, K * N),  # four matrices a block: the next one's tile
+        (8, 2, K, K * N),
+        (4, 1, K, K_TILE * N),  # one matrix a block: its next step's tile
+        (12, 4, 512, 128 * N),  # more than 8 rows: B is packed, not streamed
     ],
 )
-def test_prefetch_target_and_result(rows, heads_per_block, ahead):
-    kg = batched_product(rows, heads_per_block)
+def test_prefetch_target_and_result(rows, heads_per_block, k, ahead):
+    kg = batched_product(rows, heads_per_block, k)
     assert b_ahead(runtime_compile.generate_code(kg)) == {ahead}
     rng = np.random.default_rng(rows + heads_per_block)
-    x = rng.standard_normal((HEADS, rows, K), dtype=np.float32)
-    w = rng.standard_normal((HEADS, K, N), dtype=np.float32)
+    x = rng.standard_normal((HEADS, rows, k), dtype=np.float32)
+    w = rng.standard_normal((HEADS, k, N), dtype=np.float32)
     x[0] *= 1e4  # large partial sums: a step added twice or dropped shows
     w[-1, :, :] = 0.0
     (got,) = jax.jit(mj.compile(kg))(x, w)

@@ -51,8 +51,11 @@ std::optional<Role> role_of(const BlockGraph& bg, const std::vector<Role>& role,
     int axis = -1;
     for (int in : op.inputs) {
       if (role[in].kind == Role::kConcat) {
-        const int aligned = role[in].axis + int(out.size() - bg.tensor(in).shape.size());
-        if (axis >= 0 && axis != aligned) return std::nullopt;
+        const Shape& s = bg.tensor(in).shape;
+        const int aligned = role[in].axis + int(out.size() - s.size());
+        // Both along one dim, neither broadcast along it: a [8, 1] step beside a [8, 4] one
+        // would be [8, 2] beside [8, 8] coarsened.
+        if ((axis >= 0 && axis != aligned) || s[role[in].axis] != out[aligned]) return std::nullopt;
         axis = aligned;
       } else if (role[in].kind == Role::kPartial) {
         return std::nullopt;
@@ -96,14 +99,8 @@ std::optional<std::vector<Role>> roles(const BlockGraph& bg) {
   return role;
 }
 
-}  // namespace
-
-bool loop_coarsens(const BlockGraph& bg) { return bg.forloop_range() > 1 && roles(bg).has_value(); }
-
-std::optional<BlockGraph> coarsen_loop(const BlockGraph& bg, int factor) {
-  if (factor < 2 || bg.forloop_range() % factor != 0 || !loop_coarsens(bg)) return std::nullopt;
-  BlockGraph out(bg.grid(), bg.forloop_range() / factor);
-  std::vector<int> id(bg.tensors().size(), -1);
+// bg's ops appended to `out` (a graph over a coarser loop), ids renamed through `id`.
+void copy_coarsened(const BlockGraph& bg, BlockGraph& out, std::vector<int>& id) {
   for (const Op& op : bg.ops()) {
     if (op.kind == OpKind::kInput) {
       id[op.outputs[0]] = out.new_input(bg.kernel_input_shape(op.io_index),
@@ -115,6 +112,22 @@ std::optional<BlockGraph> coarsen_loop(const BlockGraph& bg, int factor) {
       for (int in : op.inputs) ins.push_back(id.at(in));
       id[op.outputs[0]] = append_op(out, op, ins);
     }
+  }
+}
+
+}  // namespace
+
+bool loop_coarsens(const BlockGraph& bg) { return bg.forloop_range() > 1 && roles(bg).has_value(); }
+
+std::optional<BlockGraph> coarsen_loop(const BlockGraph& bg, int factor) {
+  if (factor < 2 || bg.forloop_range() % factor != 0 || !loop_coarsens(bg)) return std::nullopt;
+  BlockGraph out(bg.grid(), bg.forloop_range() / factor);
+  std::vector<int> id(bg.tensors().size(), -1);
+  // The builders check every rule again; a graph they refuse stays as it was.
+  try {
+    copy_coarsened(bg, out, id);
+  } catch (const IrError&) {
+    return std::nullopt;
   }
   return out;
 }

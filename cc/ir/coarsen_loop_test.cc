@@ -104,6 +104,19 @@ TEST(CoarsenLoop, AnOperandThatDoesNotBroadcastAlongTheLoopDoesNot) {
   EXPECT_FALSE(loop_coarsens(bg));
 }
 
+TEST(CoarsenLoop, AStepBroadcastAgainstALongerStepDoesNot) {
+  // x[:, it] ([8, 1] a step) times y's [8, 4] step: two steps at a time would put [8, 2]
+  // beside [8, 8], which no longer broadcast.
+  BlockGraph bg({1, 1, 1}, kSteps);
+  const int x = bg.new_input({kRows, kSteps}, DType::kF32, {-1, -1, -1}, 1);
+  const int y = bg.new_input({kRows, kK}, DType::kF32, {-1, -1, -1}, 1);
+  const int w = bg.new_input({kK, kCols}, DType::kF32, {-1, -1, -1}, 0);
+  const int acc = bg.accum(OpKind::kAccumSum, bg.matmul(bg.binary(OpKind::kMul, x, y), w));
+  bg.new_output(acc, {-1, -1, -1}, DType::kF32);
+  EXPECT_FALSE(loop_coarsens(bg));
+  EXPECT_FALSE(coarsen_loop(bg, 2).has_value());
+}
+
 TEST(CoarsenLoop, AnOnlineSoftmaxDoesNot) {
   BlockGraph bg({1, 1, 1}, kSteps);
   const int q = bg.new_input({kRows, kCols}, DType::kF32, {-1, -1, -1}, -1);

@@ -13,9 +13,10 @@
 // which only accum_sum reads, and the row reductions accum_sum_last, accum_mean_last and
 // accum_rms_last of values concatenated along their last dim (their counts are forloop_range
 // times the tile's dim, which the coarsening keeps). Anything else in the body (softmax
-// accumulators, reductions, a product along another dim, a broadcast that is not along a
-// size-1 dim) and the graph is left as it is. Sums regrouped round differently in float, as
-// a different k step does.
+// accumulators, reductions, a product along another dim, an invariant operand that does not
+// broadcast along the steps' dim, a step broadcast against a longer step) and the graph is
+// left as it is, as it is where the builders refuse the rebuilt graph. Sums regrouped round
+// differently in float, as a different k step does.
 #include <optional>
 
 #include "cc/ir/graph.h"

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -33,6 +34,33 @@ namespace {
 constexpr int64_t kPanelRows = 8;     // mj_cpu::kMaxPanelRows
 constexpr int64_t kPanelStep = 8;     // mj_cpu::kKChunk
 constexpr int64_t kPackedStep = 128;  // mj_cpu::kComputeKChunk
+
+// bg with its inputs in the order `order` names (input i of the result is bg's order[i]):
+// kernels that read the same tensors through a permuted argument list run the same code.
+BlockGraph inputs_in_order(const BlockGraph& bg, const std::vector<int>& order) {
+  BlockGraph out(bg.grid(), bg.forloop_range());
+  std::vector<int> id(bg.tensors().size(), -1);
+  std::vector<const Op*> input_op(bg.num_inputs(), nullptr);
+  for (const Op& op : bg.ops()) {
+    if (op.kind == OpKind::kInput) input_op.at(op.io_index) = &op;
+  }
+  for (int i : order) {
+    const Op& op = *input_op.at(i);
+    id.at(op.outputs[0]) =
+        out.new_input(bg.kernel_input_shape(i), bg.kernel_input_dtype(i), op.imap, op.fmap);
+  }
+  for (const Op& op : bg.ops()) {
+    if (op.kind == OpKind::kInput) continue;
+    if (op.kind == OpKind::kOutput) {
+      out.new_output(id.at(op.inputs[0]), op.omap, bg.kernel_output_dtype(op.io_index));
+      continue;
+    }
+    std::vector<int> ins;
+    for (int in : op.inputs) ins.push_back(id.at(in));
+    id.at(op.outputs[0]) = ir::append_op(out, op, ins);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -70,10 +98,16 @@ std::string cpu_code_hash(const ir::KernelGraph& g) {
       ir::copy_kernel_op(g, op, out, id);
       continue;
     }
+    // The kernel's arguments in the order of the tensors they are, not of the search's
+    // choice: QKNorm + GQA's two best candidates differed only in that.
+    std::vector<int> order(op.inputs.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return id.at(op.inputs[a]) < id.at(op.inputs[b]); });
     std::vector<int> inputs;
-    for (int t : op.inputs) inputs.push_back(id.at(t));
-    const std::vector<int> outputs =
-        out.customized(inputs, std::make_shared<BlockGraph>(loop_form(*op.block_graph)));
+    for (int i : order) inputs.push_back(id.at(op.inputs[i]));
+    const std::vector<int> outputs = out.customized(
+        inputs, std::make_shared<BlockGraph>(inputs_in_order(loop_form(*op.block_graph), order)));
     for (size_t i = 0; i < outputs.size(); ++i) id.at(op.outputs[i]) = outputs[i];
   }
   return ir::graph_hash(out);

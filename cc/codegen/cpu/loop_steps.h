@@ -19,8 +19,9 @@ int step_factor(const ir::BlockGraph& bg);
 // bg as its kernel is generated: its loop coarsened by step_factor (bg itself for 1).
 ir::BlockGraph loop_form(const ir::BlockGraph& bg);
 
-// A content hash of g in which every customized op's block graph is its loop_form: two
-// candidates with the same hash generate the same CPU kernels.
+// A content hash of g in which every customized op's block graph is its loop_form and its
+// arguments are in the order of the tensors they are: two candidates with the same hash
+// generate the same CPU kernels, up to the order of their arguments.
 std::string cpu_code_hash(const ir::KernelGraph& g);
 
 }  // namespace mj::codegen::cpu

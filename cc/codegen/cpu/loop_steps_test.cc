@@ -1,7 +1,8 @@
 // How many steps an iteration a generated loop runs: enough for 8 rows of k in a product of
 // up to 8 rows and 128 in a taller one, by a factor that divides the loop (all of it when no
 // divisor reaches that); none for long enough steps, for a body without a product and for
-// one whose values do not coarsen. Graphs that differ only in such cuts share a code hash.
+// one whose values do not coarsen. Graphs that differ only in such cuts, or in the order of a
+// kernel's arguments, share a code hash.
 #include "cc/codegen/cpu/loop_steps.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,34 @@ TEST(LoopSteps, FinerCutsOfKShareACodeHash) {
   EXPECT_EQ(cpu_code_hash(kernel(64)), cpu_code_hash(kernel(8)));
   EXPECT_NE(cpu_code_hash(kernel(4)), cpu_code_hash(kernel(8)));
   EXPECT_EQ(loop_form(product(8, 64, 16)).forloop_range(), 8);
+}
+
+// a - b over two [8, 64] kernel inputs; `swapped` lists them as (b, a) and reads them back in
+// the block graph's own order.
+ir::KernelGraph difference(bool swapped, bool reversed) {
+  ir::KernelGraph g;
+  const int a = g.new_input({8, 64}, DType::kF32);
+  const int b = g.new_input({8, 64}, DType::kF32);
+  auto bg = std::make_shared<BlockGraph>(ir::Dim3{2, 1, 1}, 1);
+  const int first = bg->new_input({8, 64}, DType::kF32, {0, -1, -1}, -1);
+  const int second = bg->new_input({8, 64}, DType::kF32, {0, -1, -1}, -1);
+  // Argument i of the kernel is kernel tensor args[i]; the block graph computes x - y.
+  const int x = swapped ? second : first, y = swapped ? first : second;
+  bg->new_output(reversed ? bg->binary(OpKind::kSub, y, x) : bg->binary(OpKind::kSub, x, y),
+                 {0, -1, -1}, DType::kF32);
+  const std::vector<int> args = swapped ? std::vector<int>{b, a} : std::vector<int>{a, b};
+  g.mark_output(g.customized(args, bg)[0]);
+  return g;
+}
+
+TEST(LoopSteps, PermutedKernelArgumentsShareACodeHash) {
+  const ir::KernelGraph plain = difference(false, false);
+  const ir::KernelGraph permuted = difference(true, false);  // (b, a), reading a - b
+  EXPECT_NE(ir::graph_hash(plain), ir::graph_hash(permuted));
+  EXPECT_EQ(cpu_code_hash(plain), cpu_code_hash(permuted));
+  // b - a is another program, in either argument order.
+  EXPECT_NE(cpu_code_hash(plain), cpu_code_hash(difference(false, true)));
+  EXPECT_NE(cpu_code_hash(plain), cpu_code_hash(difference(true, true)));
 }
 
 }  // namespace

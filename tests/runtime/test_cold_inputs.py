@@ -66,7 +66,7 @@ def test_every_timed_call_takes_the_next_set():
     )
     assert rounds == profile.MIN_ROUNDS
     assert [i for _, i in seen] == [k % 3 for k in range(len(seen))]
-    assert len(seen) == 2 * (profile.WARMUP_CALLS + rounds)
+    assert len(seen) == 2 * (profile.WARMUP_CALLS + rounds * (1 + profile.SETTLE_CALLS))
 
 
 def _rms_linear(x, g, w):

@@ -193,11 +193,17 @@ def test_profile_returns_paired_samples_in_a_seeded_random_order(monkeypatch):
     timed, n = profile.median_times(functions, [], budget_s=0.0)
     assert n == 6 and all(len(timed.samples[name]) == 6 for name in "abcd")
     assert timed["a"] == pytest.approx(np.median(timed.samples["a"]))
+    assert len(calls) == 6 * 4 * (1 + profile.SETTLE_CALLS) and profile.SETTLE_CALLS == 1
+    assert calls[0::2] == calls[1::2]  # each function settles, then is timed
+    calls = calls[1::2]
     orders = [tuple(calls[i : i + 4]) for i in range(0, 24, 4)]
     assert all(sorted(o) == list("abcd") for o in orders)
     # not a rotation of one order: some round starts with a function at a different offset
     rotations = {tuple("abcd"[i:] + "abcd"[:i]) for i in range(4)}
     assert any(o not in rotations for o in orders)
-    calls.clear()
+    del calls[:]  # the list the functions append to
+    again = []
+    functions = {n: (lambda n=n: again.append(n)) for n in "abcd"}
     profile.median_times(functions, [], budget_s=0.0)
-    assert [tuple(calls[i : i + 4]) for i in range(0, 24, 4)] == orders  # seeded
+    again = again[1::2]
+    assert [tuple(again[i : i + 4]) for i in range(0, 24, 4)] == orders  # seeded

@@ -35,6 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from kernels import standard_normal_inputs
 from matmul_shapes import parse_shapes
+from ranking_replay import load
 
 import mirage_jax as mj
 from mirage_jax.ir.product_graphs import column_split_product
@@ -92,10 +93,21 @@ def replay_pair(doc: dict, program: str, label: str | None) -> tuple[dict[str, C
     return functions, standard_normal_inputs(graph)
 
 
+def check_outputs(name: str, functions: dict, args: list) -> None:
+    """SystemExit unless the kernel's outputs match XLA's: times of a wrong kernel say
+    nothing."""
+    kernel, xla = (jax.tree_util.tree_leaves(fn(*args)) for fn in functions.values())
+    for got, want in zip(kernel, xla, strict=True):
+        got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+        scale = max(float(np.max(np.abs(want))), 1e-30)
+        error = float(np.max(np.abs(got - want))) / scale
+        if not error < 1e-4:  # float32 sums in another order
+            raise SystemExit(f"switch_cost: {name}: the kernel is off XLA's result by {error:.2e}")
+
+
 def report(name: str, functions: dict, args: list, stretches: list[int], calls: int) -> dict:
+    check_outputs(name, functions, args)
     sets = cold_inputs.rotation(args)
-    for fn in functions.values():
-        jax.block_until_ready(fn(*args))
     kernel, xla = list(functions)
     rows = []
     for stretch in stretches:
@@ -137,8 +149,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.replay:
         if not args.only:
             raise SystemExit("switch_cost: --replay needs --only PROGRAM,...")
-        with open(args.replay) as f:
-            doc = json.load(f)
+        doc = load(args.replay, args.only)
         for program in args.only.split(","):
             functions, inputs = replay_pair(doc, program, args.label)
             results.append(report(program, functions, inputs, args.stretches, calls))

@@ -60,4 +60,19 @@ void copy_kernel_op(const KernelGraph& from, const Op& op, KernelGraph& to, std:
   for (size_t i = 0; i < outputs.size(); ++i) id.at(op.outputs[i]) = outputs[i];
 }
 
+void copy_block_op(const BlockGraph& from, const Op& op, BlockGraph& to, std::vector<int>& id) {
+  if (op.kind == OpKind::kInput) {
+    id.at(op.outputs[0]) = to.new_input(from.kernel_input_shape(op.io_index),
+                                        from.kernel_input_dtype(op.io_index), op.imap, op.fmap);
+    return;
+  }
+  std::vector<int> inputs;
+  for (int t : op.inputs) inputs.push_back(id.at(t));
+  if (op.kind == OpKind::kOutput) {
+    to.new_output(inputs.at(0), op.omap, from.kernel_output_dtype(op.io_index));
+    return;
+  }
+  id.at(op.outputs[0]) = append_op(to, op, inputs);
+}
+
 }  // namespace mj::ir

@@ -18,4 +18,9 @@ int append_op(Graph& g, const Op& like, const std::vector<int>& inputs);
 // new ids of its outputs in `id`: how cut, splice and the output cones copy programs.
 void copy_kernel_op(const KernelGraph& from, const Op& op, KernelGraph& to, std::vector<int>& id);
 
+// The same for block-level `op` of `from` (an input keeps its imap, fmap and kernel shape, an
+// output its omap and dtype; the graph's grid and loop are `to`'s): how a block graph is
+// rebuilt over a coarser loop or with its inputs in another order.
+void copy_block_op(const BlockGraph& from, const Op& op, BlockGraph& to, std::vector<int>& id);
+
 }  // namespace mj::ir

@@ -99,22 +99,6 @@ std::optional<std::vector<Role>> roles(const BlockGraph& bg) {
   return role;
 }
 
-// bg's ops appended to `out` (a graph over a coarser loop), ids renamed through `id`.
-void copy_coarsened(const BlockGraph& bg, BlockGraph& out, std::vector<int>& id) {
-  for (const Op& op : bg.ops()) {
-    if (op.kind == OpKind::kInput) {
-      id[op.outputs[0]] = out.new_input(bg.kernel_input_shape(op.io_index),
-                                        bg.kernel_input_dtype(op.io_index), op.imap, op.fmap);
-    } else if (op.kind == OpKind::kOutput) {
-      out.new_output(id.at(op.inputs[0]), op.omap, bg.kernel_output_dtype(op.io_index));
-    } else {
-      std::vector<int> ins;
-      for (int in : op.inputs) ins.push_back(id.at(in));
-      id[op.outputs[0]] = append_op(out, op, ins);
-    }
-  }
-}
-
 }  // namespace
 
 bool loop_coarsens(const BlockGraph& bg) { return bg.forloop_range() > 1 && roles(bg).has_value(); }
@@ -125,7 +109,7 @@ std::optional<BlockGraph> coarsen_loop(const BlockGraph& bg, int factor) {
   std::vector<int> id(bg.tensors().size(), -1);
   // The builders check every rule again; a graph they refuse stays as it was.
   try {
-    copy_coarsened(bg, out, id);
+    for (const Op& op : bg.ops()) copy_block_op(bg, op, out, id);
   } catch (const IrError&) {
     return std::nullopt;
   }

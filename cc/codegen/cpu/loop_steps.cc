@@ -44,20 +44,9 @@ BlockGraph inputs_in_order(const BlockGraph& bg, const std::vector<int>& order) 
   for (const Op& op : bg.ops()) {
     if (op.kind == OpKind::kInput) input_op.at(op.io_index) = &op;
   }
-  for (int i : order) {
-    const Op& op = *input_op.at(i);
-    id.at(op.outputs[0]) =
-        out.new_input(bg.kernel_input_shape(i), bg.kernel_input_dtype(i), op.imap, op.fmap);
-  }
+  for (int i : order) ir::copy_block_op(bg, *input_op.at(i), out, id);
   for (const Op& op : bg.ops()) {
-    if (op.kind == OpKind::kInput) continue;
-    if (op.kind == OpKind::kOutput) {
-      out.new_output(id.at(op.inputs[0]), op.omap, bg.kernel_output_dtype(op.io_index));
-      continue;
-    }
-    std::vector<int> ins;
-    for (int in : op.inputs) ins.push_back(id.at(in));
-    id.at(op.outputs[0]) = ir::append_op(out, op, ins);
+    if (op.kind != OpKind::kInput) ir::copy_block_op(bg, op, out, id);
   }
   return out;
 }

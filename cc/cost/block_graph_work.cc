@@ -1,6 +1,7 @@
 #include "cc/cost/block_graph_work.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -65,6 +66,16 @@ std::pair<double, double> tile_runs(const Shape& tile, const Shape& whole, int b
   return {tensor_elements(tile) / run, stride * bytes};
 }
 
+// Whether a matmul reads tensor t: the generated CPU code then holds t in the arena (an
+// elementwise pass ends there) where the matmul would otherwise read its operand in place.
+bool read_by_matmul(const BlockGraph& g, int t) {
+  for (const Op& op : g.ops()) {
+    if (op.kind != OpKind::kMatmul) continue;
+    if (std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 KernelWork block_graph_work(const BlockGraph& g) {
@@ -75,8 +86,10 @@ KernelWork block_graph_work(const BlockGraph& g) {
   w.working_set_bytes = block_working_set_bytes(g);
   const double blocks = double(w.blocks);
   const double iterations = g.forloop_range();
-  std::vector<double> cut_reads;  // bytes of each input tile walked along its rows
-  std::set<int> scores_seen;      // of online softmaxes (block_op_cpu_extra_flops)
+  std::vector<double> cut_reads;           // bytes of each input tile walked along its rows
+  std::set<int> scores_seen;               // of online softmaxes (block_op_cpu_extra_flops)
+  std::map<int, double> input_tile_reads;  // tile tensor id -> its bytes_read term
+  std::vector<std::pair<double, double>> arena_passes;  // (input tile read, pass bytes)
   for (const Op& op : g.ops()) {
     if (op.kind == OpKind::kInput) {
       const Tensor& tile = g.tensor(op.outputs[0]);
@@ -85,6 +98,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const Shape& whole = g.kernel_input_shape(op.io_index);
       const double tensor_bytes = tensor_elements(whole) * dtype_bytes(tile.dtype);
       w.bytes_read += read;
+      if (op.fmap >= 0) input_tile_reads[op.outputs[0]] = read;
       if (!layout::cpu_reads_in_place(g, op)) w.copied_tile_bytes += read;
       const int last = int(whole.size()) - 1;
       if (iterations > 1 && op.fmap == last && tile.shape.back() < whole.back()) {
@@ -114,6 +128,15 @@ KernelWork block_graph_work(const BlockGraph& g) {
     if (op.kind == OpKind::kConcat) {
       w.on_chip_copy_bytes += 2 * tensor_elements(g.tensor(op.outputs[0]).shape) * 4 * times;
     }
+    if (per_iteration && ir::is_elementwise(op.kind) && read_by_matmul(g, op.outputs[0])) {
+      for (int t : op.inputs) {
+        const auto read = input_tile_reads.find(t);
+        if (read == input_tile_reads.end()) continue;
+        const double pass = 2 * tensor_elements(g.tensor(op.outputs[0]).shape) * 4 * times;
+        arena_passes.push_back({read->second, pass});
+        break;
+      }
+    }
     if (op.kind == OpKind::kMatmul) {
       const Shape& c = g.tensor(op.outputs[0]).shape;
       const double m = double(c[c.size() - 2]), n = double(c.back());
@@ -132,6 +155,9 @@ KernelWork block_graph_work(const BlockGraph& g) {
     w.flops += f.total * times;
     w.low_precision_matmul_flops += f.low_precision_matmul * times;
     w.cpu_extra_flops += block_op_cpu_extra_flops(g, op, scores_seen) * times;
+  }
+  for (const auto& [read, pass] : arena_passes) {
+    if (read >= kMainStreamShare * w.bytes_read) w.arena_pass_bytes += pass;
   }
   for (double read : cut_reads) {
     if (read >= kMainStreamShare * w.bytes_read) w.cut_row_bytes += read;

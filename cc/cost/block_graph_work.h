@@ -8,6 +8,9 @@
 //   flops       = B × (F × Σ body ops and accumulators + Σ invariant and epilogue ops), with
 //                 invariant ops hoisted out of the loop.
 //   on_chip_copy_bytes = 2 × Σ over concats of their float32 result bytes × (F or 1) × B.
+//   arena_pass_bytes = 2 × Σ over body elementwise ops that a matmul reads and that read a
+//                 for-loop input tile of at least kMainStreamShare of bytes_read, of their
+//                 float32 result bytes × F × B.
 //   copied_tile_bytes = Σ of bytes_read's terms whose tiles the generated CPU code copies
 //                 into its arena (cc/layout/cpu_tile_reads.h).
 //   cut_row_bytes = Σ of bytes_read's terms whose tile the loop (F > 1) walks along the

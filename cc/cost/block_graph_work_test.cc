@@ -109,6 +109,29 @@ TEST(BlockGraphWork, ConcatsCopyTheirResultsOnChipEveryTimeTheyRun) {
       block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32))).on_chip_copy_bytes, 0);
 }
 
+// Decode attention's Q[4, 128] @ K[128, 4096] over 16 steps of 256 keys, scaled either on
+// Q's tile (invariant, once) or on each K tile in the loop, which the CPU code then writes to
+// its arena for the product to read back.
+KernelWork scaled_scores(bool scale_k) {
+  auto bg = std::make_shared<BlockGraph>(Dim3{2, 1, 1}, 16);
+  const int q = bg->new_input({2, 4, 128}, DType::kF32, {0, -1, -1}, -1);
+  const int k = bg->new_input({2, 128, 4096}, DType::kF32, {0, -1, -1}, 2);
+  const int scores = scale_k ? bg->matmul(q, bg->unary(OpKind::kMulScalar, k, 0.125))
+                             : bg->matmul(bg->unary(OpKind::kMulScalar, q, 0.125), k);
+  bg->new_output(bg->accum(OpKind::kAccumMaxLast, scores), {0, -1, -1}, DType::kF32);
+  return block_graph_work(*bg);
+}
+
+TEST(BlockGraphWork, BodyPassesFromTheMainStreamToAProductCountTheirArenaBytes) {
+  // K's [1, 128, 256] tiles: written and read back, every iteration of both blocks
+  EXPECT_DOUBLE_EQ(scaled_scores(true).arena_pass_bytes, 2 * (128 * 256 * 4) * 16 * 2.0);
+  // the scaled Q tile is loop-invariant
+  EXPECT_DOUBLE_EQ(scaled_scores(false).arena_pass_bytes, 0);
+  // RMSNorm's x·g [8, 128] per step feeds the product, but x is 11% of the kernel's reads
+  EXPECT_DOUBLE_EQ(
+      block_graph_work(*fused_rmsnorm_linear_block(column_split(96, 32))).arena_pass_bytes, 0);
+}
+
 TEST(BlockGraphWork, LowPrecisionTilesAreReadAtTheirStorageWidth) {
   RmsNormLinearShape s;
   s.dtype = DType::kBF16;

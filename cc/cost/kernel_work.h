@@ -68,6 +68,14 @@ struct KernelWork {
   // W's and B's tiles before one matmul, measured 1.2-2x slower than the form with two
   // products and an add over the same tiles, which the model had costed the same.
   double on_chip_copy_bytes = 0;
+  // kCustomized: the bytes of tiles that elementwise passes in the for-loop's body compute
+  // from a main stream's input tile (at least kMainStreamShare of the kernel's reads) and
+  // write to the arena for a matmul, and that the matmul reads back, over all blocks and
+  // iterations. On a CPU the pass and the product take turns: while the matmul works from
+  // the arena no stream from memory runs beside it. Decode attention scaling each [128, 256] K tile
+  // before Q @ K (instead of Q's [4, 128] tile, once) ran 1.3x the time of the same kernel without,
+  // which the model had costed 0.1% slower (benchmarks/ranking_replay.py).
+  double arena_pass_bytes = 0;
   // The flop-equivalents a CPU's vector code spends beyond `flops` (cpu_vector_cost.h):
   // exp-based functions, divisions and square roots per element, and a row reduction's fold
   // of its vector partials per row, over all blocks and iterations. Only CPU targets count

@@ -148,7 +148,10 @@ KernelTime kernel_time(const KernelWork& w, const Target& t) {
                                             ? k.cached_bytes / t.cache_bandwidth +
                                                   w.copied_tile_bytes / t.dram_bandwidth
                                             : 0);
-  const double overlapped_s = std::max(k.memory_s - serial_s, k.compute_s) + serial_s;
+  // The arena passes of KernelWork::arena_pass_bytes take turns with the products.
+  const double arena_s =
+      customized && t.kind == TargetKind::kCpu ? w.arena_pass_bytes / t.cache_bandwidth : 0;
+  const double overlapped_s = std::max(k.memory_s - serial_s, k.compute_s) + serial_s + arena_s;
   k.seconds = k.fits ? overlapped_s / k.parallel_efficiency + k.overhead_s
                      : std::numeric_limits<double>::infinity();
   return k;

@@ -265,6 +265,20 @@ TEST(Roofline, OnChipCopiesTakeCpuTimeAtTheCacheBandwidth) {
                    kernel_time(customized(2, 0, 6e9), gpu).compute_s);
 }
 
+// A memory-bound kernel's arena passes do not hide under its stream; a GPU has none.
+TEST(Roofline, CpuArenaPassesAddToTheStreamAtTheCacheBandwidth) {
+  const Target cpu = Target::cpu_host();
+  KernelWork w = customized(2, 3e9, 2.4e6);
+  const KernelTime streamed = kernel_time(w, cpu);
+  ASSERT_GT(streamed.memory_s, streamed.compute_s);
+  w.arena_pass_bytes = 3e9;
+  EXPECT_DOUBLE_EQ(kernel_time(w, cpu).seconds,
+                   streamed.seconds + 3e9 / cpu.cache_bandwidth / streamed.parallel_efficiency);
+  const Target gpu = Target::a100();
+  EXPECT_DOUBLE_EQ(kernel_time(w, gpu).seconds,
+                   kernel_time(customized(2, 3e9, 2.4e6), gpu).seconds);
+}
+
 // A customized kernel of one matmul tile [m, k] @ [k, n], run `count` times in all.
 KernelWork one_matmul(double m, double k, double n, double count) {
   KernelWork w = customized(2, 0, 2 * m * k * n * count);

@@ -102,6 +102,7 @@ void bind_target(nb::module_& m) {
           d["blocks"] = w.blocks;
           d["runs_loaded"] = w.runs_loaded;
           d["on_chip_copy_bytes"] = w.on_chip_copy_bytes;
+          d["arena_pass_bytes"] = w.arena_pass_bytes;
           d["cut_row_bytes"] = w.cut_row_bytes;
           double walked_pages = 0;
           for (const auto& [pages, loads] : w.paged_loads) {

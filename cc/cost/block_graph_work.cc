@@ -34,6 +34,12 @@ constexpr double kLineBytes = 64;
 // products over 4-8 rows of the weight a step below the same products over 16 and 32, 2-7%
 // faster on the machine (benchmarks/ranking_replay.py: the gated MLP and SwiGLU + down).
 constexpr double kFollowedStreams = 16;
+// A weight tile that the generated matmul streams with prefetches of its own pays nothing
+// for its runs when each is this many bytes or more. Shorter runs still cost: decode
+// attention's K[8, 8, 128, 4096] in [8, 128, 32] tiles (128-byte runs) ran 1.00-1.14x (5% on
+// average, four timings) the time of [1, 128, 256] and [1, 128, 128] tiles of the same
+// kernel, which the model had tied (benchmarks/ranking_replay.py, gqa_decode).
+constexpr double kPrefetchedRunBytes = 256;
 
 // The smallest side of a product that the generated CPU code sends to its bfloat16-weight
 // path (cc/codegen/cpu/prelude.cc, matmul_amx: 32 x 32 tiles, 32 values of k a step).
@@ -108,7 +114,9 @@ KernelWork block_graph_work(const BlockGraph& g) {
       const auto [runs, stride_bytes] = tile_runs(tile.shape, whole, dtype_bytes(tile.dtype));
       const double run_bytes = tensor_elements(tile.shape) * dtype_bytes(tile.dtype) / runs;
       const bool followed = op.fmap == last && runs <= kFollowedStreams;
-      if (!followed && !layout::cpu_streams_weight_tile(g, op)) {
+      const bool prefetched =
+          layout::cpu_streams_weight_tile(g, op) && run_bytes >= kPrefetchedRunBytes;
+      if (!followed && !prefetched) {
         w.runs_loaded += runs * loads * blocks * std::min(1.0, kLineBytes / run_bytes);
       }
       if (op.fmap >= 0 && iterations > 1) {

@@ -58,9 +58,9 @@ struct KernelWork {
   // short run is a load the prefetchers did not see coming, a fixed cost besides its bytes;
   // a long one is a stream they follow. superopt/calibration.py measures a line-run's cost
   // on a weight whose rows are walked one line at a time against whole rows. Weight tiles
-  // that the generated matmuls stream with prefetches of their own are left out
-  // (layout::cpu_streams_weight_tile), and so are tiles of up to 16 rows walked along them
-  // (each row a stream the prefetchers follow from one iteration to the next).
+  // that the generated matmuls stream with prefetches of their own, in runs of 256 bytes or
+  // more, are left out (layout::cpu_streams_weight_tile), and so are tiles of up to 16 rows walked
+  // along them (each row a stream the prefetchers follow from one iteration to the next).
   double runs_loaded = 0;
   // kCustomized: the bytes block-level concats move inside the blocks (their results,
   // read and written, in the float32 arena), over all blocks and iterations. No flops, yet

@@ -109,8 +109,10 @@ std::shared_ptr<BlockGraph> gemv(int blocks, int rows = 1) {
   return bg;
 }
 
-TEST(TileRuns, RunsOfAStreamedWeightTileAreNotCounted) {
-  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96)).runs_loaded, 0);                  // [128, 64]
+TEST(TileRuns, RunsOfFourLinesOrMoreInAStreamedWeightTileAreNotCounted) {
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(96)).runs_loaded, 0);  // [128, 64]: 256-byte runs
+  // [128, 32]: streamed too, but in runs of two lines, each counted as half a line-run
+  EXPECT_DOUBLE_EQ(block_graph_work(*gemv(192)).runs_loaded, 192.0 * 32 * 128 / 2);
   EXPECT_DOUBLE_EQ(block_graph_work(*gemv(384)).runs_loaded, 384.0 * 32 * 128);  // [128, 16]
 }
 

@@ -72,14 +72,14 @@ std::pair<double, double> tile_runs(const Shape& tile, const Shape& whole, int b
   return {tensor_elements(tile) / run, stride * bytes};
 }
 
-// Whether a matmul reads tensor t: the generated CPU code then holds t in the arena (an
+// The tensors matmuls read: the generated CPU code holds such a tensor in the arena (an
 // elementwise pass ends there) where the matmul would otherwise read its operand in place.
-bool read_by_matmul(const BlockGraph& g, int t) {
+std::set<int> matmul_operands(const BlockGraph& g) {
+  std::set<int> read;
   for (const Op& op : g.ops()) {
-    if (op.kind != OpKind::kMatmul) continue;
-    if (std::find(op.inputs.begin(), op.inputs.end(), t) != op.inputs.end()) return true;
+    if (op.kind == OpKind::kMatmul) read.insert(op.inputs.begin(), op.inputs.end());
   }
-  return false;
+  return read;
 }
 
 }  // namespace
@@ -95,6 +95,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
   std::vector<double> cut_reads;           // bytes of each input tile walked along its rows
   std::set<int> scores_seen;               // of online softmaxes (block_op_cpu_extra_flops)
   std::map<int, double> input_tile_reads;  // tile tensor id -> its bytes_read term
+  const std::set<int> product_operands = matmul_operands(g);
   std::vector<std::pair<double, double>> arena_passes;  // (input tile read, pass bytes)
   for (const Op& op : g.ops()) {
     if (op.kind == OpKind::kInput) {
@@ -136,7 +137,7 @@ KernelWork block_graph_work(const BlockGraph& g) {
     if (op.kind == OpKind::kConcat) {
       w.on_chip_copy_bytes += 2 * tensor_elements(g.tensor(op.outputs[0]).shape) * 4 * times;
     }
-    if (per_iteration && ir::is_elementwise(op.kind) && read_by_matmul(g, op.outputs[0])) {
+    if (per_iteration && ir::is_elementwise(op.kind) && product_operands.count(op.outputs[0])) {
       for (int t : op.inputs) {
         const auto read = input_tile_reads.find(t);
         if (read == input_tile_reads.end()) continue;

@@ -18,13 +18,13 @@ number the roofline divides by is measured with a small probe, the way candidate
 - library_small_m_bandwidth: a jitted XLA matmul of 8 rows over the streamed weight: XLA's
   small-M dots read a weight from memory far slower than a stream (or its one-row GEMV).
 - split_stream_bandwidth: dram_bandwidth times how much slower a stream of 8 rows of x
-  runs cut into 64 column blocks (grouped into tasks of 4 KB runs by the code generator),
-  each core walking several strips in turn, than with a block per core: 18% on the Intel
-  development machine (5-12% in benchmarks/gemv_tiles.py's grids), an order of the
-  candidates the model otherwise ties (cc/cost/target.h). At one row of x the same split
-  measured 1-4%, which ranked two stored timings of the paper suite's candidates at a mean
-  Spearman of 0.43 where 8 rows' ratio gave 0.52 and 0.60 (benchmarks/ranking_replay.py rank
-  --split-ratio).
+  (fastest calls, on one W) runs cut into 64 column blocks (grouped into tasks of 4 KB runs
+  by the code generator), each core walking several strips in turn, than with a block per
+  core: 18% on the Intel development machine (5-12% in benchmarks/gemv_tiles.py's grids),
+  an order of the candidates the model otherwise ties (cc/cost/target.h). At one row of x
+  the same split measured 1-4%, which ranked two stored timings of the paper suite's
+  candidates at a mean Spearman of 0.43 where 8 rows' ratio gave 0.52 and 0.60
+  (benchmarks/ranking_replay.py rank --split-ratio).
 - custom_call_overhead_s: a generated kernel doing almost nothing, less a jitted XLA op
   doing as little (both pay jit dispatch; only the custom call's share is the kernel's).
 - block_overhead_s: the same tiny work cut into 64 blocks instead of one.
@@ -41,20 +41,21 @@ number the roofline divides by is measured with a small probe, the way candidate
 Each probe keeps its fastest of several runs: load from other processes only slows runs, so
 the minimum is the closest to the machine's own figure, and the ranking does not follow the
 load of the moment. The probes whose differences are figures (one block, many blocks and
-XLA's tiny op; whole rows and line runs) run in turn, round after round, so that each
-difference compares minima taken under the same load.
+XLA's tiny op; whole rows and line runs; the 8-row stream and strips) run in turn, round
+after round, so that each difference compares minima taken under the same load.
 
-The streams (stream, strips, page walks, their 8-row forms and XLA's 8-row product over W)
-are the exception: the caches favour them as much as load slows them. On a machine with a
-300 MiB cache, W capped at 256 MiB stayed partly in it, and the fastest of its calls
-streamed 62 GB/s, whether or not the calls rotated over copies of W, where their median
-over the copies was 37 GB/s; the candidates that ranking_replay.py times cold read their
-inputs at 22-28 GB/s (an 8 MB score tensor, decode attention's 268 MB of K and V). With the
-stream figures at 0.6 of the fastest one (the median's share), the four stored timings of
-the paper suite's candidates ranked at a mean Spearman of 0.68 instead of 0.64, the
-fastest candidate in the model's top 4 in 29 of 44 programs instead of 27
-(benchmarks/ranking_replay.py rank). So the streams run as median_times runs candidates:
-in rounds, each call taking the next copy of W, the median of each kept.
+The streams (stream, strips, page walks and XLA's 8-row product over W) are the exception:
+the caches favour them as much as load slows them. On a machine with a 300 MiB cache, W
+capped at 256 MiB stayed partly in it, and the fastest of its calls streamed 62 GB/s,
+whether or not the calls rotated over copies of W, where their median over the copies was
+37 GB/s; the candidates that ranking_replay.py times cold read their inputs at 22-28 GB/s
+(an 8 MB score tensor, decode attention's 268 MB of K and V). With the stream figures at
+0.6 of the fastest one (the median's share), the four stored timings of the paper suite's
+candidates ranked at a mean Spearman of 0.68 instead of 0.64, the fastest candidate in the
+model's top 4 in 29 of 44 programs instead of 27 (benchmarks/ranking_replay.py rank). So
+the streams run as median_times runs candidates: in rounds, each call taking the next copy
+of W, the median of each kept. The split stream keeps its ratio of fastest calls
+(split_stream_bandwidth, above), applied to the median.
 
 The whole measurement runs ROUNDS times and each figure is the median of its rounds: a
 fastest run can still be one the machine favoured or a whole round can run slow, and
@@ -290,7 +291,9 @@ def measure(log: Callable[[str], None] = lambda _: None, rounds: int = ROUNDS) -
     x8 = rng.standard_normal((8, _STREAM_K), dtype=np.float32)
     probe_inputs["stream, 8 rows"] = [jax.device_put(x8), probe_inputs["stream"][1]]
     # W and its copies, which the streams' calls take in turn (the module's docstring).
-    probe_inputs["stream copies"] = [s[1] for s in cold_inputs.rotation(probe_inputs["stream"])]
+    probe_inputs["stream copies"] = [
+        s[0] for s in cold_inputs.rotation([probe_inputs["stream"][1]])
+    ]
     found = []
     for round_ in range(rounds):
         log(f"timing the probes ({round_ + 1} of {rounds})")
@@ -315,9 +318,16 @@ def _timed(
     walks, _ = median_times(walked, one_row[0], STREAM_BUDGET_S, one_row)
     stream_s, strips_s, page_walks_s = (walks[name] for name in walked)
     matmul = jax.jit(jnp.matmul)
+    small_m, _ = median_times({"xla": matmul}, eight_rows[0], STREAM_BUDGET_S, eight_rows)
+    small_m_stream_s = small_m["xla"]
+    # The split's share of the stream is a ratio of fastest calls on one W, as it was before
+    # the streams went cold. Neither way measures it well here: cold medians put it at
+    # 0.99-1.04 in eight single measurements, fastest calls at 0.955 (a median of three)
+    # and 1.006-1.009 in two; its side of 1 decides the order of the candidates it prices
+    # (six stored timings: mean Spearman 0.69 below 1, 0.62-0.64 at 1 or above).
     split = {name: fns[name] for name in ("stream, 8 rows", "strips, 8 rows")}
-    splits, _ = median_times({**split, "xla": matmul}, eight_rows[0], STREAM_BUDGET_S, eight_rows)
-    stream8_s, strips8_s, small_m_stream_s = (splits[name] for name in (*split, "xla"))
+    splits = fastest_seconds_each(split, probe_inputs["stream, 8 rows"], RUNS)
+    stream8_s, strips8_s = (splits[name] for name in split)
     rows = {name: fns[name] for name in ("whole rows", "line runs")}
     row_walks = fastest_seconds_each(rows, probe_inputs["whole rows"], RUNS)
     whole_rows_s, line_runs_s = (row_walks[name] for name in rows)

@@ -6,6 +6,7 @@
 // XLA's intra-op thread pool.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -113,6 +114,18 @@ float* thread_arena(int64_t floats) {
   return reinterpret_cast<float*>((address + 63) & ~std::uintptr_t(63));
 }
 
+// Long enough for a worker's last chunk of a short kernel, short against a long one's.
+constexpr std::chrono::microseconds kSpinBeforeSleep{200};
+
+// Tells the core this is a spin loop (frees the pipeline to a hyperthread sibling).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 // Shared by the caller and the pool tasks through a shared_ptr: a pool task may start after
 // the call has returned, finds no task left, and must still find this object alive (it then
 // touches neither `io` nor `fn`).
@@ -136,8 +149,18 @@ struct GridJob {
   }
 
   // Only tasks claimed by running workers can be outstanding, so this never waits on a
-  // worker that has not started.
+  // worker that has not started. The caller spins before it sleeps: the worker's last chunk
+  // is short when the kernel is, and a sleeping caller is woken tens of microseconds after
+  // the notify (a 2-block norm kernel of 0.02 ms ran 0.145 ms a call when its caller slept,
+  // 0.07-0.08 spinning; decode steps of the zoo's GPT-2 and Llama ran 8-15% faster).
   void wait() {
+    const auto sleep_after = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+    do {
+      for (int i = 0; i < 64; ++i) {
+        if (done.load(std::memory_order_acquire) == tasks) return;
+        cpu_relax();
+      }
+    } while (std::chrono::steady_clock::now() < sleep_after);
     std::unique_lock<std::mutex> lock(mu);
     finished.wait(lock, [&] { return done.load(std::memory_order_acquire) == tasks; });
   }

@@ -112,3 +112,47 @@ def test_a_library_whose_signature_cannot_be_read_is_not_registered(tmp_path, si
     with pytest.raises(KernelLoadError, match=error.format(case=case)):
         ffi_targets.register_target(name, library, "cpu")
     assert not ffi_targets.is_registered(name)
+
+
+# A grid of `tasks` tasks, each writing 2·x + 1 into its 16 elements of y, the odd ones after
+# sleeping `sleep_us`: the dispatcher's caller must wait for every task a pool worker took,
+# whether the worker finishes while the caller still spins or only after it went to sleep.
+GRID_LIBRARY = """
+#include <chrono>
+#include <cstdint>
+#include <thread>
+extern "C" {{
+typedef void (*MjCpuTaskFn)(const void* io, float* arena, int64_t task);
+struct MjCpuGridV1 {{
+  void* context;
+  void (*run)(void* context, MjCpuTaskFn task, const void* io, int64_t tasks, int64_t arena);
+}};
+}}
+struct Io {{ const float* x; float* y; }};
+static void task(const void* io, float*, int64_t t) {{
+  const Io& b = *static_cast<const Io*>(io);
+  if (t % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds({sleep_us}));
+  for (int i = 0; i < 16; ++i) b.y[t * 16 + i] = 2 * b.x[t * 16 + i] + 1;
+}}
+extern "C" __attribute__((visibility("default")))
+void {name}(const MjCpuGridV1* grid, void* const* buffers) {{
+  const Io io{{static_cast<const float*>(buffers[0]), static_cast<float*>(buffers[1])}};
+  grid->run(grid->context, &task, &io, {tasks}, 16);
+}}
+extern "C" __attribute__((visibility("default"))) const int64_t* {name}_signature() {{
+  static const int64_t words[] = {{1, 1, 1, 0, 1, {elements}, 0, 1, {elements}}};
+  return words;
+}}
+"""
+
+
+@pytest.mark.parametrize("tasks,sleep_us", [(2, 0), (8, 0), (8, 30), (8, 3000), (64, 300)])
+def test_every_task_is_done_when_the_kernel_returns(tmp_path, tasks, sleep_us):
+    name = f"mj_cpu_grid_{tasks}_{sleep_us}"
+    source = GRID_LIBRARY.format(name=name, tasks=tasks, sleep_us=sleep_us, elements=16 * tasks)
+    ffi_targets.register_target(name, build_library(source, tmp_path / "grid.so"), "cpu")
+    out = jax.ShapeDtypeStruct((16 * tasks,), jnp.float32)
+    f = jax.jit(lambda x: call(name, out, x))
+    for seed in range(20):
+        x = np.random.default_rng(seed).standard_normal(16 * tasks).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(f(x)), 2 * x + 1)

@@ -419,6 +419,11 @@ class SearchResultInfo:
 
 def search(target: KernelGraph, config: SearchConfig, hook: object | None) -> SearchResultInfo: ...
 def generate_cpu_kernel(block_graph: BlockGraph, symbol: str) -> str: ...
+def cpu_kernel_includes() -> str:
+    """
+    The system headers every generated CPU kernel includes, before any of its own code: the text of the precompiled header its compiles share.
+    """
+
 def cpu_kernel_symbol(block_graph: BlockGraph) -> str: ...
 def cpu_code_hash(graph: KernelGraph) -> str:
     """

@@ -16,7 +16,7 @@ from search_test_support import CONFIG, Searches, graphs
 
 import mirage_jax
 from mirage_jax.cache import manifest as manifest_format
-from mirage_jax.cache import signing
+from mirage_jax.cache import signing, store
 from mirage_jax.runtime import backends, kernel_cache, toolchain
 from mirage_jax.superopt import search_cache
 
@@ -123,14 +123,15 @@ def entry_keys(root: Path, directory: str) -> list[str]:
 
 
 def exported_files(root: Path) -> dict[str, bytes]:
-    """{relative path: bytes} of every file an archive carries (locks, staging and this
-    machine's records excluded)."""
+    """{relative path: bytes} of every file an archive carries (locks, staging, this
+    machine's records and its compilers' precompiled headers excluded)."""
     local = {"origin.json", "probe.json"}
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
         if p.is_file()
         and p.name not in local
+        and p.relative_to(root).parts[0] not in store.MACHINE_DIRECTORIES
         and not any(part.startswith(".") for part in p.relative_to(root).parts)
     }
 
@@ -202,9 +203,9 @@ def compiler_calls(monkeypatch):
     calls = []
     real = toolchain.compile_cpu_library
 
-    def counting(source, library):
+    def counting(source, library, include=None):
         calls.append(source)
-        real(source, library)
+        real(source, library, include)
 
     monkeypatch.setattr(toolchain, "compile_cpu_library", counting)
     return calls

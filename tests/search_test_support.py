@@ -174,9 +174,9 @@ def install_counters(set_attribute) -> dict:
         counts["search"] += 1
         return real_search(*args, **kwargs)
 
-    def compile_library(source, library):
+    def compile_library(source, library, include=None):
         counts["compile"] += 1
-        return real_compile(source, library)
+        return real_compile(source, library, include)
 
     set_attribute(search_module, "search", search)
     set_attribute(toolchain, "compile_cpu_library", compile_library)

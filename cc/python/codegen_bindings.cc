@@ -6,6 +6,7 @@
 
 #include "cc/codegen/cpu/generate.h"
 #include "cc/codegen/cpu/loop_steps.h"
+#include "cc/codegen/cpu/prelude.h"
 #include "cc/codegen/cuda/cuda_plan.h"
 #include "cc/codegen/cuda/generate.h"
 #include "cc/codegen/cuda/roofline_estimate.h"
@@ -18,6 +19,9 @@ namespace mj::python {
 
 void bind_codegen(nb::module_& m) {
   m.def("generate_cpu_kernel", &codegen::cpu::generate_cpu_kernel, "block_graph"_a, "symbol"_a);
+  m.def("cpu_kernel_includes", &codegen::cpu::cpu_kernel_includes,
+        "The system headers every generated CPU kernel includes, before any of its own code: "
+        "the text of the precompiled header its compiles share.");
   m.def("cpu_kernel_symbol", &codegen::cpu::cpu_kernel_symbol, "block_graph"_a);
   m.def("cpu_code_hash", &codegen::cpu::cpu_code_hash, "graph"_a,
         "A content hash of the graph as the CPU code generator builds it (each loop run as "

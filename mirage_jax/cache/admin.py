@@ -109,9 +109,10 @@ IMPORT_STAGING = ".importing"
 
 def cache_directories(root: Path | None = None) -> list[Path]:
     """The directories `clear` removes: each kind's, locks and half-written entries
-    included, and what an interrupted import left; nothing else under the root."""
+    included, what an interrupted import left, and the compilers' precompiled headers;
+    nothing else under the root."""
     root = store.cache_root() if root is None else root
-    names = [k.directory for k in KINDS.values()] + [IMPORT_STAGING]
+    names = [k.directory for k in KINDS.values()] + [IMPORT_STAGING, *store.MACHINE_DIRECTORIES]
     return [root / name for name in names if (root / name).exists()]
 
 

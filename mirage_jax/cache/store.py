@@ -46,8 +46,13 @@ def cache_root() -> Path:
     """The directory given to using_cache_root, else $MIRAGE_JAX_CACHE, else
     ~/.cache/mirage_jax."""
     override = _root_override.get()
-    if override is not None:
-        return override
+    return override if override is not None else machine_root()
+
+
+def machine_root() -> Path:
+    """$MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax, whatever using_cache_root says: for what
+    this machine builds to speed up its own compiles (MACHINE_DIRECTORIES), which every
+    cache root would otherwise build again and which is never exported."""
     configured = os.environ.get("MIRAGE_JAX_CACHE")
     return Path(configured) if configured else Path.home() / ".cache" / "mirage_jax"
 
@@ -205,6 +210,10 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {}
+# Directories under machine_root() that hold no entries of a kind: build aids of this
+# machine's compilers (mirage_jax/runtime/precompiled_header.py). `cache clear` removes
+# them; nothing lists or exports them.
+MACHINE_DIRECTORIES: set[str] = set()
 # What else the entries' keys depend on, by name (the search cache: the C++ core's digest);
 # an exported archive records these, and an import compares them with its own.
 FINGERPRINTS: dict[str, Callable[[], str]] = {}

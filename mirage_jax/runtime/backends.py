@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mirage_jax import _core
-from mirage_jax.runtime import toolchain
+from mirage_jax.runtime import precompiled_header, toolchain
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ CPU = Backend(
         "flags": list(toolchain.GXX_FLAGS),
         "isa": toolchain.native_isa(),
     },
-    build=lambda source, library, options: toolchain.compile_cpu_library(source, library),
+    build=lambda source, library, options: precompiled_header.compile_cpu_library(source, library),
     # Loops whose steps are shorter than their products take run several steps an
     # iteration (cc/codegen/cpu/loop_steps.h): finer cuts of k generate the same kernel.
     code_key=_core.cpu_code_hash,

@@ -123,17 +123,26 @@ def find_gxx() -> str:
     return path
 
 
-def compile_cpu_library(source: Path, library: Path) -> None:
-    """g++ `source` into the shared library `library`; KernelCompileError with the
-    compiler's diagnostics when it fails."""
+def compile_cpu_library(source: Path, library: Path, include: Path | None = None) -> None:
+    """g++ `source` into the shared library `library`, with `include` (a header, precompiled
+    beside it: mirage_jax/runtime/precompiled_header.py) read before it; KernelCompileError
+    with the compiler's diagnostics when it fails."""
     command = [
         find_gxx(),
         *GXX_FLAGS,
+        *(["-include", str(include)] if include is not None else []),
         str(source),
         "-o",
         str(library),
     ]
     run(GXX, command, str(source))
+
+
+def compile_cpu_header(header: Path, precompiled: Path) -> None:
+    """g++ `header` into `precompiled` (its .gch), with the kernels' flags: g++ uses a .gch
+    only for compiles with the flags it was built with."""
+    command = [find_gxx(), *GXX_FLAGS, "-x", "c++-header", str(header), "-o", str(precompiled)]
+    run(GXX, command, str(header))
 
 
 # -- nvcc: CUDA kernels --------------------------------------------------------------------

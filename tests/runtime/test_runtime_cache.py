@@ -31,7 +31,7 @@ def fake_compiler(monkeypatch, tmp_path):
     calls = []
     prebuilt = build_library(handler_source("mj_b"), tmp_path / "prebuilt.so")
 
-    def fake(source, library):
+    def fake(source, library, include=None):
         calls.append(source)
         time.sleep(0.2)
         library.write_bytes(prebuilt.read_bytes())

@@ -314,7 +314,7 @@ def test_a_clear_loss_is_not_timed_again(ranked, monkeypatch):
 
 
 def test_a_compile_failure_falls_back_to_xla_with_one_warning(ranked, monkeypatch, tmp_path):
-    def failing(source, library):
+    def failing(source, library, include=None):
         raise KernelCompileError(
             f"g++ failed (exit 1) compiling {source}:\n{source}:1:1: error: injected failure"
         )

@@ -2,10 +2,8 @@
 
 namespace mj::codegen::cpu {
 
-const std::string& cpu_prelude() {
-  static const std::string text = R"PRELUDE(#ifndef MIRAGE_JAX_CPU_PRELUDE_V5
-#define MIRAGE_JAX_CPU_PRELUDE_V5
-#include <algorithm>
+const std::string& cpu_kernel_includes() {
+  static const std::string text = R"INCLUDES(#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -20,6 +18,17 @@ const std::string& cpu_prelude() {
 #if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 #include <sys/syscall.h>
 #include <unistd.h>
+#endif
+)INCLUDES";
+  return text;
+}
+
+const std::string& cpu_prelude() {
+  static const std::string text =
+      "#ifndef MIRAGE_JAX_CPU_PRELUDE_V5\n"
+      "#define MIRAGE_JAX_CPU_PRELUDE_V5\n" +
+      cpu_kernel_includes() + R"PRELUDE(
+#if defined(__AMX_TILE__) && defined(__AMX_BF16__)
 #define MJ_CPU_AMX 1
 #endif
 

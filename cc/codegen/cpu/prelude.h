@@ -8,4 +8,8 @@ namespace mj::codegen::cpu {
 
 const std::string& cpu_prelude();
 
+// The system headers the prelude includes, on their own: most of a kernel's compile time is
+// parsing them, so the runtime precompiles this text once per machine and compiler.
+const std::string& cpu_kernel_includes();
+
 }  // namespace mj::codegen::cpu

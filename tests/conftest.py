@@ -44,3 +44,15 @@ def no_stored_verdicts(monkeypatch):
     """Tests share one cache root (kernels compile once per run) and many replace the timer:
     a verdict stored by one test would decide for the next. The verdict tests turn them on."""
     monkeypatch.setenv("MIRAGE_JAX_VERDICTS", "0")
+
+
+@pytest.fixture(autouse=True)
+def one_precompiled_header(monkeypatch, tmp_path_factory):
+    """The CPU kernels' precompiled header under one directory of the run, whatever cache
+    root a test makes fresh: it is the machine's, one for all of a user's processes, and one
+    per fresh cache root cost the suite 1.2 s and 50 MB each, about 200 times.
+    tests/runtime/test_precompiled_header.py puts it back where the package keeps it."""
+    from mirage_jax.runtime import precompiled_header
+
+    shared = tmp_path_factory.getbasetemp() / "machine_cache"
+    monkeypatch.setattr(precompiled_header, "root", lambda: shared)

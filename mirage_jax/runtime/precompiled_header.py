@@ -96,6 +96,11 @@ def _build(parent: Path, name: str) -> Path:
     return entry / HEADER
 
 
+def root() -> Path:
+    """The cache root the header is kept under: the machine's (store.machine_root)."""
+    return store.machine_root()
+
+
 def build_in(root: Path) -> Path:
     """The header under `root` (a cache root), built there unless a sound one is:
     KernelCompileError or OSError when it cannot be."""
@@ -105,15 +110,15 @@ def build_in(root: Path) -> Path:
 def header() -> Path | None:
     """This machine's precompiled kernel header, built on first use; None where it cannot be
     (an unwritable cache, a compiler that refuses it): kernels then compile without."""
-    root, name = store.machine_root(), key()
+    where, name = root(), key()
     with _lock:
-        if (root, name) not in _built:
+        if (where, name) not in _built:
             try:
-                _built[root, name] = build_in(root)
+                _built[where, name] = build_in(where)
             except (OSError, KernelCompileError) as e:
                 logging.info("mirage_jax: CPU kernels compile without a precompiled header: %s", e)
-                _built[root, name] = None
-        return _built[root, name]
+                _built[where, name] = None
+        return _built[where, name]
 
 
 def _discard(found: Path) -> None:

@@ -13,6 +13,7 @@ from kernel_test_support import assert_close, random_inputs, storage_rtol
 
 import mirage_jax as mj
 from mirage_jax import _core
+from mirage_jax.cache import store
 from mirage_jax.cli.main import main
 from mirage_jax.ir.paper_graphs import PROGRAMS
 from mirage_jax.runtime import kernel_cache, precompiled_header, toolchain
@@ -38,6 +39,7 @@ def test_g_plus_plus_reads_the_precompiled_header_for_a_generated_kernel(tmp_pat
     """-H lists the headers a compile reads, with '!' before a precompiled one it used: with
     the kernels' flags and the header built by header(), it is the .gch, not the text."""
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "machine"))
+    monkeypatch.setattr(precompiled_header, "root", store.machine_root)
     header = precompiled_header.header()
     assert (
         header is not None and header.parent.parent == tmp_path / "machine" / "precompiled_headers"
@@ -130,6 +132,7 @@ def test_a_kernel_error_is_the_compile_without_the_header(tmp_path, monkeypatch,
 def test_cache_clear_removes_the_precompiled_header(tmp_path, monkeypatch, capsys):
     cache = tmp_path / "cache"
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(cache))
+    monkeypatch.setattr(precompiled_header, "root", store.machine_root)
     assert precompiled_header.header() is not None
     assert (cache / "precompiled_headers").is_dir()
     assert main(["cache", "clear", "--yes"]) == 0, capsys.readouterr()

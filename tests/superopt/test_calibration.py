@@ -13,6 +13,7 @@ import pytest
 
 import mirage_jax as mj
 from mirage_jax import _core
+from mirage_jax.cache import store
 from mirage_jax.cli.main import main as cli_main
 from mirage_jax.ir import paper_graphs as pg
 from mirage_jax.ir.product_graphs import fitting_blocks
@@ -333,3 +334,30 @@ def test_a_calibration_that_cannot_be_measured_ranks_with_the_presets(monkeypatc
         calibration_cache.cpu_target()
     config = mj.SearchConfig(time_budget_s=10, max_kernel_ops=1, max_block_ops=5, threads=2)
     assert len(mj.search(small_rmsnorm_linear(), config, progress=False)) > 1
+
+
+def test_a_function_with_its_own_cache_dir_takes_the_machines_calibration(
+    measured, monkeypatch, tmp_path
+):
+    """The calibration is the machine's: measured once under the machine's cache root
+    ($MIRAGE_JAX_CACHE), a fresh process optimizing with a cache_dir of its own (an empty
+    one) takes it from there, and stores it in that cache_dir too, measuring nothing."""
+    calls, answers = measured
+    first = calibration_cache.load_or_measure()
+    calibration_cache._measured.clear()  # a new process
+    answers[0] = dataclasses.replace(FAKE, dram_bandwidth=2 * FAKE.dram_bandwidth)
+    own = tmp_path / "own cache_dir"
+    with store.using_cache_root(own):
+        assert calibration_cache.load_or_measure() == first
+        assert calibration_cache.stored_record()[0] == first
+    assert len(calls) == 1
+
+
+def test_a_calibration_measured_for_a_cache_dir_is_kept_for_the_machine(measured, tmp_path):
+    calls, _ = measured
+    with store.using_cache_root(tmp_path / "own cache_dir"):
+        first = calibration_cache.load_or_measure()
+    calibration_cache._measured.clear()  # a new process, on the machine's cache root
+    assert calibration_cache.load_or_measure() == first
+    assert calibration_cache.stored_record()[0] == first
+    assert len(calls) == 1

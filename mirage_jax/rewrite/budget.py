@@ -48,8 +48,10 @@ SEARCH_STEPS = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0, 120.0)
 _XLA_TIMING_S = 0.2  # wall time of each region's XLA measurement
 ESTIMATE = "xla estimate"  # the name XLA's timing of a region goes by here
 # What one more candidate costs, in seconds, for sizing how many to compile: g++ -O3 of its
-# kernel (0.65-1.1 s for the paper's kernels here, built in parallel, one per core) and its
-# share of the timing rounds (0.5 s steps).
+# kernel (0.17-0.52 s for the paper's kernels here with the precompiled header, 0.65-1.1 s
+# before it; built in parallel, one per core) and its share of the timing rounds (0.5 s
+# steps). Not lowered with the compiles: more candidates a region change its decisions,
+# which want a models_run.py comparison first.
 CANDIDATE_S = 2.0
 
 

@@ -51,8 +51,10 @@ def cache_root() -> Path:
 
 def machine_root() -> Path:
     """$MIRAGE_JAX_CACHE, else ~/.cache/mirage_jax, whatever using_cache_root says: for what
-    this machine builds to speed up its own compiles (MACHINE_DIRECTORIES), which every
-    cache root would otherwise build again and which is never exported."""
+    belongs to the machine rather than to one function's cache, which every fresh cache_dir
+    would otherwise make again: the compilers' precompiled headers (MACHINE_DIRECTORIES,
+    never exported) and the CPU calibration (superopt/calibration_cache.py, copied into the
+    cache root that uses it)."""
     configured = os.environ.get("MIRAGE_JAX_CACHE")
     return Path(configured) if configured else Path.home() / ".cache" / "mirage_jax"
 

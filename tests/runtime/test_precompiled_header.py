@@ -80,8 +80,12 @@ def test_a_kernel_built_with_the_header_runs_and_matches_the_interpreter(
 ):
     monkeypatch.setenv("MIRAGE_JAX_CACHE", str(tmp_path / "cache"))
     graph = fused("rmsnorm_linear")
-    args = random_inputs(graph)
+    x, *rest = random_inputs(graph)
+    # A row of zeros (the norm's 0 / sqrt(eps)) and one a thousand times larger.
+    x = x.at[0].set(0.0).at[1].multiply(1e3)
+    args = [x, *rest]
     got = np.asarray(mj.compile(graph)(*args)[0])
+    assert np.isfinite(got).all() and not got[0].any()
     header = precompiled_header.header()
     assert header is not None and includes and set(includes) == {header}
     want = graph.evaluate([np.asarray(a) for a in args])[0]
